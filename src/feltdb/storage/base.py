@@ -1,0 +1,243 @@
+"""The storage seam: rows, versions, compare-and-set, revisions and the transaction log.
+
+Internal: this protocol is the thinnest layer feltdb needs from a database, and it may
+change between releases. It speaks plain dicts and JSON, never domain models; the work
+layer (``feltdb.work``) is its only client.
+
+The contract every backend keeps, bit for bit:
+
+* A row is keyed by ``(collection, key)`` and holds a JSON object, its *document*. Every
+  document read back carries ``"__version"``: the row's version, an integer that is 1 when
+  the row is first written and grows by one with every later write of it. (A row restored
+  without a version, as an older release wrote it, reads as version 1: the canonical CAS
+  contract defines a pre-versioned document as version 1.)
+* The store has one *revision*, an integer that grows with every commit; 0 before any.
+* :meth:`Database.commit` applies several mutations atomically, or none. Each
+  :class:`Precondition` is checked inside the same transaction; if any fails, nothing is
+  written and :class:`StorageConflict` (code ``WORKLOAD_CONFLICT``) is raised.
+* Every commit appends one :class:`CommittedTransaction` to the log, in the same
+  transaction as its rows, so the log and the rows can never disagree.
+* Beside each document the backend keeps a :class:`RowIndex`, the few fields the
+  scheduler selects and orders on, as indexed columns. The caller computes it from the
+  document and passes it with every write; the backend never reads the document to
+  fill it. Queries over the index never scan the collection.
+* Any other database failure is :class:`~feltdb.errors.WorkloadError` with code
+  ``WORKLOAD_STORAGE_FAILURE``, the driver's exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from feltdb.errors import ErrorCode, WorkloadError
+
+VERSION_FIELD = "__version"
+"""The document field that carries the row's version when a row is read back."""
+
+
+class StorageConflict(WorkloadError):
+    """A precondition of a commit failed: another writer committed first. Nothing was written."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(ErrorCode.WORKLOAD_CONFLICT, message, details)
+
+
+def storage_failure(message: str) -> WorkloadError:
+    """The error for a database that could not be read or written."""
+    return WorkloadError(ErrorCode.WORKLOAD_STORAGE_FAILURE, message)
+
+
+@dataclass(frozen=True, slots=True)
+class RowIndex:
+    """The scheduling fields kept as indexed columns beside a document.
+
+    All optional: a row of a collection that is not scheduled has none of them.
+    """
+
+    tenant_id: str | None = None
+    application_id: str | None = None
+    state: str | None = None
+    priority: int | None = None
+    created_at: int | None = None
+    eligible_at: int | None = None
+    """Not claimable before this instant (``None``: as soon as it is ready)."""
+    lease_expires_at: int | None = None
+    """When the current claim's lease expires (``None``: no live claim)."""
+    deadline_at: int | None = None
+    """The earliest instant at which a deadline of the row falls (``None``: none)."""
+    result_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """A committed row. ``document`` includes ``"__version"`` equal to ``version``."""
+
+    collection: str
+    key: str
+    version: int
+    revision: int
+    """The store revision of the commit that last wrote this row."""
+    document: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Precondition:
+    """A guard checked inside a commit's transaction.
+
+    ``require_absent``: the row must not exist. ``expected_version``: the row must exist at
+    exactly this version. Neither: no guard on this row.
+    """
+
+    collection: str
+    key: str
+    require_absent: bool = False
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """Write ``document`` (without ``"__version"``; the backend stamps it) at a key.
+
+    ``document=None`` deletes the row.
+    """
+
+    collection: str
+    key: str
+    document: Mapping[str, Any] | None
+    index: RowIndex = field(default_factory=RowIndex)
+
+
+class CommittedTransaction(BaseModel):
+    """One committed transaction, as the log keeps it.
+
+    The provenance fields (``work_id``, ``agent_id``, ``session_id``, ``delegator_id``)
+    are read from the audit record's fields of the same names, when present.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    transaction_id: str
+    base_revision: int
+    commit_revision: int
+    committed_at: float
+    """Unix time, in seconds, at which the backend committed it."""
+    operation_ids: list[str]
+    keys: list[str] = Field(default_factory=list)
+    """``"collection/key"`` of every row written, in mutation order."""
+    audit: dict[str, Any] | None = None
+    work_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    delegator_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """What a commit wrote: the new revision and each written row as committed."""
+
+    revision: int
+    transaction_id: str
+    rows: list[StoredRow]
+
+
+class Database(Protocol):
+    """The operations the work layer needs from a backend. Safe to share between threads."""
+
+    target: str
+    """Where this database lives (a file path or a URL without its password)."""
+
+    def get_row(self, collection: str, key: str) -> StoredRow | None:
+        """The committed row at a key, or ``None``."""
+        ...
+
+    def list_rows(
+        self,
+        collection: str,
+        *,
+        tenant_id: str | None = None,
+        application_id: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+    ) -> list[StoredRow]:
+        """Rows of a collection, filtered on index fields (``None``: any), ordered by
+        priority descending, then ``created_at`` ascending, then key.
+        """
+        ...
+
+    def claimable_rows(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str,
+        now: int,
+        *,
+        limit: int,
+        offset: int = 0,
+    ) -> list[StoredRow]:
+        """Rows in ``state`` whose ``eligible_at`` is ``None`` or ``<= now``, in the
+        order of :meth:`list_rows`; served by an index, never a scan.
+        """
+        ...
+
+    def rows_due(self, collection: str, column: str, now: int, *, limit: int) -> list[StoredRow]:
+        """Rows whose ``column`` (``"lease_expires_at"`` or ``"deadline_at"``) is
+        ``<= now``, earliest first; served by an index.
+        """
+        ...
+
+    def rows_with_result_id(self, collection: str, result_id: str) -> list[StoredRow]:
+        """Rows whose index ``result_id`` equals ``result_id``."""
+        ...
+
+    def current_revision(self) -> int:
+        """The revision of the latest commit (0 before any)."""
+        ...
+
+    def commit(
+        self,
+        operation_id: str,
+        mutations: Sequence[Mutation],
+        preconditions: Sequence[Precondition] = (),
+        audit: Mapping[str, Any] | None = None,
+    ) -> Commit:
+        """Apply ``mutations`` atomically if every precondition holds.
+
+        Raises:
+            StorageConflict: a precondition failed; nothing was written.
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` for any other database failure.
+        """
+        ...
+
+    def restore_row(
+        self,
+        collection: str,
+        key: str,
+        document: Mapping[str, Any],
+        index: RowIndex | None = None,
+    ) -> Commit:
+        """Write a document exactly as given, with no guard: for restoring an export or an
+        older release's rows. Its version is the document's ``"__version"`` or, without
+        one, 1. Logged like any commit.
+        """
+        ...
+
+    def update_index(self, collection: str, key: str, index: RowIndex) -> bool:
+        """Replace a row's index fields, leaving its document, version and the revision
+        alone (the index is derived from the document). ``False`` if there is no such row.
+        """
+        ...
+
+    def committed_transactions_after(
+        self, revision: int, limit: int | None = None
+    ) -> list[CommittedTransaction]:
+        """Logged transactions with ``commit_revision > revision``, oldest first."""
+        ...
+
+    def close(self) -> None:
+        """Release every connection. Further calls fail with ``WORKLOAD_STORAGE_FAILURE``."""
+        ...

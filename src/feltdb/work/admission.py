@@ -1,0 +1,246 @@
+"""Admission: validating a request, building the workload, and answering a repeated key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feltdb.canonical import canonical_json, content_hash
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.work.approvals import validate_approval_policy
+from feltdb.work.lifecycle import transition
+from feltdb.work.models import (
+    DEADLINE_CONTRACT_VERSION,
+    ApprovalPolicy,
+    CreateWorkload,
+    Workload,
+    WorkloadApproval,
+    WorkloadDependency,
+    WorkloadTimeouts,
+)
+from feltdb.work.safety import ensure_safe
+from feltdb.work.states import WorkloadState
+
+ADMISSION_ACTOR = "feltdb"
+
+_REQUIRED_TEXT = ("tenant_id", "application_id", "environment", "definition_id", "idempotency_key")
+
+
+def validate_admission(request: CreateWorkload) -> None:
+    """Refuse a request that must not be admitted, before anything is read or written.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_SECRET_REJECTED`` for secret material in the input;
+            ``WORKLOAD_INVALID`` naming the field for an empty identifier or key, a zero
+            timeout, ``approval_ms`` without a policy, or an invalid policy;
+            ``WORKLOAD_UNAUTHORIZED`` when the authorization snapshot does not bind the
+            requester, tenant and application.
+    """
+    ensure_safe(request.input, "input")
+    blank = [name for name in _REQUIRED_TEXT if not getattr(request, name).strip()]
+    if blank:
+        message = (
+            "idempotency key is required"
+            if blank == ["idempotency_key"]
+            else f"{', '.join(blank)} must not be empty"
+        )
+        raise WorkloadError(ErrorCode.WORKLOAD_INVALID, message, {"fields": blank})
+    zero = [
+        f"timeouts.{name}"
+        for name in WorkloadTimeouts.FIELDS
+        if getattr(request.timeouts, name) == 0
+    ]
+    if zero:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            f"a timeout must be at least 1 ms; omit it for no deadline ({', '.join(zero)})",
+            {"fields": zero},
+        )
+    if request.timeouts.approval_ms is not None and request.approval is None:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            "timeouts.approval_ms requires an approval policy",
+            {"fields": ["timeouts.approval_ms"]},
+        )
+    if request.approval is not None:
+        validate_approval_policy(request.approval)
+    grant = request.authorization_snapshot.grant
+    if (
+        grant.subject != request.requested_by
+        or grant.tenant_id != request.tenant_id
+        or grant.application_id != request.application_id
+    ):
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_UNAUTHORIZED, "authorization snapshot does not bind the requester"
+        )
+
+
+def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
+    """The workload a validated request creates, already moved to ``READY`` (or to
+    ``AWAITING_APPROVAL`` when it requires approval), not yet committed.
+    """
+    workload = Workload(
+        contract_version=DEADLINE_CONTRACT_VERSION,
+        workload_id=workload_id,
+        tenant_id=request.tenant_id,
+        application_id=request.application_id,
+        environment=request.environment,
+        definition_id=request.definition_id,
+        definition_revision=request.definition_revision,
+        trigger=request.trigger,
+        input=request.input,
+        input_hash=content_hash(request.input),
+        requested_by=request.requested_by,
+        session_id=request.session_id,
+        authorization_snapshot=request.authorization_snapshot,
+        capability_snapshot=request.capability_snapshot,
+        connection_scopes=request.connection_scopes,
+        priority=request.priority,
+        idempotency_key=request.idempotency_key,
+        created_at=request.created_at,
+        updated_at=request.created_at,
+        state=WorkloadState.CREATED,
+        execution_history=[],
+        attempts=[],
+        checkpoints=[],
+        result=None,
+        retry_policy=request.retry_policy.model_copy(deep=True),
+        timeouts=request.timeouts.model_copy(deep=True),
+        attempt_count=0,
+        retry_count=0,
+        # Creation-time eligibility and retry backoff are the same thing, so they are the
+        # same field: a workload with not_before is created like any other, only not yet
+        # claimable.
+        next_attempt_at=request.not_before,
+        last_failure=None,
+        current_claim=None,
+        fencing_token=0,
+        dependencies=list(request.dependencies),
+        approval=(
+            WorkloadApproval(policy=request.approval.model_copy(deep=True))
+            if request.approval is not None
+            else None
+        ),
+    )
+    # The history records the eligibility the work was admitted with, so "why was this
+    # Ready and unclaimed for an hour" is answerable from the workload itself.
+    evidence: dict[str, str] = {}
+    if request.not_before is not None:
+        evidence["not_before"] = str(request.not_before)
+    initial = WorkloadState.READY
+    if workload.approval is not None:
+        # Work that requires approval is never Ready, so never claimable, until an
+        # authorized decision commits.
+        evidence["approval"] = "required"
+        initial = WorkloadState.AWAITING_APPROVAL
+    transition(workload, initial, ADMISSION_ACTOR, request.created_at, evidence)
+    return workload
+
+
+def _dependencies(dependencies: list[WorkloadDependency]) -> list[str]:
+    return sorted(canonical_json([d.workload_id, d.required_state.value]) for d in dependencies)
+
+
+def _policy(policy: ApprovalPolicy | None) -> Any:
+    return None if policy is None else policy.to_json()
+
+
+def execution_fields(
+    *,
+    definition_id: str,
+    definition_revision: str,
+    environment: str,
+    input_hash: str,
+    capability_snapshot: frozenset[str],
+    connection_scopes: frozenset[str],
+    priority: int,
+    retry_policy: Any,
+    timeouts: Any,
+    dependencies: list[WorkloadDependency],
+    not_before: int | None,
+    approval: ApprovalPolicy | None,
+) -> list[tuple[str, Any]]:
+    """The execution-affecting part of an admission, normalized, field by field.
+
+    Defaults are applied, sets compare as sets, dependencies regardless of order, and the
+    input by its canonical hash. Provenance that does not change what runs (trigger,
+    session, created_at, the authorization snapshot, verified before any replay) is not
+    part of it.
+    """
+    return [
+        ("definition_id", definition_id),
+        ("definition_revision", definition_revision),
+        ("environment", environment),
+        ("input", input_hash),
+        ("capability_snapshot", sorted(capability_snapshot)),
+        ("connection_scopes", sorted(connection_scopes)),
+        ("priority", priority),
+        ("retry_policy", retry_policy.to_json()),
+        ("timeouts", timeouts.to_json()),
+        ("dependencies", _dependencies(dependencies)),
+        ("not_before", not_before),
+        ("approval", _policy(approval)),
+    ]
+
+
+def admitted_not_before(w: Workload) -> int | None:
+    """The ``not_before`` a workload was admitted with, from its admission event.
+
+    ``next_attempt_at`` moves with retries; the admission evidence does not. The reference
+    reads the first ``READY`` event, which work admitted into approval lacks; this port reads
+    the first event of the history (API.md, "deliberately differs").
+    """
+    if not w.execution_history:
+        return None
+    value = w.execution_history[0].evidence.get("not_before")
+    return int(value) if value is not None else None
+
+
+def replay(existing: Workload, request: CreateWorkload) -> tuple[Workload, bool]:
+    """Answer a repeated key: the original workload for an equivalent request.
+
+    Raises:
+        WorkloadError: ``IDEMPOTENCY_KEY_REUSED`` with ``details["fields"]`` naming every
+            field that differs.
+    """
+    recorded = execution_fields(
+        definition_id=existing.definition_id,
+        definition_revision=existing.definition_revision,
+        environment=existing.environment,
+        input_hash=existing.input_hash,
+        capability_snapshot=existing.capability_snapshot,
+        connection_scopes=existing.connection_scopes,
+        priority=existing.priority,
+        retry_policy=existing.retry_policy,
+        timeouts=existing.timeouts,
+        dependencies=existing.dependencies,
+        not_before=admitted_not_before(existing),
+        approval=existing.approval.policy if existing.approval is not None else None,
+    )
+    requested = execution_fields(
+        definition_id=request.definition_id,
+        definition_revision=request.definition_revision,
+        environment=request.environment,
+        input_hash=content_hash(request.input),
+        capability_snapshot=request.capability_snapshot,
+        connection_scopes=request.connection_scopes,
+        priority=request.priority,
+        retry_policy=request.retry_policy,
+        timeouts=request.timeouts,
+        dependencies=request.dependencies,
+        not_before=request.not_before,
+        approval=request.approval,
+    )
+    conflicting = [
+        name for (name, left), (_, right) in zip(recorded, requested, strict=True) if left != right
+    ]
+    if existing.requested_by != request.requested_by:
+        conflicting.insert(0, "requested_by")
+    if not conflicting:
+        return existing, False
+    raise WorkloadError(
+        ErrorCode.IDEMPOTENCY_KEY_REUSED,
+        "idempotency key was already used for a different request: "
+        + ", ".join(conflicting)
+        + " differ",
+        {"fields": conflicting},
+    )

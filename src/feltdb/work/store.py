@@ -1,0 +1,978 @@
+"""``WorkloadStore``: the workload authority's facade.
+
+Every operation is: read the committed workload (one keyed read), decide with a pure
+function of :mod:`feltdb.work.lifecycle`, and apply the decision as one guarded commit: a
+compare-and-set on the document version that was read. A race between two writers (two
+threads, two processes, two machines) is therefore decided by the store, never by either
+writer's memory: the loser gets ``WORKLOAD_CONFLICT`` and commits nothing, and its next
+read sees what the winner committed.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from feltdb.auth import Subject
+from feltdb.canonical import content_hash
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage import open_database
+from feltdb.storage.base import (
+    Database,
+    Mutation,
+    Precondition,
+    StorageConflict,
+    StoredRow,
+)
+from feltdb.work import lifecycle
+from feltdb.work.admission import new_workload, replay, validate_admission
+from feltdb.work.approvals import decided_answer, ensure_approver_permitted
+from feltdb.work.deadlines import deadline_breach
+from feltdb.work.identities import legacy_idempotency_scope, workload_id_for
+from feltdb.work.models import (
+    DURABLE_WORK_COLLECTION,
+    ApprovalDecision,
+    CreateWorkload,
+    Workload,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadExecutionContext,
+    WorkloadResult,
+)
+from feltdb.work.safety import ensure_safe, ensure_safe_text
+from feltdb.work.scheduling import dependencies_satisfied, row_index
+from feltdb.work.states import ApprovalOutcome, WorkloadState
+
+T = TypeVar("T")
+
+DEFAULT_LEASE_MS = 30_000
+CANDIDATE_BATCH = 32
+"""Candidates ``claim_next`` reads per index query; most claims need only the first."""
+MAINTENANCE_BATCH = 256
+"""Due workloads ``enforce_deadlines``/``recover_expired`` read per index query."""
+
+# A claim that loses to another writer, or to a deadline, leaves the candidate behind;
+# claim_next then tries the next one (API.md: it never fails because of one candidate).
+_SKIP_CANDIDATE = frozenset(
+    {
+        ErrorCode.WORKLOAD_CONFLICT,
+        ErrorCode.WORKLOAD_NOT_READY,
+        ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE,
+        ErrorCode.WORKLOAD_TIMED_OUT,
+        ErrorCode.WORKLOAD_ATTEMPTS_EXHAUSTED,
+        ErrorCode.WORKLOAD_APPROVAL_PENDING,
+        ErrorCode.WORKLOAD_REJECTED,
+        ErrorCode.WORKLOAD_NOT_FOUND,
+    }
+)
+
+
+def _invalid(field: str, message: str) -> WorkloadError:
+    return WorkloadError(ErrorCode.WORKLOAD_INVALID, f"{field}: {message}", {"fields": [field]})
+
+
+def _text(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _invalid(field, "must be a non-empty string")
+    return value
+
+
+def _integer(value: Any, field: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(field, "must be an integer")
+    if value < minimum:
+        raise _invalid(field, f"must be at least {minimum}")
+    return value
+
+
+def _capabilities(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise _invalid("capabilities", "must be an iterable of strings")
+    capabilities = frozenset(value)
+    if not all(isinstance(c, str) for c in capabilities):
+        raise _invalid("capabilities", "must be an iterable of strings")
+    return capabilities
+
+
+def _lease(value: Any, field: str) -> int:
+    # Leases are kept in whole seconds (API.md), so a lease under a second would expire at
+    # the instant it is granted.
+    lease = _integer(value, field, 1)
+    if lease < 1000:
+        raise _invalid(field, "a lease must last at least 1000 ms (leases are whole seconds)")
+    return lease
+
+
+def _parse(row: StoredRow) -> Workload:
+    try:
+        return Workload.model_validate(row.document)
+    except ValidationError as error:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE,
+            f"stored workload {row.key} is not a valid workload record: {error}",
+        ) from error
+
+
+class WorkloadStore:
+    """The workload authority over one :class:`~feltdb.storage.base.Database`.
+
+    Safe to share between threads. Two stores on one target (in one process or several)
+    are two writers of one store: each sees the other's commits at once.
+    """
+
+    def __init__(self, db: Database) -> None:
+        """Act on ``db``. The store does not own it unless opened with :meth:`open`."""
+        self.db = db
+        self._owns_db = False
+        # Test hook (see _pin_reads): id -> (document, version) as of the pin.
+        self._pinned: dict[str, tuple[dict[str, Any], int]] | None = None
+
+    @classmethod
+    def open(cls, target: str | os.PathLike[str]) -> WorkloadStore:
+        """Open the store at ``target``: a file path or ``sqlite:///path`` (embedded SQLite),
+        or ``postgresql://…``. Creates an embedded store that does not exist yet.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the target cannot be opened.
+        """
+        store = cls(open_database(target))
+        store._owns_db = True
+        return store
+
+    def close(self) -> None:
+        """Close the database if this store opened it."""
+        if self._owns_db:
+            self.db.close()
+
+    def __enter__(self) -> WorkloadStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- reading and writing
+
+    def _read(self, workload_id: str) -> tuple[Workload, int] | None:
+        if self._pinned is not None:
+            pinned = self._pinned.get(workload_id)
+            if pinned is None:
+                return None
+            return Workload.model_validate(pinned[0]), pinned[1]
+        row = self.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
+        if row is None:
+            return None
+        return _parse(row), row.version
+
+    def _load(self, workload_id: str) -> tuple[Workload, int]:
+        loaded = self._read(_text(workload_id, "workload_id"))
+        if loaded is None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_NOT_FOUND,
+                f"workload {workload_id} not found",
+                {"workload_id": workload_id},
+            )
+        return loaded
+
+    def _adopt_committed(self, workload_id: str) -> Workload | None:
+        """After a lost compare-and-set: the committed workload, which a pinned store
+        adopts so it does not keep acting on a version that no longer exists.
+        """
+        row = self.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
+        if self._pinned is not None:
+            if row is None:
+                self._pinned.pop(workload_id, None)
+            else:
+                self._pinned[workload_id] = (row.document, row.version)
+        return _parse(row) if row is not None else None
+
+    def _persist(self, workload: Workload, action: str, version: int | None = -1) -> int:
+        """Commit ``workload`` as the document of its id, guarded by ``version`` (the version
+        it was read at; ``None``: it must not exist yet; ``-1``: the version committed now,
+        for test fixtures). Returns the new version.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_CONFLICT`` when another writer committed first (the
+                committed workload is adopted); ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        workload_id = workload.workload_id
+        if version == -1:
+            current = self._read(workload_id)
+            version = current[1] if current is not None else None
+        document = workload.to_json()
+        operation_id = "work_tx_" + secrets.token_hex(12)
+        guard = Precondition(
+            DURABLE_WORK_COLLECTION,
+            workload_id,
+            require_absent=version is None,
+            expected_version=version,
+        )
+        try:
+            commit = self.db.commit(
+                operation_id,
+                [Mutation(DURABLE_WORK_COLLECTION, workload_id, document, row_index(workload))],
+                [guard],
+                _audit(workload, document, action, operation_id),
+            )
+        except StorageConflict:
+            self._adopt_committed(workload_id)
+            raise
+        written = commit.rows[0]
+        if self._pinned is not None:
+            self._pinned[workload_id] = (written.document, written.version)
+        return written.version
+
+    def _enforce_deadline(self, w: Workload, version: int, now: int) -> None:
+        """Refuse a call on work past a deadline, timing it out first, in the same way the
+        maintenance pass would have.
+        """
+        breach = deadline_breach(w, now)
+        if breach is None:
+            return
+        deadline, at = breach
+        lifecycle.expire(w, deadline, at, now)
+        self._persist(w, "workload.mutated", version)
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_TIMED_OUT,
+            f"the workload's {deadline} deadline passed at {at}",
+            {"deadline": deadline, "deadline_at": at},
+        )
+
+    def _apply(
+        self,
+        workload_id: str,
+        now: int,
+        change: Callable[[Workload], T],
+        *,
+        enforce_deadlines: bool = True,
+    ) -> T:
+        w, version = self._load(workload_id)
+        if enforce_deadlines:
+            self._enforce_deadline(w, version, now)
+        answer = change(w)
+        self._persist(w, "workload.mutated", version)
+        return answer
+
+    # ---------------------------------------------------------------- requesters
+
+    def admit(self, request: CreateWorkload) -> tuple[Workload, bool]:
+        """Create a workload, or answer with the one this requester already created under
+        the same key. ``True`` when this call created it.
+
+        The key is scoped to the tenant, the application and the requester, so one
+        requester's key can never return, reveal or block another's workload. A repeated
+        key is answered with the original only for an equivalent request.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``, ``WORKLOAD_SECRET_REJECTED``,
+                ``WORKLOAD_UNAUTHORIZED`` (checked before any replay),
+                ``IDEMPOTENCY_KEY_REUSED`` naming every differing field.
+        """
+        if not isinstance(request, CreateWorkload):
+            request = CreateWorkload.parse(request)
+        validate_admission(request)
+        workload_id = workload_id_for(
+            request.tenant_id, request.application_id, request.requested_by, request.idempotency_key
+        )
+        # Another writer may have admitted this identity: ask the store, by key.
+        existing = self._read(workload_id)
+        if existing is not None:
+            return replay(existing[0], request)
+        workload = new_workload(request, workload_id)
+        try:
+            self._persist(workload, "workload.created", None)
+        except StorageConflict:
+            # Another writer admitted this identity first: converge on what it committed.
+            committed = self._adopt_committed(workload_id)
+            if committed is None:
+                raise
+            return replay(committed, request)
+        return workload, True
+
+    def create(self, request: CreateWorkload) -> Workload:
+        """:meth:`admit`, answering only the workload."""
+        return self.admit(request)[0]
+
+    def get(self, workload_id: str) -> Workload:
+        """The committed workload.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_NOT_FOUND``.
+        """
+        return self._load(workload_id)[0]
+
+    def list(self, tenant_id: str, application_id: str) -> builtins.list[Workload]:
+        """An application's committed workloads: priority descending, then oldest first."""
+        if self._pinned is not None:
+            found = [
+                Workload.model_validate(document)
+                for document, _ in self._pinned.values()
+                if document["tenant_id"] == tenant_id
+                and document["application_id"] == application_id
+            ]
+            found.sort(key=lambda w: (-w.priority, w.created_at, w.workload_id))
+            return found
+        rows = self.db.list_rows(
+            DURABLE_WORK_COLLECTION,
+            tenant_id=_text(tenant_id, "tenant_id"),
+            application_id=_text(application_id, "application_id"),
+        )
+        return [_parse(row) for row in rows]
+
+    def cancel(self, workload_id: str, actor: str, now: int | None = None) -> WorkloadState:
+        """Cancel: at once when no worker holds it, otherwise by request to its worker.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_TRANSITION_DENIED`` for finished work.
+        """
+        at = _now(now)
+        actor = _text(actor, "actor")
+        w, version = self._load(workload_id)
+        if w.state is WorkloadState.CANCELLATION_REQUESTED:
+            return w.state  # already requested: nothing to commit
+        state = lifecycle.cancel(w, actor, at)
+        self._persist(w, "workload.mutated", version)
+        return state
+
+    # ---------------------------------------------------------------- workers
+
+    def claim(
+        self,
+        workload_id: str,
+        worker: str,
+        capabilities: Iterable[str],
+        now: int | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim:
+        """Claim a ready workload under a fresh fencing token and a lease of ``lease_ms``.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_TIMED_OUT`` (a deadline passed; it was timed out),
+                ``WORKLOAD_ATTEMPTS_EXHAUSTED`` (budget spent; it was dead-lettered),
+                ``WORKLOAD_APPROVAL_PENDING``, ``WORKLOAD_REJECTED``, ``WORKLOAD_NOT_READY``,
+                ``WORKLOAD_NOT_YET_ELIGIBLE``, ``WORKLOAD_CAPABILITY_DENIED``,
+                ``WORKLOAD_CONFLICT``.
+        """
+        at = _now(now)
+        worker = _text(worker, "worker")
+        held = _capabilities(capabilities)
+        lease = _lease(lease_ms, "lease_ms")
+        w, version = self._load(workload_id)
+        self._enforce_deadline(w, version, at)
+        if lifecycle.budget_exhausted(w):
+            # Ready work that has used its budget (an operator re-arm beyond it, or a record
+            # left by unbounded recovery) is dead-lettered rather than claimed again.
+            lifecycle.dead_letter_exhausted(w, at)
+            self._persist(w, "workload.mutated", version)
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_ATTEMPTS_EXHAUSTED,
+                f"workload has used its attempt budget of {w.attempt_count}",
+            )
+        granted = lifecycle.claim(w, worker, held, at, lease)
+        self._persist(w, "workload.mutated", version)
+        return granted
+
+    def claim_next(
+        self,
+        tenant_id: str,
+        application_id: str,
+        worker: str,
+        capabilities: Iterable[str],
+        now: int | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim | None:
+        """Claim the first eligible, dependency-satisfied, capability-matching workload of
+        an application, in priority order; ``None`` when there is none.
+
+        Selection reads the scheduling index, never the whole collection. A candidate that
+        turns out past a deadline or out of attempts is timed out or dead-lettered, as
+        :meth:`claim` would, and the next one is tried; so is one another writer claimed
+        first.
+        """
+        at = _now(now)
+        worker = _text(worker, "worker")
+        held = _capabilities(capabilities)
+        lease = _lease(lease_ms, "lease_ms")
+        tenant_id = _text(tenant_id, "tenant_id")
+        application_id = _text(application_id, "application_id")
+        passed: set[str] = set()
+        offset = 0
+        while True:
+            rows = self._claimable(tenant_id, application_id, at, offset)
+            if not rows:
+                return None
+            for row in rows:
+                candidate = _parse(row)
+                if candidate.workload_id in passed:
+                    continue
+                passed.add(candidate.workload_id)
+                if not candidate.capability_snapshot <= held or not dependencies_satisfied(
+                    candidate, self._state_of
+                ):
+                    # Still claimable by someone else, so still in the index: page past it.
+                    offset += 1
+                    continue
+                try:
+                    return self.claim(candidate.workload_id, worker, held, at, lease)
+                except WorkloadError as error:
+                    if error.code not in _SKIP_CANDIDATE:
+                        raise
+
+    def _claimable(
+        self, tenant_id: str, application_id: str, now: int, offset: int
+    ) -> builtins.list[StoredRow]:
+        if self._pinned is None:
+            return self.db.claimable_rows(
+                DURABLE_WORK_COLLECTION,
+                tenant_id,
+                application_id,
+                WorkloadState.READY.value,
+                now,
+                limit=CANDIDATE_BATCH,
+                offset=offset,
+            )
+        rows = [
+            StoredRow(DURABLE_WORK_COLLECTION, key, version, 0, document)
+            for key, (document, version) in self._pinned.items()
+            if document["tenant_id"] == tenant_id
+            and document["application_id"] == application_id
+            and document["state"] == WorkloadState.READY.value
+            and (document["next_attempt_at"] is None or document["next_attempt_at"] <= now)
+        ]
+        rows.sort(key=lambda r: (-r.document["priority"], r.document["created_at"], r.key))
+        return rows[offset : offset + CANDIDATE_BATCH]
+
+    def _state_of(self, workload_id: str) -> WorkloadState | None:
+        loaded = self._read(workload_id)
+        return loaded[0].state if loaded is not None else None
+
+    def start(
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        now: int | None = None,
+    ) -> None:
+        """Start the claimed attempt.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_TIMED_OUT``, the fence's codes
+                (``WORKLOAD_CLAIM_INVALID``, ``WORKLOAD_STALE_FENCE``,
+                ``WORKLOAD_LEASE_EXPIRED``), ``WORKLOAD_TRANSITION_DENIED``,
+                ``WORKLOAD_CONFLICT``.
+        """
+        at = _now(now)
+        token = _integer(fencing_token, "fencing_token", 0)
+        self._apply(workload_id, at, lambda w: lifecycle.start(w, claim_id, worker, token, at))
+
+    def heartbeat(
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        now: int | None = None,
+        extend_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim:
+        """Record a heartbeat and extend the lease to ``now + extend_ms``.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_TIMED_OUT``, the fence's codes, ``WORKLOAD_CONFLICT``.
+        """
+        at = _now(now)
+        token = _integer(fencing_token, "fencing_token", 0)
+        extend = _lease(extend_ms, "extend_ms")
+        return self._apply(
+            workload_id, at, lambda w: lifecycle.heartbeat(w, claim_id, worker, token, at, extend)
+        )
+
+    def execution_context(
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        now: int | None = None,
+        secret_references: Iterable[str] = (),
+    ) -> WorkloadExecutionContext:
+        """The input, scopes and every committed checkpoint, for the claim's holder only.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_TIMED_OUT``, the fence's codes,
+                ``WORKLOAD_SECRET_REJECTED`` for anything but ``secret://`` references.
+        """
+        at = _now(now)
+        token = _integer(fencing_token, "fencing_token", 0)
+        w, version = self._load(workload_id)
+        self._enforce_deadline(w, version, at)
+        return lifecycle.execution_context(w, claim_id, worker, token, at, secret_references)
+
+    def checkpoint(
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        state: Any,
+        now: int | None = None,
+    ) -> WorkloadCheckpoint:
+        """Commit the running attempt's progress, readable by every later attempt.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_SECRET_REJECTED``, ``WORKLOAD_INVALID`` (not JSON),
+                ``WORKLOAD_TIMED_OUT``, the fence's codes, ``WORKLOAD_TRANSITION_DENIED``.
+        """
+        ensure_safe(state, "state")
+        at = _now(now)
+        token = _integer(fencing_token, "fencing_token", 0)
+        return self._apply(
+            workload_id, at, lambda w: lifecycle.checkpoint(w, claim_id, worker, token, state, at)
+        )
+
+    def complete(
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        result_id: str,
+        output: Any,
+        artifacts: Iterable[str] = (),
+        schema_version: int = 1,
+        now: int | None = None,
+    ) -> WorkloadResult:
+        """Record the running attempt's result and succeed the workload.
+
+        The same report repeated (a lost response) answers the recorded result.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_SECRET_REJECTED``, ``WORKLOAD_RESULT_CONFLICT`` (the
+                result id was recorded by another report), ``WORKLOAD_RESULT_DUPLICATE``
+                (it belongs to another workload), ``WORKLOAD_TIMED_OUT``, the fence's codes,
+                ``WORKLOAD_TRANSITION_DENIED`` (e.g. cancellation was requested).
+        """
+        ensure_safe(output, "output")
+        at = _now(now)
+        token = _integer(fencing_token, "fencing_token", 0)
+        result_id = _text(result_id, "result_id")
+        version_of_schema = _integer(schema_version, "schema_version", 0)
+        paths = [_text(a, "artifacts") for a in artifacts]
+        owner = self._workload_for_result(result_id)
+        if owner is not None:
+            if owner != workload_id:
+                raise WorkloadError(
+                    ErrorCode.WORKLOAD_RESULT_DUPLICATE,
+                    f"result id {result_id} belongs to another workload",
+                )
+            return lifecycle.completion_replay(
+                self.get(workload_id), claim_id, worker, token, content_hash(output)
+            )
+        return self._apply(
+            workload_id,
+            at,
+            lambda w: lifecycle.complete(
+                w, claim_id, worker, token, result_id, output, paths, version_of_schema, at
+            ),
+        )
+
+    def _workload_for_result(self, result_id: str) -> str | None:
+        """The workload whose committed result has ``result_id``, or ``None``."""
+        if self._pinned is not None:
+            for key, (document, _) in self._pinned.items():
+                result = document.get("result")
+                if result is not None and result["result_id"] == result_id:
+                    return key
+            return None
+        rows = self.db.rows_with_result_id(DURABLE_WORK_COLLECTION, result_id)
+        return rows[0].key if rows else None
+
+    def fail(
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        kind: str,
+        error: str,
+        now: int | None = None,
+        effect: str | None = None,
+    ) -> WorkloadState:
+        """Report the current attempt failed; the retry policy decides what follows.
+
+        ``effect`` says what the worker knows of external effects: ``"none"`` (implied for
+        an attempt that never started) or ``"unknown"`` (decided like a lost worker). The
+        same report repeated replays its outcome and commits nothing.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_SECRET_REJECTED``, ``WORKLOAD_INVALID`` (effect),
+                ``WORKLOAD_TIMED_OUT``, the fence's codes.
+        """
+        ensure_safe_text(_text(error, "error"), "errors")
+        kind = _text(kind, "kind")
+        if effect is not None and effect not in lifecycle.FAILURE_EFFECTS:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                'effect must be "none" or "unknown"',
+                {"fields": ["effect"]},
+            )
+        at = _now(now)
+        token = _integer(fencing_token, "fencing_token", 0)
+        w, version = self._load(workload_id)
+        if lifecycle.failure_replay(w, claim_id, worker, token, kind, error, effect):
+            return w.state
+        self._enforce_deadline(w, version, at)
+        state = lifecycle.fail(w, claim_id, worker, token, kind, error, effect, at)
+        self._persist(w, "workload.mutated", version)
+        return state
+
+    def confirm_cancel(
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        now: int | None = None,
+    ) -> None:
+        """The holding worker confirms a requested cancellation.
+
+        Raises:
+            WorkloadError: the fence's codes, ``WORKLOAD_TRANSITION_DENIED``.
+        """
+        at = _now(now)
+        token = _integer(fencing_token, "fencing_token", 0)
+        self._apply(
+            workload_id,
+            at,
+            lambda w: lifecycle.confirm_cancel(w, claim_id, worker, token, at),
+            enforce_deadlines=False,
+        )
+
+    # ---------------------------------------------------------------- operators
+
+    def timeout(self, workload_id: str, actor: str, now: int | None = None) -> WorkloadState:
+        """Time out ready or held work now, as an operator.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_TRANSITION_DENIED``.
+        """
+        at = _now(now)
+        actor = _text(actor, "actor")
+        return self._apply(
+            workload_id, at, lambda w: lifecycle.timeout(w, actor, at), enforce_deadlines=False
+        )
+
+    def retry(
+        self, workload_id: str, actor: str, now: int | None = None, reason: str | None = None
+    ) -> None:
+        """Re-arm failed, dead-lettered or timed-out work: one more attempt, recorded with
+        the actor and reason, at most ``retry_policy.max_attempts`` times.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_TRANSITION_DENIED``, ``WORKLOAD_RETRY_EXHAUSTED``.
+        """
+        at = _now(now)
+        actor = _text(actor, "actor")
+        if reason is not None:
+            ensure_safe_text(reason, "reasons")
+        self._apply(
+            workload_id,
+            at,
+            lambda w: lifecycle.operator_retry(w, actor, at, reason),
+            enforce_deadlines=False,
+        )
+
+    def decide(
+        self,
+        workload_id: str,
+        decider: Subject,
+        outcome: ApprovalOutcome | str,
+        reason: str | None,
+        grant_id: str,
+        input_hash: str,
+        now: int | None = None,
+    ) -> tuple[ApprovalDecision, bool]:
+        """Commit an approval decision; ``True`` when it replays the committed one.
+
+        ``decider`` is the authenticated subject, already verified by the caller to hold a
+        ``workload:approve`` grant. The policy applies here: a permitted kind (never an
+        agent, worker, workload or connection), listed if the policy lists approvers, and
+        never the requester. The decision binds to ``input_hash``. The first committed
+        decision is final.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` (a rejection needs a reason),
+                ``WORKLOAD_SECRET_REJECTED``, ``WORKLOAD_APPROVAL_NOT_REQUIRED``,
+                ``WORKLOAD_APPROVER_NOT_PERMITTED``, ``WORKLOAD_APPROVAL_STALE``,
+                ``WORKLOAD_APPROVAL_DECIDED``, ``WORKLOAD_TIMED_OUT`` (the wait expired),
+                ``WORKLOAD_APPROVAL_NOT_ACTIONABLE``, ``WORKLOAD_CONFLICT``.
+        """
+        try:
+            verdict = ApprovalOutcome(outcome)
+        except ValueError:
+            raise _invalid("outcome", 'must be "approved" or "rejected"') from None
+        if not isinstance(decider, Subject):
+            raise _invalid("decider", "must be a Subject")
+        note = reason.strip() if isinstance(reason, str) and reason.strip() else None
+        if verdict is ApprovalOutcome.REJECTED and note is None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID, "a rejection requires a reason", {"fields": ["reason"]}
+            )
+        if note is not None:
+            ensure_safe_text(note, "reasons")
+        at = _now(now)
+        grant_id = _text(grant_id, "grant_id")
+        w, version = self._load(workload_id)
+        if w.approval is None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_APPROVAL_NOT_REQUIRED,
+                "this workload was not admitted with an approval requirement",
+            )
+        ensure_approver_permitted(w.approval.policy, w.requested_by, decider)
+        if w.input_hash != input_hash:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_APPROVAL_STALE,
+                "the decision names input this workload does not have",
+                {"input_hash": w.input_hash},
+            )
+        if w.approval.decision is not None:
+            return decided_answer(w.approval.decision, verdict)
+        self._enforce_deadline(w, version, at)
+        decision = lifecycle.decide(w, decider, verdict, note, grant_id, input_hash, at)
+        self._persist(w, "workload.mutated", version)
+        return decision, False
+
+    # ---------------------------------------------------------------- maintenance
+
+    def enforce_deadlines(self, now: int | None = None) -> builtins.list[str]:
+        """Time out every workload past one of its deadlines, as the maintenance pass does
+        each second. Deadlines come from committed timestamps, so the decision is the same
+        after a restart and on any writer; a workload another writer changed first is left
+        to it. Returns the ids this call timed out.
+        """
+        at = _now(now)
+
+        def expire(w: Workload) -> bool:
+            breach = deadline_breach(w, at)
+            if breach is None:
+                return False
+            lifecycle.expire(w, breach[0], breach[1], at)
+            return True
+
+        return self._sweep("deadline_at", at, expire)
+
+    def recover_expired(self, now: int | None = None) -> builtins.list[str]:
+        """Recover every workload whose lease expired (its worker is presumed lost): the
+        attempt is recorded lost and the policy decides ``READY`` or ``DEAD_LETTER``. A
+        workload another writer recovered (or completed) first is left to it. Returns the
+        ids this call recovered.
+        """
+        at = _now(now)
+
+        def recover(w: Workload) -> bool:
+            if not lifecycle.lease_expired(w, at):
+                return False
+            lifecycle.recover(w, at)
+            return True
+
+        return self._sweep("lease_expires_at", at, recover)
+
+    def _sweep(self, column: str, now: int, act: Callable[[Workload], bool]) -> builtins.list[str]:
+        """Apply ``act`` to every workload the index says is due on ``column`` at ``now``;
+        ``act`` re-decides on the committed version and answers whether it changed it.
+        """
+        acted: builtins.list[str] = []
+        skipped = 0
+        while True:
+            rows = self._due(column, now, skipped)
+            if not rows:
+                return acted
+            for row in rows:
+                w = _parse(row)
+                if w.workload_id in acted or not act(w):
+                    skipped += 1  # not due after all (the index was stale): page past it
+                    continue
+                try:
+                    self._persist(w, "workload.mutated", row.version)
+                except StorageConflict:
+                    # Another writer committed this workload first (in a race, its own
+                    # recovery). Nothing of ours was committed; if it still needs acting
+                    # on, the next pass sees it.
+                    skipped += 1
+                    continue
+                acted.append(w.workload_id)
+
+    def _due(self, column: str, now: int, offset: int) -> builtins.list[StoredRow]:
+        if self._pinned is None:
+            rows = self.db.rows_due(
+                DURABLE_WORK_COLLECTION, column, now, limit=offset + MAINTENANCE_BATCH
+            )
+            return rows[offset:]
+        due = []
+        for key, (document, version) in self._pinned.items():
+            value = getattr(row_index(Workload.model_validate(document)), column)
+            if value is not None and value <= now:
+                due.append((value, StoredRow(DURABLE_WORK_COLLECTION, key, version, 0, document)))
+        due.sort(key=lambda item: (item[0], item[1].key))
+        return [row for _, row in due][offset : offset + MAINTENANCE_BATCH]
+
+    def rebuild_indexes(self) -> int:
+        """Recompute every workload's scheduling index from its committed document (after
+        an upgrade that changes how the index is derived, or to repair one). Documents,
+        versions and the revision are untouched. Returns how many rows were rewritten.
+        """
+        rebuilt = 0
+        for row in self.db.list_rows(DURABLE_WORK_COLLECTION):
+            if self.db.update_index(DURABLE_WORK_COLLECTION, row.key, row_index(_parse(row))):
+                rebuilt += 1
+        return rebuilt
+
+    # ---------------------------------------------------------------- migration
+
+    @classmethod
+    def migrate_legacy_file(
+        cls,
+        db: Database,
+        path: str | os.PathLike[str],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> WorkloadStore:
+        """Import a pre-canonical JSON store file into ``db`` and verify it.
+
+        Idempotent: a workload already imported identically is skipped. The file's derived
+        maps (idempotency, result ids, event sequence) are verification evidence, not
+        authorities: they must match what the canonical work derives. ``progress`` is told
+        ``(done, total)`` after each workload.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_MIGRATION_CONFLICT`` when a key does not match its
+                workload, canonical work differs from the file, or the derived maps do not
+                match; ``WORKLOAD_STORAGE_FAILURE`` when the file cannot be read.
+        """
+        legacy = _read_legacy_file(Path(path))
+        store = cls(db)
+        workloads: dict[str, Any] = legacy.get("workloads") or {}
+        for done, (key, document) in enumerate(workloads.items(), start=1):
+            try:
+                workload = Workload.model_validate(document)
+            except ValidationError as error:
+                raise WorkloadError(
+                    ErrorCode.WORKLOAD_MIGRATION_CONFLICT,
+                    f"legacy workload {key} is not a valid workload record: {error}",
+                ) from error
+            if key != workload.workload_id:
+                raise WorkloadError(
+                    ErrorCode.WORKLOAD_MIGRATION_CONFLICT,
+                    f"legacy key {key} does not match workload identity {workload.workload_id}",
+                )
+            existing = store._read(key)
+            if existing is not None:
+                if existing[0].to_json() != workload.to_json():
+                    raise WorkloadError(
+                        ErrorCode.WORKLOAD_MIGRATION_CONFLICT,
+                        f"canonical workload {key} differs from legacy source",
+                    )
+            else:
+                store._persist(workload, "workload_migration", None)
+            if progress is not None:
+                progress(done, len(workloads))
+        canonical = [_parse(row) for row in db.list_rows(DURABLE_WORK_COLLECTION)]
+        derived_idempotency = {
+            legacy_idempotency_scope(w.tenant_id, w.application_id, w.idempotency_key): (
+                w.workload_id
+            )
+            for w in canonical
+        }
+        derived_results = {
+            w.result.result_id: w.workload_id for w in canonical if w.result is not None
+        }
+        derived_sequence = max(
+            (e.sequence for w in canonical for e in w.execution_history), default=0
+        )
+        if (
+            (legacy.get("idempotency") or {}) != derived_idempotency
+            or (legacy.get("result_ids") or {}) != derived_results
+            or (legacy.get("event_sequence") or 0) != derived_sequence
+        ):
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_MIGRATION_CONFLICT,
+                "legacy derived indexes do not match canonical work aggregates",
+            )
+        return store
+
+    # ---------------------------------------------------------------- test hooks
+
+    def _pin_reads(self, *, empty: bool = False) -> WorkloadStore:
+        """Test hook: read every workload from a snapshot of the committed rows taken now
+        (or from an empty one), adopting a committed row only when a commit of this store
+        conflicts on it. Reproduces another writer committing between a read and a commit,
+        the window only the storage guard closes (the reference's ``without_refresh``).
+        """
+        self._pinned = {}
+        if not empty:
+            for row in self.db.list_rows(DURABLE_WORK_COLLECTION):
+                self._pinned[row.key] = (row.document, row.version)
+        return self
+
+
+def _now(now: int | None) -> int:
+    """The one place the authority reads the clock: ``now``, or the current unix second."""
+    if now is None:
+        return int(time.time())
+    return _integer(now, "now", 0)
+
+
+def _read_legacy_file(path: Path) -> dict[str, Any]:
+    try:
+        legacy = json.loads(path.read_bytes())
+    except OSError as error:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE, f"cannot read legacy file {path}: {error}"
+        ) from error
+    except ValueError as error:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE, f"legacy file {path} is not JSON: {error}"
+        ) from error
+    if not isinstance(legacy, dict):
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE, f"legacy file {path} is not a JSON object"
+        )
+    return legacy
+
+
+def _audit(w: Workload, document: dict[str, Any], action: str, operation_id: str) -> dict[str, Any]:
+    """The audit record of a commit: who asked for the work, under which grant, who acted
+    now, and a digest of the committed aggregate.
+    """
+    grant = w.authorization_snapshot.grant
+    requester = w.requested_by
+    last = w.execution_history[-1] if w.execution_history else None
+    migration = action == "workload_migration"
+    return {
+        "kind": action,
+        "subject": requester.id,
+        "principal_id": requester.id,
+        "agent_id": requester.id if requester.kind.value == "agent" else None,
+        "session_id": w.session_id,
+        "delegator_id": grant.issuer.id,
+        "authorization_decision_id": grant.id,
+        "tenant": w.tenant_id,
+        "application": w.application_id,
+        "work_id": w.workload_id,
+        "operation_id": operation_id,
+        "attempt_id": w.attempts[-1].attempt_id if w.attempts else None,
+        "worker_id": w.current_claim.worker_id if w.current_claim is not None else None,
+        "result_id": w.result.result_id if w.result is not None else None,
+        "actor": last.actor if last is not None else None,
+        "event_type": last.event_type if last is not None else None,
+        "state": w.state.value,
+        "source_kind": "WorkloadStore" if migration else None,
+        "source_digest": content_hash(document),
+        "migration_outcome": "imported" if migration else None,
+    }
