@@ -1,0 +1,45 @@
+# The two commands of the README: `make run` and `make test`. Both start from nothing:
+# they create .venv with the machine's python3 and install what they need into it.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test test-fast lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+## run: install and run the main job (the demo, on ./feltdb.sqlite3)
+run: $(VENV)/.installed
+	$(BIN)/feltdb demo
+
+## test: install everything, lint, type-check, and run every test
+test: lint typecheck
+	$(BIN)/pytest
+
+## test-fast: every test but the multi-process ones
+test-fast: $(VENV)/.installed-dev
+	$(BIN)/pytest -m "not multiprocess"
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check src tests bench
+
+typecheck: $(VENV)/.installed-dev
+	$(BIN)/mypy src
+
+## bench: the benchmarks of bench/ (opt-in; never part of `make test`)
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/bench_claim_next.py
+	$(BIN)/python bench/bench_hot_path.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
