@@ -10,15 +10,16 @@ from pydantic import BeforeValidator, PlainSerializer, StrictInt
 
 
 def as_frozenset(value: Any) -> Any:
-    """Turn any iterable but a string, bytes or mapping into a frozenset.
+    """Accept any iterable but a string, bytes or mapping as the members of a set.
 
-    A bare string is passed on unchanged, so validation refuses it rather than splitting it
-    into characters.
+    The members are handed on as a list, so that validation turns each into its type
+    (a subject from ``{"kind", "id"}``) before they are hashed; a bare string is passed on
+    unchanged, so validation refuses it rather than splitting it into characters.
     """
-    if isinstance(value, str | bytes | dict):
+    if isinstance(value, str | bytes | dict | set | frozenset):
         return value
     if isinstance(value, Iterable):
-        return frozenset(value)
+        return list(value)
     return value
 
 
