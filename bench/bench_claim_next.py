@@ -23,12 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.factories import CAPABILITIES, make_request  # noqa: E402
+from support.factories import CAPABILITIES, make_request
 
-from feltdb import DURABLE_WORK_COLLECTION, WorkloadStore  # noqa: E402
-from feltdb.storage.base import Mutation, Precondition  # noqa: E402
-from feltdb.work.admission import new_workload  # noqa: E402
-from feltdb.work.scheduling import row_index  # noqa: E402
+from feltdb import DURABLE_WORK_COLLECTION, WorkloadStore
+from feltdb.storage.base import Mutation, Precondition
+from feltdb.work.admission import new_workload
+from feltdb.work.scheduling import row_index
 
 LOAD_BATCH = 20_000
 

@@ -21,9 +21,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.factories import CAPABILITIES, make_request  # noqa: E402
+from support.factories import CAPABILITIES, make_request
 
-from feltdb import WorkloadStore  # noqa: E402
+from feltdb import WorkloadStore
 
 
 def main() -> None:
@@ -33,24 +33,23 @@ def main() -> None:
     args = parser.parse_args()
     timings: dict[str, list[float]] = defaultdict(list)
 
-    def timed(name: str, call: Callable[[], Any]) -> Any:
+    def timed(name: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
-        answer = call()
+        answer = call(*args, **kwargs)
         timings[name].append((time.perf_counter() - started) * 1000)
         return answer
 
     with tempfile.TemporaryDirectory() as tmp, WorkloadStore.open(Path(tmp) / "b.db") as store:
         for n in range(args.workloads):
             request = make_request(idempotency_key=f"k{n}", input={"n": n})
-            w = timed("admit", lambda r=request: store.create(r))
-            wid = w.workload_id
-            timed("get", lambda: store.get(wid))
-            c = timed("claim", lambda: store.claim(wid, "w", CAPABILITIES, now=11))
-            args4 = (wid, c.claim_id, "w", c.fencing_token)
-            timed("start", lambda: store.start(*args4, now=12))
-            timed("heartbeat", lambda: store.heartbeat(*args4, now=13))
-            timed("checkpoint", lambda: store.checkpoint(*args4, {"step": 1}, now=14))
-            timed("complete", lambda: store.complete(*args4, f"r{n}", {"ok": n}, now=15))
+            wid = timed("admit", store.create, request).workload_id
+            timed("get", store.get, wid)
+            c = timed("claim", store.claim, wid, "w", CAPABILITIES, now=11)
+            fence = (wid, c.claim_id, "w", c.fencing_token)
+            timed("start", store.start, *fence, now=12)
+            timed("heartbeat", store.heartbeat, *fence, now=13)
+            timed("checkpoint", store.checkpoint, *fence, {"step": 1}, now=14)
+            timed("complete", store.complete, *fence, f"r{n}", {"ok": n}, now=15)
         result = {}
         for name, ms in timings.items():
             ms.sort()
@@ -58,10 +57,13 @@ def main() -> None:
                 "median_ms": round(statistics.median(ms), 3),
                 "p95_ms": round(ms[int(len(ms) * 0.95) - 1], 3),
             }
-            print(f"{name:<11} median {result[name]['median_ms']:7.3f} ms   "
-                  f"p95 {result[name]['p95_ms']:7.3f} ms")
-    Path(args.out).write_text(json.dumps({"workloads": args.workloads, "ops": result}, indent=2)
-                              + "\n")
+            print(
+                f"{name:<11} median {result[name]['median_ms']:7.3f} ms   "
+                f"p95 {result[name]['p95_ms']:7.3f} ms"
+            )
+    Path(args.out).write_text(
+        json.dumps({"workloads": args.workloads, "ops": result}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

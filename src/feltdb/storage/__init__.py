@@ -1,0 +1,81 @@
+"""Where feltdb keeps its state: the storage protocol and how to open a backend.
+
+:func:`open_database` turns a target (a file path or a URL) into a :class:`Database`.
+The protocol and its records are internal to feltdb (see :mod:`feltdb.storage.base`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.base import (
+    Commit,
+    CommittedTransaction,
+    Database,
+    Mutation,
+    Precondition,
+    RowIndex,
+    StorageConflict,
+    StoredRow,
+    storage_failure,
+)
+from feltdb.storage.sqlite import SQLiteDatabase
+
+__all__ = [
+    "Commit",
+    "CommittedTransaction",
+    "Database",
+    "Mutation",
+    "Precondition",
+    "RowIndex",
+    "StorageConflict",
+    "StoredRow",
+    "open_database",
+]
+
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://(?P<rest>.*)", re.DOTALL)
+
+
+def open_database(target: str | os.PathLike[str]) -> Database:
+    """Open the store at ``target``.
+
+    ``target`` is a file path, or ``sqlite:///relative/path`` or ``sqlite:////absolute/path``
+    (the path is what follows the third slash): all open a SQLite store, created if new.
+    ``postgresql://`` and ``postgres://`` URLs are recognised but not yet supported.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` for a URL of another scheme or a malformed
+            ``sqlite:`` URL; ``WORKLOAD_STORAGE_FAILURE`` for a PostgreSQL URL, or a store
+            that cannot be opened (see :class:`~feltdb.storage.sqlite.SQLiteDatabase`).
+    """
+    if isinstance(target, os.PathLike):
+        return SQLiteDatabase(target)
+    url = _URL.fullmatch(target)
+    if url is None:
+        return SQLiteDatabase(target)
+    scheme = url["scheme"].lower()
+    if scheme == "sqlite":
+        rest = url["rest"]
+        # As in SQLAlchemy: sqlite://<host>/<path> with an empty host, so the path is what
+        # follows the third slash; a fourth slash makes it absolute.
+        if not rest.startswith("/") or len(rest) == 1:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"a SQLite URL is sqlite:///relative/path or sqlite:////absolute/path, "
+                f"not {target!r}",
+            )
+        if "?" in rest or "#" in rest:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"SQLite URL options are not supported: {target!r}",
+            )
+        return SQLiteDatabase(rest[1:])
+    if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
+        raise storage_failure("PostgreSQL support is not available in this build yet")
+    raise WorkloadError(
+        ErrorCode.WORKLOAD_INVALID,
+        f"unsupported storage URL scheme {url['scheme']!r}: use a file path, sqlite:///path "
+        f"or postgresql://",
+    )

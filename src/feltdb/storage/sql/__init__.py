@@ -1,0 +1,96 @@
+"""The hand-written SQL of the storage backends, one directory per dialect.
+
+Each dialect directory holds ``schema.sql`` (the schema, applied to a new store) and
+``queries.sql`` (every statement the backend runs, as named blocks)::
+
+    -- name: get_row
+    -- description: one row by key
+    SELECT ...;
+
+Backends load these once, at import, and pick statements by name: runtime code never
+builds SQL, so every statement that can run is in these files, where it can be read and
+its query plan checked.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from typing import LiteralString
+
+_NAME = re.compile(r"--\s*name:\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*$")
+_DESCRIPTION = re.compile(r"--\s*description:\s*(?P<text>\S.*)$")
+_DIALECT = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _read(dialect: str, filename: str) -> str:
+    if not _DIALECT.fullmatch(dialect):
+        raise ValueError(f"not a SQL dialect name: {dialect!r}")
+    resource = resources.files(__name__).joinpath(dialect, filename)
+    try:
+        return resource.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise ValueError(f"no {filename} for SQL dialect {dialect!r}") from error
+
+
+def parse_queries(text: str) -> dict[str, LiteralString]:
+    """Split the text of a ``queries.sql`` file into ``{name: statement}``.
+
+    Lines before the first ``-- name:`` are the file's preamble and are ignored. Each
+    block must have a ``-- description:`` line and a non-empty statement; names are unique.
+
+    Raises:
+        ValueError: a block without a description or statement, or a repeated name.
+    """
+    queries: dict[str, LiteralString] = {}
+    name: str | None = None
+    described = False
+    body: list[str] = []
+
+    def finish() -> None:
+        if name is None:
+            return
+        statement = "\n".join(body).strip()
+        if not described:
+            raise ValueError(f"query {name!r} has no '-- description:' line")
+        if not statement:
+            raise ValueError(f"query {name!r} has no statement")
+        # The files are part of the package, not input: their text is as literal as a
+        # string in the source would be. (mypy reads LiteralString as str, so no cast.)
+        queries[name] = statement
+
+    for line in text.splitlines():
+        header = _NAME.fullmatch(line.strip())
+        if header is not None:
+            finish()
+            name = header["name"]
+            if name in queries:
+                raise ValueError(f"query {name!r} is defined twice")
+            described = False
+            body = []
+        elif name is not None and not described and not body and _DESCRIPTION.fullmatch(
+            line.strip()
+        ):
+            described = True
+        elif name is not None:
+            body.append(line.rstrip())
+    finish()
+    return queries
+
+
+def load_queries(dialect: str) -> dict[str, LiteralString]:
+    """The named statements of a dialect's ``queries.sql``, as ``{name: statement}``.
+
+    Raises:
+        ValueError: no such dialect, or a malformed file (see :func:`parse_queries`).
+    """
+    return parse_queries(_read(dialect, "queries.sql"))
+
+
+def load_schema(dialect: str) -> LiteralString:
+    """The text of a dialect's ``schema.sql``: the statements that create a new store.
+
+    Raises:
+        ValueError: no such dialect.
+    """
+    return _read(dialect, "schema.sql")

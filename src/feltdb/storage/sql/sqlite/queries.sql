@@ -1,0 +1,205 @@
+-- Every statement the SQLite backend runs. feltdb.storage.sql.load_queries("sqlite") reads
+-- this file once into {name: text}; runtime code picks statements by name and never builds
+-- SQL. Each block: "-- name: <name>", "-- description: <one line>", then the statement.
+-- Rows are always selected as (collection, key, version, revision, document).
+
+-- name: begin_immediate
+-- description: start a write transaction, taking the write lock now rather than at the first write
+BEGIN IMMEDIATE;
+
+-- name: commit
+-- description: commit the current transaction
+COMMIT;
+
+-- name: rollback
+-- description: abandon the current transaction
+ROLLBACK;
+
+-- name: journal_mode_wal
+-- description: write-ahead log, so that readers never block the writer nor the writer readers
+PRAGMA journal_mode = WAL;
+
+-- name: synchronous_full
+-- description: sync the log on every commit, so a commit that returned survives power loss
+PRAGMA synchronous = FULL;
+
+-- name: foreign_keys_on
+-- description: enforce foreign keys
+PRAGMA foreign_keys = ON;
+
+-- name: store_header
+-- description: application id, schema version and schema object count, read in one snapshot
+SELECT
+    (SELECT application_id FROM pragma_application_id()),
+    (SELECT user_version FROM pragma_user_version()),
+    (SELECT count(*) FROM sqlite_schema);
+
+-- name: get_row
+-- description: one row by key
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection AND key = :key;
+
+-- name: row_version
+-- description: the version of one row, for a precondition (no row: no result)
+SELECT version
+FROM rows
+WHERE collection = :collection AND key = :key;
+
+-- name: list_rows
+-- description: rows of a collection, each filter optional (NULL: any); sorted, not index-ordered
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:application_id IS NULL OR application_id = :application_id)
+  AND (:state IS NULL OR state = :state)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: list_rows_by_application
+-- description: rows of one tenant's application, in index order (rows_by_application)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: list_rows_by_state
+-- description: rows of one tenant's application in one state, in index order (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: claimable_rows
+-- description: rows in a state that are eligible at :now, in index order (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND (eligible_at IS NULL OR eligible_at <= :now)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit OFFSET :offset;
+
+-- name: rows_due_lease_expires_at
+-- description: rows whose lease expired at or before :now, earliest first (rows_by_lease_expiry)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND lease_expires_at IS NOT NULL
+  AND lease_expires_at <= :now
+ORDER BY lease_expires_at, key
+LIMIT :limit;
+
+-- name: rows_due_deadline_at
+-- description: rows whose deadline fell at or before :now, earliest first (rows_by_deadline)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND deadline_at IS NOT NULL
+  AND deadline_at <= :now
+ORDER BY deadline_at, key
+LIMIT :limit;
+
+-- name: rows_with_result_id
+-- description: rows carrying one result id, by key (rows_by_result_id)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND result_id IS NOT NULL
+  AND result_id = :result_id
+ORDER BY key;
+
+-- name: current_revision
+-- description: the revision of the latest commit, 0 before any
+SELECT COALESCE(MAX(commit_revision), 0) FROM transactions;
+
+-- name: insert_transaction
+-- description: log a commit at the next revision; returns that revision
+INSERT INTO transactions
+    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit)
+SELECT latest.revision + 1, latest.revision, :transaction_id, :committed_at,
+       :operation_ids, :keys, :audit
+FROM (SELECT COALESCE(MAX(commit_revision), 0) AS revision FROM transactions) AS latest
+RETURNING commit_revision;
+
+-- name: upsert_row
+-- description: write a row at version 1, or at its version + 1 if it exists; returns the version
+INSERT INTO rows
+    (collection, key, version, revision, document, tenant_id, application_id, state,
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+VALUES
+    (:collection, :key, 1, :revision, :document, :tenant_id, :application_id, :state,
+     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id)
+ON CONFLICT (collection, key) DO UPDATE SET
+    version = rows.version + 1,
+    revision = excluded.revision,
+    document = excluded.document,
+    tenant_id = excluded.tenant_id,
+    application_id = excluded.application_id,
+    state = excluded.state,
+    priority = excluded.priority,
+    created_at = excluded.created_at,
+    eligible_at = excluded.eligible_at,
+    lease_expires_at = excluded.lease_expires_at,
+    deadline_at = excluded.deadline_at,
+    result_id = excluded.result_id
+RETURNING version;
+
+-- name: restore_row
+-- description: write a row at exactly :version, whether or not it exists
+INSERT INTO rows
+    (collection, key, version, revision, document, tenant_id, application_id, state,
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+VALUES
+    (:collection, :key, :version, :revision, :document, :tenant_id, :application_id, :state,
+     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id)
+ON CONFLICT (collection, key) DO UPDATE SET
+    version = excluded.version,
+    revision = excluded.revision,
+    document = excluded.document,
+    tenant_id = excluded.tenant_id,
+    application_id = excluded.application_id,
+    state = excluded.state,
+    priority = excluded.priority,
+    created_at = excluded.created_at,
+    eligible_at = excluded.eligible_at,
+    lease_expires_at = excluded.lease_expires_at,
+    deadline_at = excluded.deadline_at,
+    result_id = excluded.result_id;
+
+-- name: delete_row
+-- description: delete one row (no row: no change)
+DELETE FROM rows
+WHERE collection = :collection AND key = :key;
+
+-- name: update_index
+-- description: replace one row's index columns only; version, revision and document stay
+UPDATE rows SET
+    tenant_id = :tenant_id,
+    application_id = :application_id,
+    state = :state,
+    priority = :priority,
+    created_at = :created_at,
+    eligible_at = :eligible_at,
+    lease_expires_at = :lease_expires_at,
+    deadline_at = :deadline_at,
+    result_id = :result_id
+WHERE collection = :collection AND key = :key;
+
+-- name: transactions_after
+-- description: logged commits after a revision, oldest first
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
+FROM transactions
+WHERE commit_revision > :revision
+ORDER BY commit_revision
+LIMIT :limit;
