@@ -124,9 +124,22 @@ class WorkloadError(Exception):
         self.details: dict[str, Any] | None = details
         super().__init__(f"{self.code}: {self.message}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild from the attributes, not from args: subclasses take other arguments, and
+        # errors must cross process boundaries (multiprocessing, worker pools).
+        return (_rebuild, (type(self), self.code, self.message, self.details))
+
     def __repr__(self) -> str:
         return f"WorkloadError({self.code!r}, {self.message!r}, {self.details!r})"
 
     def to_dict(self) -> dict[str, Any]:
         """The error as the JSON body ``{"code", "message", "details"}``."""
         return {"code": self.code, "message": self.message, "details": self.details}
+
+
+def _rebuild(
+    kind: type[WorkloadError], code: str, message: str, details: dict[str, Any] | None
+) -> WorkloadError:
+    error = Exception.__new__(kind)
+    WorkloadError.__init__(error, code, message, details)
+    return error

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any
 
-from annotated_types import Ge
+from annotated_types import Ge, Le
 from pydantic import BeforeValidator, PlainSerializer, StrictInt
 
 
@@ -35,8 +35,16 @@ StringSet = Annotated[
 ]
 """A set of strings: accepts any iterable, compares as a set, serializes sorted."""
 
-Instant = StrictInt
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest integer a JSON number keeps exactly in every client (JavaScript's
+``Number.MAX_SAFE_INTEGER``). Every integer feltdb stores is within it, so sums such as
+``now + lease_ms // 1000`` stay far inside SQLite's and PostgreSQL's 64-bit integers."""
+
+Instant = Annotated[StrictInt, Ge(-MAX_SAFE_INTEGER), Le(MAX_SAFE_INTEGER)]
 """Unix time in whole seconds."""
 
-Count = Annotated[StrictInt, Ge(0)]
+Count = Annotated[StrictInt, Ge(0), Le(MAX_SAFE_INTEGER)]
 """A non-negative integer: counts, versions, tokens, durations in milliseconds."""
+
+Priority = Annotated[StrictInt, Ge(-(2**31)), Le(2**31 - 1)]
+"""A priority: a signed 32-bit integer, as in the reference; higher runs first."""

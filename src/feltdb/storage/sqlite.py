@@ -221,6 +221,13 @@ class _TranslateErrors:
             raise storage_failure(
                 f"SQLite store {self.target}: {self.doing} failed: {_describe(error)}"
             ) from error
+        if isinstance(error, OverflowError):
+            # sqlite3 binds integers as signed 64-bit; a larger one is bad input, not a
+            # broken store.
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"{self.doing}: an integer is outside the 64-bit range SQLite stores",
+            ) from error
 
 
 class _Slot:
@@ -310,11 +317,28 @@ class SQLiteDatabase:
             cached_statements=len(_Q) + 8,
         )
 
-    @staticmethod
-    def _configure(connection: sqlite3.Connection) -> None:
-        connection.execute(_Q["journal_mode_wal"]).fetchall()
+    def _configure(self, connection: sqlite3.Connection) -> None:
+        self._use_wal(connection)
         connection.execute(_Q["synchronous_full"]).fetchall()
         connection.execute(_Q["foreign_keys_on"]).fetchall()
+
+    def _use_wal(self, connection: sqlite3.Connection) -> None:
+        # WAL is a property of the file: once one opener switched it, the rest only read it.
+        # The switch itself needs an exclusive lock and SQLite answers SQLITE_BUSY at once,
+        # without its busy handler, when another opener holds any lock (seen when several
+        # processes open one new file together), so it is retried within the busy timeout.
+        deadline = time.monotonic() + self._busy_timeout_s
+        pause = 0.001
+        while True:
+            try:
+                if connection.execute(_Q["journal_mode"]).fetchone()[0] != "wal":
+                    connection.execute(_Q["journal_mode_wal"]).fetchall()
+                return
+            except sqlite3.OperationalError as error:
+                if not _is_retryable(error) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     def _adopt(self, connection: sqlite3.Connection) -> sqlite3.Connection:
         with self._lock:

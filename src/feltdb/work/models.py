@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic._internal._model_construction import ModelMetaclass
 
 from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.subjects import SubjectSet
 from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import Count, Instant, StringSet
+from feltdb.fields import Count, Instant, Priority, StringSet
 from feltdb.work.states import (
     ApprovalOutcome,
     AttemptStatus,
@@ -297,7 +297,7 @@ class Workload(MutableRecord):
     authorization_snapshot: SignedGrant
     capability_snapshot: StringSet
     connection_scopes: StringSet
-    priority: StrictInt
+    priority: Priority
     idempotency_key: str
     created_at: Instant
     updated_at: Instant
@@ -352,7 +352,7 @@ class CreateWorkload(MutableRecord):
     authorization_snapshot: SignedGrant
     capability_snapshot: StringSet
     connection_scopes: StringSet = Field(default_factory=frozenset)
-    priority: StrictInt = 0
+    priority: Priority = 0
     idempotency_key: str
     retry_policy: WorkloadRetryPolicy = Field(default_factory=WorkloadRetryPolicy)
     timeouts: WorkloadTimeouts = Field(default_factory=WorkloadTimeouts)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from feltdb.auth import Subject
 from feltdb.canonical import content_hash
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_SAFE_INTEGER
 from feltdb.storage import open_database
 from feltdb.storage.base import (
     Database,
@@ -90,16 +91,31 @@ def _integer(value: Any, field: str, minimum: int) -> int:
         raise _invalid(field, "must be an integer")
     if value < minimum:
         raise _invalid(field, f"must be at least {minimum}")
+    if value > MAX_SAFE_INTEGER:
+        raise _invalid(field, f"must be at most {MAX_SAFE_INTEGER}")
     return value
 
 
+def _strings(value: Any, field: str) -> builtins.list[str]:
+    # A bare string is refused rather than taken as a sequence of one-letter strings.
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise _invalid(field, "must be a list of strings")
+    items = builtins.list(value)
+    if not all(isinstance(item, str) and item for item in items):
+        raise _invalid(field, "must be a list of non-empty strings")
+    return items
+
+
+def _reason(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _invalid("reason", "must be a string or None")
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
 def _capabilities(value: Iterable[str]) -> frozenset[str]:
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        raise _invalid("capabilities", "must be an iterable of strings")
-    capabilities = frozenset(value)
-    if not all(isinstance(c, str) for c in capabilities):
-        raise _invalid("capabilities", "must be an iterable of strings")
-    return capabilities
+    return frozenset(_strings(value, "capabilities"))
 
 
 def _lease(value: Any, field: str) -> int:
@@ -402,22 +418,25 @@ class WorkloadStore:
         lease = _lease(lease_ms, "lease_ms")
         tenant_id = _text(tenant_id, "tenant_id")
         application_id = _text(application_id, "application_id")
-        passed: set[str] = set()
+        tried: set[str] = set()
         offset = 0
         while True:
             rows = self._claimable(tenant_id, application_id, at, offset)
             if not rows:
                 return None
+            # Page past every row already tried that is still indexed as claimable (it does
+            # not match this worker, or another writer changed it without moving it): each
+            # batch then advances, so the search ends.
+            offset += sum(1 for row in rows if row.key in tried)
             for row in rows:
-                candidate = _parse(row)
-                if candidate.workload_id in passed:
+                if row.key in tried:
                     continue
-                passed.add(candidate.workload_id)
+                tried.add(row.key)
+                candidate = _parse(row)
                 if not candidate.capability_snapshot <= held or not dependencies_satisfied(
                     candidate, self._state_of
                 ):
-                    # Still claimable by someone else, so still in the index: page past it.
-                    offset += 1
+                    offset += 1  # still claimable by someone else, so still in the index
                     continue
                 try:
                     return self.claim(candidate.workload_id, worker, held, at, lease)
@@ -511,9 +530,10 @@ class WorkloadStore:
         """
         at = _now(now)
         token = _integer(fencing_token, "fencing_token", 0)
+        references = _strings(secret_references, "secret_references")
         w, version = self._load(workload_id)
         self._enforce_deadline(w, version, at)
-        return lifecycle.execution_context(w, claim_id, worker, token, at, secret_references)
+        return lifecycle.execution_context(w, claim_id, worker, token, at, references)
 
     def checkpoint(
         self,
@@ -564,7 +584,7 @@ class WorkloadStore:
         token = _integer(fencing_token, "fencing_token", 0)
         result_id = _text(result_id, "result_id")
         version_of_schema = _integer(schema_version, "schema_version", 0)
-        paths = [_text(a, "artifacts") for a in artifacts]
+        paths = _strings(artifacts, "artifacts")
         owner = self._workload_for_result(result_id)
         if owner is not None:
             if owner != workload_id:
@@ -680,6 +700,7 @@ class WorkloadStore:
         """
         at = _now(now)
         actor = _text(actor, "actor")
+        reason = _reason(reason)
         if reason is not None:
             ensure_safe_text(reason, "reasons")
         self._apply(
@@ -720,7 +741,7 @@ class WorkloadStore:
             raise _invalid("outcome", 'must be "approved" or "rejected"') from None
         if not isinstance(decider, Subject):
             raise _invalid("decider", "must be a Subject")
-        note = reason.strip() if isinstance(reason, str) and reason.strip() else None
+        note = _reason(reason)
         if verdict is ApprovalOutcome.REJECTED and note is None:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_INVALID, "a rejection requires a reason", {"fields": ["reason"]}
@@ -789,6 +810,7 @@ class WorkloadStore:
         ``act`` re-decides on the committed version and answers whether it changed it.
         """
         acted: builtins.list[str] = []
+        done: set[str] = set()
         skipped = 0
         while True:
             rows = self._due(column, now, skipped)
@@ -796,7 +818,7 @@ class WorkloadStore:
                 return acted
             for row in rows:
                 w = _parse(row)
-                if w.workload_id in acted or not act(w):
+                if w.workload_id in done or not act(w):
                     skipped += 1  # not due after all (the index was stale): page past it
                     continue
                 try:
@@ -808,6 +830,7 @@ class WorkloadStore:
                     skipped += 1
                     continue
                 acted.append(w.workload_id)
+                done.add(w.workload_id)
 
     def _due(self, column: str, now: int, offset: int) -> builtins.list[StoredRow]:
         if self._pinned is None:

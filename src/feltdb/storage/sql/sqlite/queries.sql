@@ -15,6 +15,10 @@ COMMIT;
 -- description: abandon the current transaction
 ROLLBACK;
 
+-- name: journal_mode
+-- description: the file's journal mode (wal once any opener has switched it)
+PRAGMA journal_mode;
+
 -- name: journal_mode_wal
 -- description: write-ahead log, so that readers never block the writer nor the writer readers
 PRAGMA journal_mode = WAL;

@@ -1,0 +1,196 @@
+"""The folders show the layers, and imports obey them (STYLE.md, principles 1 and 3).
+
+``work/`` and ``auth/`` decide: they import no edge (server, client, CLI), no driver and no
+backend, and they never read the clock (only ``work/store.py``, the facade, resolves
+``now=None``). ``storage/`` stores: it never imports the authority.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "feltdb"
+
+EDGE_AND_DRIVERS = (
+    "feltdb.server",
+    "feltdb.client",
+    "feltdb.cli",
+    "fastapi",
+    "httpx",
+    "psycopg",
+    "sqlite3",
+    "typer",
+    "rich",
+)
+BACKENDS = ("feltdb.storage.sqlite", "feltdb.storage.postgres")
+
+CLOCK_CALLS = {
+    "time.time",
+    "time.time_ns",
+    "datetime.now",
+    "datetime.utcnow",
+    "datetime.today",
+    "datetime.datetime.now",
+    "datetime.datetime.utcnow",
+    "datetime.datetime.today",
+    "date.today",
+    "datetime.date.today",
+}
+CLOCK_IMPORTS = {("time", "time"), ("time", "time_ns")}
+"""``from time import time`` hides the call as a bare ``time()``."""
+
+CLOCK_ALLOWED = {SRC / "work" / "store.py"}
+
+
+def modules(package: str) -> list[Path]:
+    found = sorted((SRC / package).rglob("*.py"))
+    assert found, f"no modules under src/feltdb/{package}"
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_names(source: str, module: str, is_package: bool = False) -> set[str]:
+    """Every module ``source`` imports, relative imports resolved against ``module``, and
+    each ``from x import y`` also as ``x.y`` (y may be a submodule).
+    """
+    names: set[str] = set()
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            names.add(target)
+            names.update(f"{target}.{alias.name}" for alias in node.names)
+    return names
+
+
+def violations(names: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(
+        name for name in names for bad in forbidden if name == bad or name.startswith(bad + ".")
+    )
+
+
+def dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = dotted(node.value)
+        return f"{inner}.{node.attr}" if inner is not None else None
+    return None
+
+
+def clock_reads(source: str) -> list[str]:
+    """Calls in ``source`` that read the wall clock."""
+    tree = ast.parse(source)
+    hidden = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if (node.module, alias.name) in CLOCK_IMPORTS
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = dotted(node.func)
+            if name in CLOCK_CALLS or name in hidden:
+                found.append(f"line {node.lineno}: {name}()")
+    return found
+
+
+def relative(path: Path) -> str:
+    return str(path.relative_to(SRC.parent.parent))
+
+
+# ------------------------------------------------------------------ the checker itself
+
+
+def test_the_checker_sees_plain_from_and_relative_imports():
+    source = (
+        "import sqlite3\n"
+        "from feltdb.server import app\n"
+        "from feltdb import client\n"
+        "from ..storage import sqlite\n"
+        "from . import lifecycle\n"
+    )
+    names = imported_names(source, "feltdb.work.store")
+    assert violations(names, EDGE_AND_DRIVERS) == [
+        "feltdb.client",
+        "feltdb.server",
+        "feltdb.server.app",
+        "sqlite3",
+    ]
+    assert violations(names, BACKENDS) == ["feltdb.storage.sqlite"]
+    assert "feltdb.work.lifecycle" in names
+
+
+def test_the_checker_does_not_confuse_a_prefix_with_a_package():
+    assert violations({"richtext", "feltdb.clientele"}, EDGE_AND_DRIVERS) == []
+
+
+def test_the_checker_sees_clock_reads_however_spelled():
+    source = (
+        "import time\nimport datetime\nfrom datetime import datetime as dt\n"
+        "from time import time as now\n"
+        "a = time.time()\nb = datetime.datetime.now()\nc = now()\n"
+        "d = time.monotonic()\n"
+    )
+    assert clock_reads(source) == [
+        "line 5: time.time()",
+        "line 6: datetime.datetime.now()",
+        "line 7: now()",
+    ]
+
+
+# ------------------------------------------------------------------ the rules
+
+
+@pytest.mark.parametrize("path", modules("work") + modules("auth"), ids=relative)
+def test_the_domain_imports_no_edge_and_no_driver(path):
+    names = imported_names(
+        path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py"
+    )
+    assert violations(names, EDGE_AND_DRIVERS) == []
+
+
+@pytest.mark.parametrize("path", modules("work"), ids=relative)
+def test_the_authority_reaches_storage_only_through_the_protocol(path):
+    names = imported_names(
+        path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py"
+    )
+    assert violations(names, BACKENDS) == []
+
+
+@pytest.mark.parametrize("path", modules("storage"), ids=relative)
+def test_storage_never_imports_the_authority(path):
+    names = imported_names(
+        path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py"
+    )
+    assert violations(names, ("feltdb.work",)) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in modules("work") + modules("auth") if p not in CLOCK_ALLOWED],
+    ids=relative,
+)
+def test_time_is_an_argument_in_the_domain(path):
+    assert clock_reads(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_facade_is_the_one_place_that_reads_the_clock():
+    assert clock_reads((SRC / "work" / "store.py").read_text(encoding="utf-8")) != []
