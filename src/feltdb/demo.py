@@ -8,6 +8,7 @@ simulated (every operation takes ``now``), so a minute of work takes a moment to
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,12 +18,19 @@ from rich.console import Console
 from rich.table import Table
 
 from feltdb.auth import Grant, GrantSigner, ResourceScope, ResourceScopeKind, Subject
-from feltdb.work.models import ApprovalPolicy, CreateWorkload, WorkloadTimeouts
+from feltdb.work.models import (
+    DURABLE_WORK_COLLECTION,
+    ApprovalPolicy,
+    CreateWorkload,
+    WorkloadTimeouts,
+)
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import WorkloadStore
 
 TENANT = "acme"
 APPLICATION = "billing"
+"""Each run admits its work into its own application, ``billing-<run>``, so that a run
+never meets work an earlier (perhaps interrupted) run left behind."""
 CAPABILITIES = frozenset({"email:send", "payments:send", "crm:sync", "images:resize", "reports"})
 
 _STATE_STYLE = {
@@ -80,33 +88,38 @@ class _Narrator:
 
 
 def _request(
-    signer: GrantSigner, requester: Subject, run: str, name: str, now: int, **fields: object
+    signer: GrantSigner,
+    requester: Subject,
+    application: str,
+    name: str,
+    now: int,
+    **fields: object,
 ) -> CreateWorkload:
     grant = Grant(
         id=f"grant-{requester.id}",
         issuer=Subject.human("ops-admin"),
         subject=requester,
         tenant_id=TENANT,
-        application_id=APPLICATION,
+        application_id=application,
         capabilities={"workload:execute"},
         resources=[
-            ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=f"flow://{APPLICATION}/workloads/*")
+            ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=f"flow://{application}/workloads/*")
         ],
         issued_at=now - 60,
         expires_at=now + 86_400,
     )
     values: dict[str, object] = {
         "tenant_id": TENANT,
-        "application_id": APPLICATION,
+        "application_id": application,
         "environment": "demo",
         "definition_id": name,
         "definition_revision": "v1",
         "trigger": "demo",
-        "input": {"demo_run": run},
+        "input": {"demo": name},
         "requested_by": requester,
         "authorization_snapshot": signer.sign(grant),
         "capability_snapshot": set(),
-        "idempotency_key": f"demo-{run}-{name}",
+        "idempotency_key": f"demo-{name}",
         "created_at": now,
     }
     values.update(fields)
@@ -116,7 +129,8 @@ def _request(
 def run_demo(path: Path, console: Console, now: int | None = None) -> int:
     """Run the tour on the store at ``path``; returns how many workloads the store holds."""
     start = now if now is not None else int(time.time())
-    run = f"{start}"
+    run = secrets.token_hex(3)
+    application = f"{APPLICATION}-{run}"
     signer = GrantSigner("demo", b"feltdb-demo-key-not-for-production")
     requester = Subject.service("billing-api")
     with WorkloadStore.open(path) as store:
@@ -129,14 +143,14 @@ def run_demo(path: Path, console: Console, now: int | None = None) -> int:
             return clock[0]
 
         def admit(name: str, **fields: object) -> str:
-            request = _request(signer, requester, run, name, clock[0], **fields)
+            request = _request(signer, requester, application, name, clock[0], **fields)
             workload = store.create(request)
             narrator.names[workload.workload_id] = name
             return workload.workload_id
 
         def work(worker: str, *, lease_ms: int = 30_000) -> str | None:
             claim = store.claim_next(
-                TENANT, APPLICATION, worker, CAPABILITIES, now=clock[0], lease_ms=lease_ms
+                TENANT, application, worker, CAPABILITIES, now=clock[0], lease_ms=lease_ms
             )
             if claim is None:
                 console.print(f"  {worker}: nothing claimable")
@@ -258,10 +272,9 @@ def run_demo(path: Path, console: Console, now: int | None = None) -> int:
             )
         console.print()
         console.print(table)
-        total = len(store.list(TENANT, APPLICATION))
-        revision = store.db.current_revision()
+        total = len(store.db.list_rows(DURABLE_WORK_COLLECTION))
         console.print(
-            f"The store holds {total} demo workloads over {revision} committed transactions; "
-            "run it again and they are all still there."
+            f"Run {run} (application {application}) is done. The store holds {total} "
+            f"workloads in all; run the demo again and they are all still there."
         )
         return total

@@ -27,7 +27,7 @@ The contract every backend keeps, bit for bit:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -144,6 +144,20 @@ class Commit:
     rows: list[StoredRow]
 
 
+RowReader = Callable[[str, str], "StoredRow | None"]
+"""Reads one row by ``(collection, key)`` inside the transaction that is deciding."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCommit:
+    """A commit that :meth:`Database.commit_selected`'s ``decide`` asks for."""
+
+    operation_id: str
+    mutations: Sequence[Mutation]
+    preconditions: Sequence[Precondition] = ()
+    audit: Mapping[str, Any] | None = None
+
+
 class Database(Protocol):
     """The operations the work layer needs from a backend. Safe to share between threads."""
 
@@ -181,6 +195,32 @@ class Database(Protocol):
     ) -> list[StoredRow]:
         """Rows in ``state`` whose ``eligible_at`` is ``None`` or ``<= now``, in the
         order of :meth:`list_rows`; served by an index, never a scan.
+        """
+        ...
+
+    def commit_selected(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str,
+        now: int,
+        decide: Callable[[list[StoredRow], RowReader], PlannedCommit | None],
+        *,
+        limit: int,
+        offset: int = 0,
+    ) -> Commit | None:
+        """In one write transaction: select the rows :meth:`claimable_rows` would, locked
+        against every other writer until the transaction ends (a backend with row locks
+        skips rows another transaction holds, so concurrent callers get disjoint rows),
+        call ``decide`` with them and a reader of further rows, and apply the commit it
+        plans, guarded and logged as :meth:`commit` does. ``None``, and nothing written,
+        when ``decide`` answers ``None``. ``decide`` may be called again if the backend
+        retries the transaction, so it must not act outside it.
+
+        Raises:
+            StorageConflict: a precondition of the plan failed; nothing was written.
+            WorkloadError: whatever ``decide`` raises; ``WORKLOAD_STORAGE_FAILURE``.
         """
         ...
 

@@ -33,8 +33,10 @@ from feltdb.storage.base import (
     Commit,
     CommittedTransaction,
     Mutation,
+    PlannedCommit,
     Precondition,
     RowIndex,
+    RowReader,
     StorageConflict,
     StoredRow,
     storage_failure,
@@ -150,9 +152,7 @@ def _document_json(collection: str, key: str, document: Mapping[str, Any]) -> st
     return _to_json(document, f"the document at {collection}/{key}")
 
 
-def _stored_row(
-    collection: str, key: str, version: int, revision: int, document: str
-) -> StoredRow:
+def _stored_row(collection: str, key: str, version: int, revision: int, document: str) -> StoredRow:
     try:
         body = json.loads(document)
     except ValueError as error:
@@ -177,9 +177,7 @@ def _logged_provenance(audit: dict[str, Any] | None) -> dict[str, Any]:
     # can only be in a store written by other means, and is not provenance.
     if audit is None:
         return {}
-    return {
-        name: value for name in _PROVENANCE_FIELDS if isinstance(value := audit.get(name), str)
-    }
+    return {name: value for name in _PROVENANCE_FIELDS if isinstance(value := audit.get(name), str)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +191,34 @@ class _Header:
     @property
     def empty(self) -> bool:
         return self.application_id == 0 and self.user_version == 0 and self.schema_objects == 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A validated, serialized commit, ready to apply inside a write transaction."""
+
+    transaction_id: str
+    mutations: list[Mutation]
+    preconditions: list[Precondition]
+    writes: list[dict[str, Any]]
+    log: dict[str, Any]
+
+    def committed(self, revision: int, versions: list[int | None]) -> Commit:
+        # The written rows are the callers' documents with their new versions: each was
+        # serialized above, so it is JSON, and decoding the stored text again would cost a
+        # parse of every document on every commit (about a tenth of a heartbeat, profiled).
+        rows = [
+            StoredRow(
+                mutation.collection,
+                mutation.key,
+                version,
+                revision,
+                {**mutation.document, VERSION_FIELD: version},
+            )
+            for mutation, version in zip(self.mutations, versions, strict=True)
+            if mutation.document is not None and version is not None
+        ]
+        return Commit(revision, self.transaction_id, rows)
 
 
 class _TranslateErrors:
@@ -575,9 +601,7 @@ class SQLiteDatabase:
         """
         query = _DUE_QUERIES.get(column)
         if query is None:
-            raise _invalid(
-                f"rows_due column must be one of {sorted(_DUE_QUERIES)}, not {column!r}"
-            )
+            raise _invalid(f"rows_due column must be one of {sorted(_DUE_QUERIES)}, not {column!r}")
         return self._select(query, {"collection": collection, "now": now, "limit": limit})
 
     def rows_with_result_id(self, collection: str, result_id: str) -> list[StoredRow]:
@@ -660,8 +684,78 @@ class SQLiteDatabase:
                 database failure. Nothing was written.
         """
         self._ensure_open()
+        prepared = self._prepare(operation_id, mutations, preconditions, audit)
+        revision, versions = self._write("commit", lambda c: self._apply(c, prepared))
+        return prepared.committed(revision, versions)
+
+    def commit_selected(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str,
+        now: int,
+        decide: Callable[[list[StoredRow], RowReader], PlannedCommit | None],
+        *,
+        limit: int,
+        offset: int = 0,
+    ) -> Commit | None:
+        """Select claimable rows and commit ``decide``'s plan for them, in one transaction.
+
+        The transaction holds SQLite's write lock from the selection to the commit, so no
+        other writer changes a selected row in between. ``decide`` may read further rows
+        through its reader; when it answers ``None``, nothing is written.
+
+        Raises:
+            StorageConflict: a precondition of the plan failed; nothing was written.
+            WorkloadError: whatever ``decide`` raises (nothing was written);
+                ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        self._ensure_open()
+        params = {
+            "collection": collection,
+            "tenant_id": tenant_id,
+            "application_id": application_id,
+            "state": state,
+            "now": now,
+            "limit": limit,
+            "offset": offset,
+        }
+
+        def work(connection: sqlite3.Connection) -> tuple[_Prepared, int, list[int | None]] | None:
+            rows = [_stored_row(*row) for row in connection.execute(_Q["claimable_rows"], params)]
+
+            def read(row_collection: str, key: str) -> StoredRow | None:
+                found = connection.execute(
+                    _Q["get_row"], {"collection": row_collection, "key": key}
+                ).fetchall()
+                return _stored_row(*found[0]) if found else None
+
+            plan = decide(rows, read)
+            if plan is None:
+                return None
+            prepared = self._prepare(
+                plan.operation_id, plan.mutations, plan.preconditions, plan.audit
+            )
+            revision, versions = self._apply(connection, prepared)
+            return prepared, revision, versions
+
+        outcome = self._write("commit", work)
+        if outcome is None:
+            return None
+        prepared, revision, versions = outcome
+        return prepared.committed(revision, versions)
+
+    def _prepare(
+        self,
+        operation_id: str,
+        mutations: Sequence[Mutation],
+        preconditions: Sequence[Precondition],
+        audit: Mapping[str, Any] | None,
+    ) -> _Prepared:
+        """Validate and serialize a commit before any lock is taken."""
         seen: set[tuple[str, str]] = set()
-        writes: list[tuple[str, str, str | None, dict[str, Any]]] = []
+        writes: list[dict[str, Any]] = []
         for mutation in mutations:
             address = (mutation.collection, mutation.key)
             if address in seen:
@@ -672,13 +766,12 @@ class SQLiteDatabase:
             params = _index_params(mutation.index)
             params["collection"] = mutation.collection
             params["key"] = mutation.key
-            document = (
+            params["document"] = (
                 None
                 if mutation.document is None
                 else _document_json(mutation.collection, mutation.key, mutation.document)
             )
-            params["document"] = document
-            writes.append((mutation.collection, mutation.key, document, params))
+            writes.append(params)
         if audit is not None:
             if not isinstance(audit, Mapping):
                 raise _invalid("the audit record is not a JSON object")
@@ -687,40 +780,27 @@ class SQLiteDatabase:
         log = {
             "transaction_id": transaction_id,
             "operation_ids": _to_json([operation_id], "the operation id"),
-            "keys": canonical_json([f"{collection}/{key}" for collection, key, _, _ in writes]),
+            "keys": canonical_json([f"{m.collection}/{m.key}" for m in mutations]),
             "audit": None if audit is None else _to_json(audit, "the audit record"),
         }
+        return _Prepared(transaction_id, list(mutations), list(preconditions), writes, log)
 
-        def work(connection: sqlite3.Connection) -> tuple[int, list[int | None]]:
-            for precondition in preconditions:
-                self._check(connection, precondition)
-            revision = self._log(connection, log)
-            versions: list[int | None] = []
-            for _, _, document, params in writes:
-                if document is None:
-                    connection.execute(_Q["delete_row"], params)
-                    versions.append(None)
-                else:
-                    params["revision"] = revision
-                    versions.append(connection.execute(_Q["upsert_row"], params).fetchall()[0][0])
-            return revision, versions
-
-        revision, versions = self._write("commit", work)
-        # The written rows are the callers' documents with their new versions: each was
-        # serialized above, so it is JSON, and decoding the stored text again would cost a
-        # parse of every document on every commit (about a tenth of a heartbeat, profiled).
-        rows = [
-            StoredRow(
-                mutation.collection,
-                mutation.key,
-                version,
-                revision,
-                {**mutation.document, VERSION_FIELD: version},
-            )
-            for mutation, version in zip(mutations, versions, strict=True)
-            if mutation.document is not None and version is not None
-        ]
-        return Commit(revision, transaction_id, rows)
+    def _apply(
+        self, connection: sqlite3.Connection, prepared: _Prepared
+    ) -> tuple[int, list[int | None]]:
+        """Inside the write transaction: check the guards, log, and write the rows."""
+        for precondition in prepared.preconditions:
+            self._check(connection, precondition)
+        revision = self._log(connection, prepared.log)
+        versions: list[int | None] = []
+        for params in prepared.writes:
+            if params["document"] is None:
+                connection.execute(_Q["delete_row"], params)
+                versions.append(None)
+            else:
+                params["revision"] = revision
+                versions.append(connection.execute(_Q["upsert_row"], params).fetchall()[0][0])
+        return revision, versions
 
     def restore_row(
         self,
@@ -806,16 +886,24 @@ class SQLiteDatabase:
         if precondition.require_absent and version is not None:
             raise StorageConflict(
                 f"{address}: expected no row, found version {version}",
-                {"collection": precondition.collection, "key": precondition.key,
-                 "expected_version": None, "found_version": version},
+                {
+                    "collection": precondition.collection,
+                    "key": precondition.key,
+                    "expected_version": None,
+                    "found_version": version,
+                },
             )
         expected = precondition.expected_version
         if expected is not None and version != expected:
             found_text = "no row" if version is None else f"version {version}"
             raise StorageConflict(
                 f"{address}: expected version {expected}, found {found_text}",
-                {"collection": precondition.collection, "key": precondition.key,
-                 "expected_version": expected, "found_version": version},
+                {
+                    "collection": precondition.collection,
+                    "key": precondition.key,
+                    "expected_version": expected,
+                    "found_version": version,
+                },
             )
 
     @staticmethod

@@ -27,9 +27,12 @@ from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_SAFE_INTEGER
 from feltdb.storage import open_database
 from feltdb.storage.base import (
+    Commit,
     Database,
     Mutation,
+    PlannedCommit,
     Precondition,
+    RowReader,
     StorageConflict,
     StoredRow,
 )
@@ -59,21 +62,6 @@ CANDIDATE_BATCH = 32
 """Candidates ``claim_next`` reads per index query; most claims need only the first."""
 MAINTENANCE_BATCH = 256
 """Due workloads ``enforce_deadlines``/``recover_expired`` read per index query."""
-
-# A claim that loses to another writer, or to a deadline, leaves the candidate behind;
-# claim_next then tries the next one (API.md: it never fails because of one candidate).
-_SKIP_CANDIDATE = frozenset(
-    {
-        ErrorCode.WORKLOAD_CONFLICT,
-        ErrorCode.WORKLOAD_NOT_READY,
-        ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE,
-        ErrorCode.WORKLOAD_TIMED_OUT,
-        ErrorCode.WORKLOAD_ATTEMPTS_EXHAUSTED,
-        ErrorCode.WORKLOAD_APPROVAL_PENDING,
-        ErrorCode.WORKLOAD_REJECTED,
-        ErrorCode.WORKLOAD_NOT_FOUND,
-    }
-)
 
 
 def _invalid(field: str, message: str) -> WorkloadError:
@@ -135,6 +123,32 @@ def _parse(row: StoredRow) -> Workload:
             ErrorCode.WORKLOAD_STORAGE_FAILURE,
             f"stored workload {row.key} is not a valid workload record: {error}",
         ) from error
+
+
+def _plan(w: Workload, action: str, version: int | None) -> PlannedCommit:
+    """The guarded commit of ``w`` as the document of its id: ``version`` is the version it
+    was read at (``None``: it must not exist yet).
+    """
+    document = w.to_json()
+    operation_id = "work_tx_" + secrets.token_hex(12)
+    return PlannedCommit(
+        operation_id,
+        [Mutation(DURABLE_WORK_COLLECTION, w.workload_id, document, row_index(w))],
+        [
+            Precondition(
+                DURABLE_WORK_COLLECTION,
+                w.workload_id,
+                require_absent=version is None,
+                expected_version=version,
+            )
+        ],
+        _audit(w, document, action, operation_id),
+    )
+
+
+def _state_in(read: RowReader, workload_id: str) -> WorkloadState | None:
+    row = read(DURABLE_WORK_COLLECTION, workload_id)
+    return WorkloadState(row.document["state"]) if row is not None else None
 
 
 class WorkloadStore:
@@ -218,32 +232,24 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_CONFLICT`` when another writer committed first (the
                 committed workload is adopted); ``WORKLOAD_STORAGE_FAILURE``.
         """
-        workload_id = workload.workload_id
         if version == -1:
-            current = self._read(workload_id)
+            current = self._read(workload.workload_id)
             version = current[1] if current is not None else None
-        document = workload.to_json()
-        operation_id = "work_tx_" + secrets.token_hex(12)
-        guard = Precondition(
-            DURABLE_WORK_COLLECTION,
-            workload_id,
-            require_absent=version is None,
-            expected_version=version,
-        )
+        plan = _plan(workload, action, version)
         try:
             commit = self.db.commit(
-                operation_id,
-                [Mutation(DURABLE_WORK_COLLECTION, workload_id, document, row_index(workload))],
-                [guard],
-                _audit(workload, document, action, operation_id),
+                plan.operation_id, plan.mutations, plan.preconditions, plan.audit
             )
         except StorageConflict:
-            self._adopt_committed(workload_id)
+            self._adopt_committed(workload.workload_id)
             raise
-        written = commit.rows[0]
+        self._remember(commit)
+        return commit.rows[0].version
+
+    def _remember(self, commit: Commit) -> None:
         if self._pinned is not None:
-            self._pinned[workload_id] = (written.document, written.version)
-        return written.version
+            for row in commit.rows:
+                self._pinned[row.key] = (row.document, row.version)
 
     def _enforce_deadline(self, w: Workload, version: int, now: int) -> None:
         """Refuse a call on work past a deadline, timing it out first, in the same way the
@@ -418,59 +424,56 @@ class WorkloadStore:
         lease = _lease(lease_ms, "lease_ms")
         tenant_id = _text(tenant_id, "tenant_id")
         application_id = _text(application_id, "application_id")
-        tried: set[str] = set()
+        granted: builtins.list[WorkloadClaim] = []
+        examined = 0
+
+        def decide(rows: builtins.list[StoredRow], read: RowReader) -> PlannedCommit | None:
+            # Runs inside the selecting transaction, which holds the rows: the first
+            # candidate this worker may run is claimed, or, if it turns out past a deadline
+            # or out of attempts, settled as claim() would settle it. It may run again if
+            # the backend retries the transaction, so it starts afresh each time.
+            nonlocal examined
+            granted.clear()
+            examined = len(rows)
+            for row in rows:
+                w = _parse(row)
+                if not w.capability_snapshot <= held or not dependencies_satisfied(
+                    w, lambda dependency: _state_in(read, dependency)
+                ):
+                    continue
+                breach = deadline_breach(w, at)
+                if breach is not None:
+                    lifecycle.expire(w, breach[0], breach[1], at)
+                elif lifecycle.budget_exhausted(w):
+                    lifecycle.dead_letter_exhausted(w, at)
+                else:
+                    try:
+                        granted.append(lifecycle.claim(w, worker, held, at, lease))
+                    except WorkloadError:
+                        continue  # not claimable after all: never fail the whole search
+                return _plan(w, "workload.mutated", row.version)
+            return None
+
         offset = 0
         while True:
-            rows = self._claimable(tenant_id, application_id, at, offset)
-            if not rows:
-                return None
-            # Page past every row already tried that is still indexed as claimable (it does
-            # not match this worker, or another writer changed it without moving it): each
-            # batch then advances, so the search ends.
-            offset += sum(1 for row in rows if row.key in tried)
-            for row in rows:
-                if row.key in tried:
-                    continue
-                tried.add(row.key)
-                candidate = _parse(row)
-                if not candidate.capability_snapshot <= held or not dependencies_satisfied(
-                    candidate, self._state_of
-                ):
-                    offset += 1  # still claimable by someone else, so still in the index
-                    continue
-                try:
-                    return self.claim(candidate.workload_id, worker, held, at, lease)
-                except WorkloadError as error:
-                    if error.code not in _SKIP_CANDIDATE:
-                        raise
-
-    def _claimable(
-        self, tenant_id: str, application_id: str, now: int, offset: int
-    ) -> builtins.list[StoredRow]:
-        if self._pinned is None:
-            return self.db.claimable_rows(
+            commit = self.db.commit_selected(
                 DURABLE_WORK_COLLECTION,
                 tenant_id,
                 application_id,
                 WorkloadState.READY.value,
-                now,
+                at,
+                decide,
                 limit=CANDIDATE_BATCH,
                 offset=offset,
             )
-        rows = [
-            StoredRow(DURABLE_WORK_COLLECTION, key, version, 0, document)
-            for key, (document, version) in self._pinned.items()
-            if document["tenant_id"] == tenant_id
-            and document["application_id"] == application_id
-            and document["state"] == WorkloadState.READY.value
-            and (document["next_attempt_at"] is None or document["next_attempt_at"] <= now)
-        ]
-        rows.sort(key=lambda r: (-r.document["priority"], r.document["created_at"], r.key))
-        return rows[offset : offset + CANDIDATE_BATCH]
-
-    def _state_of(self, workload_id: str) -> WorkloadState | None:
-        loaded = self._read(workload_id)
-        return loaded[0].state if loaded is not None else None
+            if commit is not None:
+                self._remember(commit)
+                if granted:
+                    return granted[0]
+                continue  # a candidate was settled and left the ready set: look again
+            if examined < CANDIDATE_BATCH:
+                return None
+            offset += examined  # a whole batch this worker cannot run: page past it
 
     def start(
         self,

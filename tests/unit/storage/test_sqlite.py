@@ -18,11 +18,14 @@ from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage import (
     Database,
     Mutation,
+    PlannedCommit,
     Precondition,
     RowIndex,
     StorageConflict,
+    StoredRow,
     open_database,
 )
+from feltdb.storage.base import RowReader
 from feltdb.storage.sql import load_queries, load_schema, parse_queries
 from feltdb.storage.sqlite import (
     APPLICATION_ID,
@@ -1057,3 +1060,87 @@ def test_stored_json_round_trips_through_the_log(db: SQLiteDatabase, path: Path)
     stored = raw_scalar(path, "SELECT audit FROM transactions")
     assert stored == '{"a":"é","b":1}'
     assert json.loads(raw_scalar(path, "SELECT operation_ids FROM transactions")) == ["op"]
+
+
+# --- commit_selected: select, decide and commit in one transaction ----------------------
+
+
+def ready(db: Database, key: str, priority: int) -> None:
+    put(db, key, work_index(priority=priority), n=key)
+
+
+def test_commit_selected_applies_the_plan_for_the_rows_it_selected(db: SQLiteDatabase) -> None:
+    ready(db, "low", 1)
+    ready(db, "high", 9)
+    seen: list[list[str]] = []
+
+    def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        seen.append(keys(rows))
+        first = rows[0]
+        assert read("work", "low") is not None and read("work", "absent") is None
+        return PlannedCommit(
+            "claim-high",
+            [Mutation("work", first.key, {"n": first.key, "claimed": True}, RowIndex())],
+            [Precondition("work", first.key, expected_version=first.version)],
+            {"work_id": first.key},
+        )
+
+    commit = db.commit_selected("work", "t1", "app1", "ready", 100, decide, limit=10)
+    assert commit is not None
+    assert seen == [["high", "low"]]
+    assert commit.rows[0].key == "high" and commit.rows[0].version == 2
+    stored = db.get_row("work", "high")
+    assert stored is not None and stored.document["claimed"] is True
+    assert db.committed_transactions_after(commit.revision - 1)[0].work_id == "high"
+    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 100, limit=10)) == ["low"]
+
+
+def test_commit_selected_writes_nothing_when_decide_declines_or_raises(
+    db: SQLiteDatabase, path: Path
+) -> None:
+    ready(db, "a", 1)
+    revision, logged = db.current_revision(), log_count(path)
+    assert (
+        db.commit_selected("work", "t1", "app1", "ready", 100, lambda r, g: None, limit=5) is None
+    )
+
+    def refuse(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        raise WorkloadError("WORKLOAD_NOT_READY", "refused inside the transaction")
+
+    with pytest.raises(WorkloadError) as raised:
+        db.commit_selected("work", "t1", "app1", "ready", 100, refuse, limit=5)
+    assert raised.value.code == "WORKLOAD_NOT_READY"
+    assert (db.current_revision(), log_count(path)) == (revision, logged)
+    assert db.get_row("work", "a").version == 1  # type: ignore[union-attr]
+
+
+def test_commit_selected_guards_its_plan_like_commit(db: SQLiteDatabase, path: Path) -> None:
+    ready(db, "a", 1)
+    revision = db.current_revision()
+
+    def stale(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        return PlannedCommit(
+            "stale",
+            [Mutation("work", "a", {"n": "a", "late": True}, RowIndex())],
+            [Precondition("work", "a", expected_version=rows[0].version + 1)],
+        )
+
+    with pytest.raises(StorageConflict):
+        db.commit_selected("work", "t1", "app1", "ready", 100, stale, limit=5)
+    assert db.current_revision() == revision
+    assert "late" not in db.get_row("work", "a").document  # type: ignore[union-attr]
+
+
+def test_commit_selected_pages_with_offset_and_honours_eligibility(db: SQLiteDatabase) -> None:
+    for n in range(5):
+        ready(db, f"k{n}", 5 - n)
+    put(db, "early", work_index(priority=9, eligible_at=500), n="early")
+    pages: list[list[str]] = []
+
+    def look(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        pages.append(keys(rows))
+        return None
+
+    db.commit_selected("work", "t1", "app1", "ready", 100, look, limit=2, offset=2)
+    db.commit_selected("work", "t1", "app1", "ready", 500, look, limit=1)
+    assert pages == [["k2", "k3"], ["early"]]

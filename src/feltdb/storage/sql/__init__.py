@@ -68,8 +68,8 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
                 raise ValueError(f"query {name!r} is defined twice")
             described = False
             body = []
-        elif name is not None and not described and not body and _DESCRIPTION.fullmatch(
-            line.strip()
+        elif (
+            name is not None and not described and not body and _DESCRIPTION.fullmatch(line.strip())
         ):
             described = True
         elif name is not None:
