@@ -1,9 +1,13 @@
-"""Fixtures of the reference's tests: a store on a fresh file per test."""
+"""Fixtures of the reference's tests: a store on a fresh target per test, on each backend.
+
+Every conformance test runs twice, on SQLite and on PostgreSQL (the ``backend`` fixture of
+``tests/conftest.py``): ``store_target`` is where its store lives, ``new_target(name)``
+makes another one, and a "restart" is closing a store and opening the target again.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -11,18 +15,20 @@ from feltdb import WorkloadStore
 
 
 @pytest.fixture
-def store_path(tmp_path: Path) -> Path:
-    """Where this test's store lives (the reference's `store(name)` path)."""
-    return tmp_path / "work.db"
+def store_target(new_target: Callable[..., str]) -> str:
+    """Where this test's store lives (the reference's `store(name)`)."""
+    return new_target("work")
 
 
 @pytest.fixture
-def open_store(store_path: Path) -> Iterator[Callable[..., WorkloadStore]]:
-    """Open another writer (or a restart) of this test's store; all are closed at the end."""
+def open_store(store_target: str) -> Iterator[Callable[..., WorkloadStore]]:
+    """Open another writer (or a restart) of this test's store, or of the store at another
+    target; all are closed at the end.
+    """
     opened: list[WorkloadStore] = []
 
-    def opener(path: Path | None = None) -> WorkloadStore:
-        store = WorkloadStore.open(path or store_path)
+    def opener(target: str | None = None) -> WorkloadStore:
+        store = WorkloadStore.open(target or store_target)
         opened.append(store)
         return store
 

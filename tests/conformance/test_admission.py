@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,11 +78,11 @@ def test_idempotency_keys_are_bound_to_their_requester_and_request(store):
 
 
 def test_competing_admissions_share_one_canonical_idempotency_identity(
-    store_path: Path, open_store
+    store_target: str, open_store
 ):
     with ExitStack() as stack:
-        first = stack.enter_context(WorkloadStore.open(store_path))
-        second = stack.enter_context(WorkloadStore.open(store_path))
+        first = stack.enter_context(WorkloadStore.open(store_target))
+        second = stack.enter_context(WorkloadStore.open(store_target))
         accepted = first.create(make_request())
         # A second writer of the same store loses the require-absent CAS and
         # converges on what was committed: a different request is refused as a
@@ -98,7 +97,7 @@ def test_competing_admissions_share_one_canonical_idempotency_identity(
         )
         # The same request from a third, equally stale writer converges on it:
         # a writer that has seen nothing and does not re-read before committing.
-        third = stack.enter_context(WorkloadStore.open(store_path))._pin_reads(empty=True)
+        third = stack.enter_context(WorkloadStore.open(store_target))._pin_reads(empty=True)
         converged, created = third.admit(make_request())
         assert not created
         assert converged.workload_id == accepted.workload_id
@@ -123,17 +122,19 @@ def test_idempotency_scopes_cannot_be_made_to_coincide(store):
     assert first.workload_id != second.workload_id
 
 
-def test_concurrent_admissions_by_competing_writers_converge_or_conflict(tmp_path: Path):
+def test_concurrent_admissions_by_competing_writers_converge_or_conflict(
+    new_target: Callable[[str], str],
+):
     for round_ in range(20):
-        path = tmp_path / f"concurrent-admission-{round_}.db"
+        target = new_target(f"concurrent-admission-{round_}")
         with ExitStack() as stack:
-            seed = stack.enter_context(WorkloadStore.open(path))
+            seed = stack.enter_context(WorkloadStore.open(target))
             assert seed.list("t", "app") == []
 
             def admit_concurrently(
-                requests: list[CreateWorkload], stack: ExitStack = stack, path: Path = path
+                requests: list[CreateWorkload], stack: ExitStack = stack, target: str = target
             ) -> list[tuple[Any, BaseException | None]]:
-                writers = [stack.enter_context(WorkloadStore.open(path)) for _ in requests]
+                writers = [stack.enter_context(WorkloadStore.open(target)) for _ in requests]
                 outcomes = run_concurrently(
                     [
                         (lambda writer=writer, request=request: writer.admit(request))
@@ -170,7 +171,7 @@ def test_concurrent_admissions_by_competing_writers_converge_or_conflict(tmp_pat
                 for _, error in contested
             ), f"round {round_}: {contested!r}"
             winner, _ = admitted[0]
-            stored = stack.enter_context(WorkloadStore.open(path))
+            stored = stack.enter_context(WorkloadStore.open(target))
             assert len(stored.list("t", "app")) == 2
             assert stored.get(winner.workload_id).input == winner.input
 

@@ -31,13 +31,13 @@ def human(id):
 
 
 @pytest.fixture
-def gated(tmp_path, open_store):
-    """The reference's ``gated(name, policy)``: a store on its own file holding the fixture
+def gated(new_target, open_store):
+    """The reference's ``gated(name, policy)``: a store of its own holding the fixture
     request admitted under ``policy``. Returns ``(store, id, input_hash)``.
     """
 
     def make(name, policy):
-        store = open_store(tmp_path / f"{name}.db")
+        store = open_store(new_target(name))
         w = store.create(make_request(approval=policy))
         return store, w.workload_id, w.input_hash
 
@@ -45,7 +45,7 @@ def gated(tmp_path, open_store):
 
 
 def test_work_requiring_approval_is_never_claimable_before_an_authorized_decision_commits(
-    gated, tmp_path, open_store
+    gated, new_target, open_store
 ):
     store, id, input_hash = gated("approval-gate", ApprovalPolicy())
     assert store.get(id).state == WorkloadState.AWAITING_APPROVAL
@@ -95,7 +95,7 @@ def test_work_requiring_approval_is_never_claimable_before_an_authorized_decisio
     store.claim(id, "w", CAPABILITIES, now=14, lease_ms=10_000)
     # After a restart the decision and the state are what was committed.
     store.close()
-    reopened = open_store(tmp_path / "approval-gate.db")
+    reopened = open_store(new_target("approval-gate"))
     w = reopened.get(id)
     assert w.state == WorkloadState.CLAIMED
     assert w.approval is not None
@@ -134,7 +134,7 @@ def test_rejected_work_never_runs_and_a_rejection_is_final(gated):
     assert not store.get(id).attempts, "nothing ever ran"
 
 
-def test_a_policy_narrows_approvers_and_excludes_the_requester(gated, tmp_path, open_store):
+def test_a_policy_narrows_approvers_and_excludes_the_requester(gated, new_target, open_store):
     policy = ApprovalPolicy(
         approver_kinds={"service", "human"},
         approvers={Subject.service("finance-bot"), human("ada")},
@@ -158,7 +158,7 @@ def test_a_policy_narrows_approvers_and_excludes_the_requester(gated, tmp_path, 
     )
 
     # The requester never decides its own work, even when its kind may.
-    store = open_store(tmp_path / "approval-requester.db")
+    store = open_store(new_target("approval-requester"))
     request = make_request("svc")
     request.requested_by = Subject.service("svc")
     snapshot = request.authorization_snapshot
@@ -311,14 +311,14 @@ ACCEPTABLE_CLAIM_REFUSALS = {
 }
 
 
-def test_concurrent_approval_and_claim_never_claim_unapproved_work(tmp_path, open_store):
+def test_concurrent_approval_and_claim_never_claim_unapproved_work(new_target, open_store):
     for round in range(20):
-        path = tmp_path / f"approval-race-{round}.db"
-        seed = open_store(path)
+        target = new_target(f"approval-race-{round}")
+        seed = open_store(target)
         w = seed.create(make_request(approval=ApprovalPolicy()))
         id, input_hash = w.workload_id, w.input_hash
-        approver = open_store(path)
-        claimers = [open_store(path), open_store(path)]
+        approver = open_store(target)
+        claimers = [open_store(target), open_store(target)]
 
         def approve(approver=approver, id=id, input_hash=input_hash):
             try:
@@ -341,7 +341,7 @@ def test_concurrent_approval_and_claim_never_claim_unapproved_work(tmp_path, ope
 
         run_concurrently(approve, *(claim_loop(c, n) for n, c in enumerate(claimers)))
 
-        committed = open_store(path).get(id)
+        committed = open_store(target).get(id)
         # Whatever interleaving happened: if any attempt exists, the approval was committed
         # before it, and at most one claim landed.
         assert len(committed.attempts) <= 1, f"round {round}"

@@ -201,10 +201,10 @@ def test_a_replay_matches_only_an_equivalent_request_and_names_every_conflicting
     assert len(reopened.list("t", "app")) == 1, "nothing was created"
 
 
-def test_concurrent_conflicting_admissions_admit_one_and_refuse_the_other(tmp_path, open_store):
+def test_concurrent_conflicting_admissions_admit_one_and_refuse_the_other(new_target, open_store):
     for round in range(10):
-        path = tmp_path / f"admission-race-{round}.db"
-        stores = [open_store(path), open_store(path)]
+        target = new_target(f"admission-race-{round}")
+        stores = [open_store(target), open_store(target)]
 
         def admit(store, priority):
             request = make_request(priority=priority)

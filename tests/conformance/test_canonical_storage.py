@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -37,21 +38,21 @@ def legacy_file_of(source: WorkloadStore) -> dict:
 
 
 def test_legacy_migration_is_idempotent_conflict_detecting_and_source_independent(
-    tmp_path: Path, store
+    tmp_path: Path, new_target: Callable[[str], str], store
 ):
     source = store
     workload = source.create(make_request())
     legacy = legacy_file_of(source)
     legacy_path = tmp_path / "legacy-workloads.json"
     legacy_path.write_text(json.dumps(legacy))
-    canonical_path = tmp_path / "canonical.db"
-    db = feltdb.open_database(canonical_path)
+    canonical_target = new_target("canonical")
+    db = feltdb.open_database(canonical_target)
     try:
         migrated = WorkloadStore.migrate_legacy_file(db, legacy_path)
         assert migrated.get(workload.workload_id).input_hash == workload.input_hash
         WorkloadStore.migrate_legacy_file(db, legacy_path)
         legacy_path.unlink()
-        with WorkloadStore.open(canonical_path) as reopened:
+        with WorkloadStore.open(canonical_target) as reopened:
             assert reopened.get(workload.workload_id).workload_id == workload.workload_id
 
         conflicting = json.loads(json.dumps(legacy))
@@ -64,8 +65,8 @@ def test_legacy_migration_is_idempotent_conflict_detecting_and_source_independen
         db.close()
 
 
-def test_canonical_history_reconstructs_work_identity_provenance(store_path: Path, open_store):
-    with WorkloadStore.open(store_path) as store:
+def test_canonical_history_reconstructs_work_identity_provenance(store_target: str, open_store):
+    with WorkloadStore.open(store_target) as store:
         workload = store.create(make_request())
         transaction = store.db.committed_transactions_after(0)[-1]
         audit = transaction.audit
@@ -86,17 +87,17 @@ def test_canonical_history_reconstructs_work_identity_provenance(store_path: Pat
 
 
 def test_competing_writers_use_canonical_document_cas_before_and_after_restart(
-    store_path: Path,
+    store_target: str,
 ):
     with ExitStack() as stack:
-        seed = stack.enter_context(WorkloadStore.open(store_path))
+        seed = stack.enter_context(WorkloadStore.open(store_target))
         workload = seed.create(make_request())
         workload_id = workload.workload_id
 
-        winner = stack.enter_context(WorkloadStore.open(store_path))
+        winner = stack.enter_context(WorkloadStore.open(store_target))
         # The loser's claim races the winner's inside the window between its read
         # and its commit, which only the storage guard closes.
-        loser = stack.enter_context(WorkloadStore.open(store_path))._pin_reads()
+        loser = stack.enter_context(WorkloadStore.open(store_target))._pin_reads()
         winner.claim(workload_id, "worker-a", CAPABILITIES, now=11, lease_ms=1_000)
         with pytest.raises(WorkloadError) as conflict:
             loser.claim(workload_id, "worker-b", CAPABILITIES, now=11, lease_ms=1_000)
@@ -113,10 +114,10 @@ def test_competing_writers_use_canonical_document_cas_before_and_after_restart(
         assert row.document["__version"] == 2
 
     with ExitStack() as stack:
-        recovery = stack.enter_context(WorkloadStore.open(store_path))
+        recovery = stack.enter_context(WorkloadStore.open(store_target))
         recovery.recover_expired(now=13)
-        restarted_winner = stack.enter_context(WorkloadStore.open(store_path))
-        restarted_loser = stack.enter_context(WorkloadStore.open(store_path))._pin_reads()
+        restarted_winner = stack.enter_context(WorkloadStore.open(store_target))
+        restarted_loser = stack.enter_context(WorkloadStore.open(store_target))._pin_reads()
         restarted_winner.claim(workload_id, "worker-c", CAPABILITIES, now=13, lease_ms=10_000)
         with pytest.raises(WorkloadError) as conflict:
             restarted_loser.claim(workload_id, "worker-d", CAPABILITIES, now=13, lease_ms=10_000)

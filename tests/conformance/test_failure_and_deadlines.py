@@ -25,15 +25,15 @@ def version_of(store, id):
 
 
 @pytest.fixture
-def claimed(tmp_path, open_store):
-    """The reference's ``claimed(name, policy)``: a store on its own file holding the
+def claimed(new_target, open_store):
+    """The reference's ``claimed(name, policy)``: a store of its own holding the
     fixture request (edited by ``policy``), claimed by worker ``a`` at 11.
 
     Returns ``(store, id, claim)``.
     """
 
     def make(name, policy=None):
-        store = open_store(tmp_path / f"{name}.db")
+        store = open_store(new_target(name))
         request = make_request()
         if policy is not None:
             policy(request)
@@ -223,7 +223,7 @@ def test_failure_racing_completion_commits_exactly_one_outcome(claimed):
 
 
 def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
-    claimed, tmp_path, open_store
+    claimed, new_target, open_store
 ):
     # execution: a heartbeat inside the deadline keeps the attempt; after it, every worker
     # call is refused and the attempt is timed out, once.
@@ -274,7 +274,7 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
 
     # queue and overall bound the work: dead-lettered, never retried, and a queued
     # workload's previous attempt is not rewritten.
-    store = open_store(tmp_path / "deadline-queue.db")
+    store = open_store(new_target("deadline-queue"))
     request = make_request()
     request.timeouts.queue_ms = 4_000
     id = store.create(request).workload_id
@@ -293,7 +293,7 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
     store.start(id, claim.claim_id, "a", claim.fencing_token, now=12)
     # Restart: the deadline comes from the committed record.
     store.close()
-    store = open_store(tmp_path / "deadline-overall.db")
+    store = open_store(new_target("deadline-overall"))
     assert store.enforce_deadlines(19) == []
     assert store.enforce_deadlines(20) == [id]
     assert store.get(id).state == WorkloadState.DEAD_LETTER

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,9 +44,9 @@ def run_concurrently(calls: list[Callable[[], Any]]) -> list[Any]:
     return values
 
 
-def committed_workload(path: Path, workload_id: str) -> Workload:
-    """The workload as committed, read by a fresh store on the same file."""
-    with WorkloadStore.open(path) as fresh:
+def committed_workload(target: str, workload_id: str) -> Workload:
+    """The workload as committed, read by a fresh store on the same target."""
+    with WorkloadStore.open(target) as fresh:
         return fresh.get(workload_id)
 
 
@@ -56,11 +55,11 @@ def recoveries(workload: Workload) -> int:
 
 
 def race_recovery(
-    stack: ExitStack, path: Path, now: int
+    stack: ExitStack, target: str, now: int
 ) -> tuple[WorkloadStore, WorkloadStore, list[list[str]]]:
     """Two writers of one store recover the same expired workload at once."""
-    first = stack.enter_context(WorkloadStore.open(path))
-    second = stack.enter_context(WorkloadStore.open(path))
+    first = stack.enter_context(WorkloadStore.open(target))
+    second = stack.enter_context(WorkloadStore.open(target))
     recovered = run_concurrently(
         [lambda: first.recover_expired(now=now), lambda: second.recover_expired(now=now)]
     )
@@ -100,23 +99,25 @@ def test_lease_recovery_records_the_lost_worker_and_is_bounded_by_the_attempt_bu
     assert refused.value.code == "WORKLOAD_NOT_READY"
 
 
-def test_concurrent_recovery_commits_one_transition_and_the_loser_converges(tmp_path: Path):
+def test_concurrent_recovery_commits_one_transition_and_the_loser_converges(
+    new_target: Callable[[str], str],
+):
     for round_ in range(20):
-        path = tmp_path / f"concurrent-recovery-{round_}.db"
+        target = new_target(f"concurrent-recovery-{round_}")
         with ExitStack() as stack:
-            store = stack.enter_context(WorkloadStore.open(path))
+            store = stack.enter_context(WorkloadStore.open(target))
             workload_id = store.create(make_request()).workload_id
             claim = store.claim(workload_id, "worker-a", CAPABILITIES, now=100, lease_ms=10_000)
             # A writer that loaded the workload before either recovery. Commits land in
             # this store's window between its read and its commit: only the storage
             # guard can refuse them.
-            stale = stack.enter_context(WorkloadStore.open(path))._pin_reads()
+            stale = stack.enter_context(WorkloadStore.open(target))._pin_reads()
 
-            first, second, recovered = race_recovery(stack, path, claim.expires_at)
+            first, second, recovered = race_recovery(stack, target, claim.expires_at)
             # Exactly one writer committed the recovery; the other reported none.
             assert sorted(recovered) == [[], [workload_id]], f"round {round_}"
 
-            committed = committed_workload(path, workload_id)
+            committed = committed_workload(target, workload_id)
             assert recoveries(committed) == 1, "one recovery transition"
             assert committed.state == WorkloadState.READY
             assert committed.attempt_count == 1
@@ -139,7 +140,9 @@ def test_concurrent_recovery_commits_one_transition_and_the_loser_converges(tmp_
             # And neither recovers it again, or commits anything more.
             assert first.recover_expired(now=claim.expires_at + 1) == []
             assert second.recover_expired(now=claim.expires_at + 1) == []
-            assert committed_workload(path, workload_id).to_json() == expected, "no further commit"
+            assert committed_workload(target, workload_id).to_json() == expected, (
+                "no further commit"
+            )
 
             # The lost claimant cannot complete, even through a store that still
             # shows its claim as current and unexpired: the guarded commit refuses
@@ -178,31 +181,31 @@ def test_concurrent_recovery_commits_one_transition_and_the_loser_converges(tmp_
                     extend_ms=10_000,
                 )
             assert refused.value.code == "WORKLOAD_CLAIM_INVALID"
-            assert committed_workload(path, workload_id).to_json() == expected
+            assert committed_workload(target, workload_id).to_json() == expected
 
 
-def test_concurrent_recovery_never_exceeds_the_attempt_budget(store_path: Path, store):
+def test_concurrent_recovery_never_exceeds_the_attempt_budget(store_target: str, store):
     workload_id = store.create(make_request()).workload_id
     for attempt in range(1, 4):
         with ExitStack() as stack:
             # Each attempt is claimed by an up-to-date writer and lost.
-            claimer = stack.enter_context(WorkloadStore.open(store_path))
+            claimer = stack.enter_context(WorkloadStore.open(store_target))
             claim = claimer.claim(
                 workload_id, "worker-a", CAPABILITIES, now=100 * attempt, lease_ms=10_000
             )
-            _, _, recovered = race_recovery(stack, store_path, claim.expires_at)
+            _, _, recovered = race_recovery(stack, store_target, claim.expires_at)
             assert [id_ for ids in recovered for id_ in ids] == [workload_id], f"attempt {attempt}"
-            committed = committed_workload(store_path, workload_id)
+            committed = committed_workload(store_target, workload_id)
             assert recoveries(committed) == attempt
             assert committed.attempt_count == attempt
-    committed = committed_workload(store_path, workload_id)
+    committed = committed_workload(store_target, workload_id)
     assert committed.state == WorkloadState.DEAD_LETTER
     assert committed.execution_history[-1].evidence["decision"] == "attempt_budget_exhausted"
     assert all(attempt.status == AttemptStatus.WORKER_LOST for attempt in committed.attempts)
-    with WorkloadStore.open(store_path) as writer, pytest.raises(WorkloadError) as refused:
+    with WorkloadStore.open(store_target) as writer, pytest.raises(WorkloadError) as refused:
         writer.claim(workload_id, "worker-b", CAPABILITIES, now=10_000, lease_ms=10_000)
     assert refused.value.code == "WORKLOAD_NOT_READY"
-    assert committed_workload(store_path, workload_id).attempt_count == 3
+    assert committed_workload(store_target, workload_id).attempt_count == 3
 
 
 def test_a_policy_that_does_not_retry_worker_failure_dead_letters_a_lost_attempt(store):

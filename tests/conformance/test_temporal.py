@@ -1,7 +1,7 @@
 """Temporal work eligibility: a workload may exist durably before it is executable.
 
 Ported from the reference's "Temporal work eligibility" tests. Every test drives the real
-store (creating, claiming, reopening the file) rather than asserting that a field exists.
+store (creating, claiming, reopening the store) rather than asserting that a field exists.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Child-process bodies for ``test_multi_process.py``.
 
 Spawned children import this module by name, so it must stay importable on its own: every
-function takes plain arguments (a path as ``str``, ints) and returns plain, picklable
-results. A refusal is reported as its error code (a ``str``), never as an exception
-object; anything unexpected is reported as ``"UNEXPECTED <type>: <message>"``.
+function takes plain arguments (a store target, a file path or a PostgreSQL URL, as
+``str``; ints) and returns plain, picklable results. A refusal is reported as its error
+code (a ``str``), never as an exception object; anything unexpected is reported as
+``"UNEXPECTED <type>: <message>"``.
 
 Races start together on a barrier handed to each pool worker by :func:`init_worker`.
 """
@@ -51,9 +52,9 @@ def _code(error: BaseException) -> str:
 # ------------------------------------------------------------------------------- races
 
 
-def race_claim(path: str, workload_id: str, index: int) -> tuple[int, str]:
+def race_claim(target: str, workload_id: str, index: int) -> tuple[int, str]:
     """Claim ``workload_id`` as worker ``w{index}``: ``(index, "ok" | code)``."""
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         _start_together()
         try:
             store.claim(workload_id, f"w{index}", CAPABILITIES, now=11, lease_ms=10_000)
@@ -62,9 +63,9 @@ def race_claim(path: str, workload_id: str, index: int) -> tuple[int, str]:
         return index, "ok"
 
 
-def race_recover(path: str, now: int) -> list[str] | str:
+def race_recover(target: str, now: int) -> list[str] | str:
     """``recover_expired(now=now)``: the ids it recovered, or a code."""
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         _start_together()
         try:
             return list(store.recover_expired(now=now))
@@ -72,12 +73,12 @@ def race_recover(path: str, now: int) -> list[str] | str:
             return _code(error)
 
 
-def race_admit(path: str, index: int, priority: int | None) -> tuple[int, str, str | None, bool]:
+def race_admit(target: str, index: int, priority: int | None) -> tuple[int, str, str | None, bool]:
     """Admit the fixture request (with ``priority`` when given):
     ``(index, "ok" | code, workload_id, created)``.
     """
     request = make_request() if priority is None else make_request(priority=priority)
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         _start_together()
         try:
             workload, created = store.admit(request)
@@ -87,13 +88,13 @@ def race_admit(path: str, index: int, priority: int | None) -> tuple[int, str, s
 
 
 def race_approve_or_claim(
-    path: str, workload_id: str, input_hash: str, index: int, tries: int
+    target: str, workload_id: str, input_hash: str, index: int, tries: int
 ) -> tuple[int, str, list[str]]:
     """Index 0 approves as ``human:ada``; any other index tries ``tries`` times (about a
     millisecond apart) to claim as ``w{index}``, stopping at its first success.
     ``(index, role, outcomes)``.
     """
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         _start_together()
         if index == 0:
             try:
@@ -126,7 +127,7 @@ def race_approve_or_claim(
 # ------------------------------------------------------------------------------- drain
 
 
-def drain(path: str, index: int) -> dict[str, Any]:
+def drain(target: str, index: int) -> dict[str, Any]:
     """Claim, start and complete work as ``w{index}`` until ``claim_next`` answers ``None``.
 
     Returns ``{"completed": [ids], "errors": [codes], "seconds": float}``; the first error
@@ -135,7 +136,7 @@ def drain(path: str, index: int) -> dict[str, Any]:
     worker = f"w{index}"
     completed: list[str] = []
     errors: list[str] = []
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         _start_together()
         began = time.perf_counter()
         try:
@@ -164,11 +165,11 @@ def drain(path: str, index: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------------- crash
 
 
-def admit_forever(path: str, reports: Any, limit: int) -> None:
+def admit_forever(target: str, reports: Any, limit: int) -> None:
     """Admit workloads one after another, putting each committed id on ``reports`` after
     its commit returns, until ``limit`` (a safety stop; the parent kills it long before).
     """
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         for n in range(limit):
             workload = store.create(make_request(idempotency_key=f"crash-{n}", input={"n": n}))
             reports.put(workload.workload_id)

@@ -1,9 +1,10 @@
-"""Several OS processes writing one store file at once.
+"""Several OS processes writing one store at once, on each backend.
 
-Each process opens its own ``WorkloadStore`` on the file, so each is a separate writer with
-its own SQLite connection; every race is decided by the store's compare-and-set, and the
-committed file is then read back in the parent. Children are spawned (not forked) and run
-the bodies in :mod:`mp_workers`; every wait is bounded so a hang fails the test.
+Each process opens its own ``WorkloadStore`` on the target (a SQLite file, or one PostgreSQL
+database), so each is a separate writer with its own connections; every race is decided by
+the store's compare-and-set, and the committed store is then read back in the parent.
+Children are spawned (not forked) and run the bodies in :mod:`mp_workers`; every wait is
+bounded so a hang fails the test.
 """
 
 from __future__ import annotations
@@ -55,14 +56,14 @@ def shut(pool):
     pool.join()
 
 
-def admitted(path, request):
-    """Admit ``request`` into the store at ``path``; returns the workload."""
-    with WorkloadStore.open(path) as store:
+def admitted(target, request):
+    """Admit ``request`` into the store at ``target``; returns the workload."""
+    with WorkloadStore.open(target) as store:
         return store.create(request)
 
 
-def committed(path, id):
-    with WorkloadStore.open(path) as store:
+def committed(target, id):
+    with WorkloadStore.open(target) as store:
         return store.get(id)
 
 
@@ -73,20 +74,20 @@ def states_in_history(workload):
 # ---------------------------------------------------------------------------------- 1
 
 
-def test_claim_race_has_exactly_one_winner(tmp_path):
+def test_claim_race_has_exactly_one_winner(new_target):
     processes, rounds = 4, 10
     with racing_pool(processes) as pool:
         for round in range(rounds):
-            path = str(tmp_path / f"claim-{round}.db")
-            id = admitted(path, make_request()).workload_id
+            target = new_target(f"claim-{round}")
+            id = admitted(target, make_request()).workload_id
             outcomes = run_round(
-                pool, mp_workers.race_claim, [(path, id, i) for i in range(processes)]
+                pool, mp_workers.race_claim, [(target, id, i) for i in range(processes)]
             )
             winners = [i for i, outcome in outcomes if outcome == "ok"]
             assert len(winners) == 1, f"round {round}: {outcomes}"
             losers = {outcome for _, outcome in outcomes if outcome != "ok"}
             assert losers <= {"WORKLOAD_CONFLICT", "WORKLOAD_NOT_READY"}, outcomes
-            w = committed(path, id)
+            w = committed(target, id)
             assert w.state == WorkloadState.CLAIMED
             assert w.attempt_count == 1
             assert len(w.attempts) == 1
@@ -100,10 +101,11 @@ def test_claim_race_has_exactly_one_winner(tmp_path):
 # ---------------------------------------------------------------------------------- 2
 
 
-def test_claim_next_drain_by_four_processes_runs_everything_exactly_once(tmp_path):
-    processes, total = 4, 200
-    path = str(tmp_path / "drain.db")
-    with WorkloadStore.open(path) as store:
+def drain_by_processes(target, processes, total, backend):
+    """Admit ``total`` ready workloads, drain them with ``processes`` processes calling
+    ``claim_next``, and check each ran exactly once, with one attempt that succeeded.
+    """
+    with WorkloadStore.open(target) as store:
         ids = {
             store.create(
                 make_request(idempotency_key=f"drain-{n}", input={"n": n}, priority=n % 4)
@@ -113,21 +115,24 @@ def test_claim_next_drain_by_four_processes_runs_everything_exactly_once(tmp_pat
     assert len(ids) == total
     with racing_pool(processes) as pool:
         began = time.perf_counter()
-        reports = run_round(pool, mp_workers.drain, [(path, i) for i in range(processes)])
+        reports = run_round(pool, mp_workers.drain, [(target, i) for i in range(processes)])
         took = time.perf_counter() - began
         shut(pool)
     per_process = [len(report["completed"]) for report in reports]
-    loops = ", ".join(f"{report['seconds']:.2f}" for report in reports)
+    # The drain proper: from the start line to the last child's empty claim_next.
+    drained = max(report["seconds"] for report in reports)
     print(
-        f"\nclaim_next drain: {total} workloads by {processes} processes in {took:.2f} s "
-        f"(children's own loops: {loops} s; completed per process: {per_process})"
+        f"\nclaim_next drain on {backend}: {total} workloads by {processes} processes in "
+        f"{drained:.2f} s, {total / drained:.0f} workloads/s (each claimed, started and "
+        f"completed: 3 commits); {took:.2f} s with process start-up; completed per "
+        f"process: {per_process}"
     )
     assert [report["errors"] for report in reports] == [[]] * processes
     done = [id for report in reports for id in report["completed"]]
     duplicates = [id for id, count in Counter(done).items() if count > 1]
     assert not duplicates, f"completed twice: {duplicates}"
     assert set(done) == ids
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         workloads = store.list("t", "app")
         assert {w.workload_id for w in workloads} == ids
         for w in workloads:
@@ -139,23 +144,36 @@ def test_claim_next_drain_by_four_processes_runs_everything_exactly_once(tmp_pat
         assert store.claim_next("t", "app", "late", CAPABILITIES, now=100) is None
 
 
+def test_claim_next_drain_by_four_processes_runs_everything_exactly_once(new_target, backend):
+    drain_by_processes(new_target("drain"), processes=4, total=200, backend=backend)
+
+
+@pytest.mark.postgres
+def test_four_processes_drain_two_thousand_workloads_from_one_postgresql_database(new_pg_url):
+    """Issue 3: on PostgreSQL, 4 processes drain 2,000 ready workloads with ``claim_next``;
+    each succeeds exactly once, with one succeeded attempt. (The time is printed, not
+    asserted.)
+    """
+    drain_by_processes(new_pg_url("drain"), processes=4, total=2_000, backend="postgres")
+
+
 # ---------------------------------------------------------------------------------- 3
 
 
-def test_recovery_race_recovers_an_expired_lease_exactly_once(tmp_path):
+def test_recovery_race_recovers_an_expired_lease_exactly_once(new_target):
     processes, rounds = 3, 20
     with racing_pool(processes) as pool:
         for round in range(rounds):
-            path = str(tmp_path / f"recover-{round}.db")
-            with WorkloadStore.open(path) as store:
+            target = new_target(f"recover-{round}")
+            with WorkloadStore.open(target) as store:
                 id = store.create(make_request()).workload_id
                 claim = store.claim(id, "w0", CAPABILITIES, now=100, lease_ms=10_000)
             expiry = claim.expires_at
             assert expiry == 110
-            answers = run_round(pool, mp_workers.race_recover, [(path, expiry)] * processes)
+            answers = run_round(pool, mp_workers.race_recover, [(target, expiry)] * processes)
             assert all(isinstance(answer, list) for answer in answers), answers
             assert [id for answer in answers for id in answer] == [id], f"round {round}"
-            w = committed(path, id)
+            w = committed(target, id)
             assert states_in_history(w).count(WorkloadState.RECOVERING) == 1, f"round {round}"
             assert w.state == WorkloadState.READY
             assert w.current_claim is None
@@ -166,34 +184,34 @@ def test_recovery_race_recovers_an_expired_lease_exactly_once(tmp_path):
 # ---------------------------------------------------------------------------------- 4
 
 
-def test_admission_race_converges_on_one_workload(tmp_path):
+def test_admission_race_converges_on_one_workload(new_target):
     processes, rounds = 4, 10
     with racing_pool(processes) as pool:
         for round in range(rounds):
             # The same request from every process: one creates, all answer its id.
-            path = str(tmp_path / f"admit-same-{round}.db")
-            WorkloadStore.open(path).close()
+            target = new_target(f"admit-same-{round}")
+            WorkloadStore.open(target).close()
             answers = run_round(
-                pool, mp_workers.race_admit, [(path, i, None) for i in range(processes)]
+                pool, mp_workers.race_admit, [(target, i, None) for i in range(processes)]
             )
             assert [outcome for _, outcome, _, _ in answers] == ["ok"] * processes, answers
             assert len({id for _, _, id, _ in answers}) == 1, answers
             assert sum(created for _, _, _, created in answers) == 1, answers
-            with WorkloadStore.open(path) as store:
+            with WorkloadStore.open(target) as store:
                 assert len(store.list("t", "app")) == 1
 
             # Conflicting requests under one key (process i asks for priority i): one is
             # admitted, every other is told the key was reused.
-            path = str(tmp_path / f"admit-conflict-{round}.db")
-            WorkloadStore.open(path).close()
+            target = new_target(f"admit-conflict-{round}")
+            WorkloadStore.open(target).close()
             answers = run_round(
-                pool, mp_workers.race_admit, [(path, i, i) for i in range(processes)]
+                pool, mp_workers.race_admit, [(target, i, i) for i in range(processes)]
             )
             winners = [i for i, outcome, _, created in answers if outcome == "ok" and created]
             assert len(winners) == 1, answers
             others = [outcome for i, outcome, _, _ in answers if i != winners[0]]
             assert others == ["IDEMPOTENCY_KEY_REUSED"] * (processes - 1), answers
-            with WorkloadStore.open(path) as store:
+            with WorkloadStore.open(target) as store:
                 workloads = store.list("t", "app")
             assert len(workloads) == 1
             assert workloads[0].priority == winners[0]
@@ -203,19 +221,19 @@ def test_admission_race_converges_on_one_workload(tmp_path):
 # ---------------------------------------------------------------------------------- 5
 
 
-def test_approval_and_claims_race_without_running_unapproved_work(tmp_path):
+def test_approval_and_claims_race_without_running_unapproved_work(new_target):
     processes, rounds, tries = 3, 10, 50
     claimed_rounds = 0
     with racing_pool(processes) as pool:
         for round in range(rounds):
-            path = str(tmp_path / f"approve-{round}.db")
-            w = admitted(path, make_request(approval=ApprovalPolicy()))
+            target = new_target(f"approve-{round}")
+            w = admitted(target, make_request(approval=ApprovalPolicy()))
             assert w.state == WorkloadState.AWAITING_APPROVAL
             id, input_hash = w.workload_id, w.input_hash
             answers = run_round(
                 pool,
                 mp_workers.race_approve_or_claim,
-                [(path, id, input_hash, i, tries) for i in range(processes)],
+                [(target, id, input_hash, i, tries) for i in range(processes)],
             )
             decided = [outcomes for _, role, outcomes in answers if role == "decider"]
             assert decided == [["ok"]], answers
@@ -227,7 +245,7 @@ def test_approval_and_claims_race_without_running_unapproved_work(tmp_path):
                 "WORKLOAD_CONFLICT",
                 "WORKLOAD_NOT_READY",
             }, answers
-            w = committed(path, id)
+            w = committed(target, id)
             assert len(w.attempts) <= 1
             assert len(w.attempts) == claims.count("ok")
             assert w.approval is not None
@@ -248,11 +266,11 @@ def test_approval_and_claims_race_without_running_unapproved_work(tmp_path):
 # ---------------------------------------------------------------------------------- 6
 
 
-def test_a_writer_killed_mid_stream_loses_nothing_it_committed(tmp_path):
-    path = str(tmp_path / "crash.db")
-    WorkloadStore.open(path).close()
+def test_a_writer_killed_mid_stream_loses_nothing_it_committed(new_target, backend):
+    target = new_target("crash")
+    WorkloadStore.open(target).close()
     reports = CTX.Queue()
-    writer = CTX.Process(target=mp_workers.admit_forever, args=(path, reports, 100_000))
+    writer = CTX.Process(target=mp_workers.admit_forever, args=(target, reports, 100_000))
     writer.start()
     reported: list[str] = []
     try:
@@ -283,7 +301,7 @@ def test_a_writer_killed_mid_stream_loses_nothing_it_committed(tmp_path):
         reports.join_thread()
     assert len(set(reported)) == len(reported)
 
-    with WorkloadStore.open(path) as store:
+    with WorkloadStore.open(target) as store:
         for id in reported:
             assert store.get(id).state == WorkloadState.READY
         stored = store.list("t", "app")
@@ -291,16 +309,20 @@ def test_a_writer_killed_mid_stream_loses_nothing_it_committed(tmp_path):
         revision = store.db.current_revision()
     print(
         f"\nkilled writer: {len(reported)} commits reported, {len(stored)} workloads and "
-        f"{len(transactions)} transactions on file"
+        f"{len(transactions)} transactions committed"
     )
     assert set(reported) <= {w.workload_id for w in stored}
-    assert revision == len(transactions)
-    assert [t.commit_revision for t in transactions] == list(range(1, revision + 1))
+    revisions = [t.commit_revision for t in transactions]
+    assert revisions == sorted(set(revisions))
+    assert revision == revisions[-1]
     # One admission is one transaction: nothing half-committed, nothing orphaned.
     assert len(stored) == len(transactions)
 
-    connection = sqlite3.connect(path)
-    try:
-        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    finally:
-        connection.close()
+    if backend == "sqlite":
+        # One writer at a time: SQLite's revisions are dense, and its file must be whole.
+        assert revisions == list(range(1, revision + 1))
+        connection = sqlite3.connect(target)
+        try:
+            assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        finally:
+            connection.close()

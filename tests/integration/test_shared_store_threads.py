@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from support.factories import CAPABILITIES, make_request
 
@@ -13,8 +12,8 @@ WORKLOADS = 200
 THREADS = 8
 
 
-def test_one_store_shared_by_many_threads_runs_every_workload_exactly_once(tmp_path: Path):
-    with WorkloadStore.open(tmp_path / "shared.db") as store:
+def test_one_store_shared_by_many_threads_runs_every_workload_exactly_once(new_target):
+    with WorkloadStore.open(new_target("shared")) as store:
         ids = {
             store.create(make_request(idempotency_key=f"k{n}", priority=n % 5)).workload_id
             for n in range(WORKLOADS)

@@ -20,8 +20,8 @@ from feltdb.storage.base import (
     RowIndex,
     StorageConflict,
     StoredRow,
-    storage_failure,
 )
+from feltdb.storage.postgres import PostgresDatabase
 from feltdb.storage.sqlite import SQLiteDatabase
 
 __all__ = [
@@ -45,12 +45,15 @@ def open_database(target: str | os.PathLike[str]) -> Database:
 
     ``target`` is a file path, or ``sqlite:///relative/path`` or ``sqlite:////absolute/path``
     (the path is what follows the third slash): all open a SQLite store, created if new.
-    ``postgresql://`` and ``postgres://`` URLs are recognised but not yet supported.
+    ``postgresql://…`` and ``postgres://…`` (also ``postgresql+psycopg://…``) open a store
+    in that PostgreSQL database, migrating its schema first (see
+    :class:`~feltdb.storage.postgres.PostgresDatabase`).
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` for a URL of another scheme or a malformed
-            ``sqlite:`` URL; ``WORKLOAD_STORAGE_FAILURE`` for a PostgreSQL URL, or a store
-            that cannot be opened (see :class:`~feltdb.storage.sqlite.SQLiteDatabase`).
+            ``sqlite:`` URL; ``WORKLOAD_STORAGE_FAILURE`` for a store that cannot be opened
+            (see :class:`~feltdb.storage.sqlite.SQLiteDatabase` and
+            :class:`~feltdb.storage.postgres.PostgresDatabase`).
     """
     if isinstance(target, os.PathLike):
         return SQLiteDatabase(target)
@@ -75,7 +78,9 @@ def open_database(target: str | os.PathLike[str]) -> Database:
             )
         return SQLiteDatabase(rest[1:])
     if scheme in ("postgresql", "postgres") or scheme.startswith("postgresql+"):
-        raise storage_failure("PostgreSQL support is not available in this build yet")
+        # libpq knows postgresql:// and postgres://; a SQLAlchemy-style driver suffix
+        # (postgresql+psycopg://) names the driver, which is always psycopg here.
+        return PostgresDatabase("postgresql://" + url["rest"] if "+" in scheme else target)
     raise WorkloadError(
         ErrorCode.WORKLOAD_INVALID,
         f"unsupported storage URL scheme {url['scheme']!r}: use a file path, sqlite:///path "

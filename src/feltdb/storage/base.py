@@ -11,7 +11,12 @@ The contract every backend keeps, bit for bit:
   the row is first written and grows by one with every later write of it. (A row restored
   without a version, as an older release wrote it, reads as version 1: the canonical CAS
   contract defines a pre-versioned document as version 1.)
-* The store has one *revision*, an integer that grows with every commit; 0 before any.
+* The store has one *revision*, an integer that strictly increases with every commit (not
+  necessarily by one: PostgreSQL numbers commits by transaction id); 0 before any. The log
+  only grows at its end: a reader that has seen revision R never later gets a commit
+  numbered R or less. :meth:`Database.current_revision` is the greatest revision readable
+  from the log, so it may lag a commit that has just returned while an older transaction
+  of another writer is still open.
 * :meth:`Database.commit` applies several mutations atomically, or none. Each
   :class:`Precondition` is checked inside the same transaction; if any fails, nothing is
   written and :class:`StorageConflict` (code ``WORKLOAD_CONFLICT``) is raised.
@@ -122,6 +127,7 @@ class CommittedTransaction(BaseModel):
 
     transaction_id: str
     base_revision: int
+    """The current revision when the commit was made; less than ``commit_revision``."""
     commit_revision: int
     committed_at: float
     """Unix time, in seconds, at which the backend committed it."""
@@ -235,7 +241,9 @@ class Database(Protocol):
         ...
 
     def current_revision(self) -> int:
-        """The revision of the latest commit (0 before any)."""
+        """The greatest revision readable from the log (0 before any commit):
+        ``committed_transactions_after(current_revision())`` is empty.
+        """
         ...
 
     def commit(

@@ -14,9 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import sqlite3
-import string
 import threading
 import time
 import weakref
@@ -37,9 +35,20 @@ from feltdb.storage.base import (
     Precondition,
     RowIndex,
     RowReader,
-    StorageConflict,
     StoredRow,
     storage_failure,
+)
+from feltdb.storage.encoding import (
+    check_provenance,
+    committed,
+    conflict,
+    document_json,
+    index_params,
+    invalid,
+    logged_provenance,
+    new_transaction_id,
+    stored_row,
+    to_json,
 )
 from feltdb.storage.sql import load_queries, load_schema
 
@@ -57,9 +66,6 @@ BUSY_TIMEOUT_MS: Final = 10_000
 WRITE_ATTEMPTS: Final = 3
 """How many times a write is attempted while the store stays locked by other writers."""
 
-_PROVENANCE_FIELDS: Final = ("work_id", "agent_id", "session_id", "delegator_id")
-_ID_ALPHABET: Final = string.ascii_letters + string.digits
-_ID_LENGTH: Final = 24
 _NO_LIMIT: Final = -1  # SQLite reads a negative LIMIT as "no limit".
 
 _Q: Final = load_queries("sqlite")
@@ -110,76 +116,6 @@ def _describe(error: sqlite3.Error) -> str:
     return f"{error} ({name})" if name else str(error)
 
 
-def _new_transaction_id() -> str:
-    chars: list[str] = []
-    while len(chars) < _ID_LENGTH:
-        # One read of the system's randomness instead of one per character. Bytes of 248
-        # and above are dropped because 248 = 4 * 62: the rest map evenly onto the alphabet.
-        chars.extend(_ID_ALPHABET[byte % 62] for byte in secrets.token_bytes(32) if byte < 248)
-    return "tx_" + "".join(chars[:_ID_LENGTH])
-
-
-def _invalid(message: str) -> WorkloadError:
-    return WorkloadError(ErrorCode.WORKLOAD_INVALID, message)
-
-
-def _to_json(value: Any, what: str) -> str:
-    try:
-        return canonical_json(value)
-    except ValueError as error:
-        raise _invalid(f"{what} is not JSON: {error}") from error
-
-
-def _index_params(index: RowIndex) -> dict[str, Any]:
-    return {
-        "tenant_id": index.tenant_id,
-        "application_id": index.application_id,
-        "state": index.state,
-        "priority": index.priority,
-        "created_at": index.created_at,
-        "eligible_at": index.eligible_at,
-        "lease_expires_at": index.lease_expires_at,
-        "deadline_at": index.deadline_at,
-        "result_id": index.result_id,
-    }
-
-
-def _document_json(collection: str, key: str, document: Mapping[str, Any]) -> str:
-    if not isinstance(document, Mapping):
-        raise _invalid(f"the document at {collection}/{key} is not a JSON object")
-    if VERSION_FIELD in document:
-        document = {name: value for name, value in document.items() if name != VERSION_FIELD}
-    return _to_json(document, f"the document at {collection}/{key}")
-
-
-def _stored_row(collection: str, key: str, version: int, revision: int, document: str) -> StoredRow:
-    try:
-        body = json.loads(document)
-    except ValueError as error:
-        raise storage_failure(
-            f"the stored document at {collection}/{key} is not JSON: {error}"
-        ) from error
-    body[VERSION_FIELD] = version
-    return StoredRow(collection, key, version, revision, body)
-
-
-def _check_provenance(audit: Mapping[str, Any]) -> None:
-    # CommittedTransaction types these fields as strings: a value of another type would be
-    # committed here and then fail every later read of the log, so it is refused up front.
-    for name in _PROVENANCE_FIELDS:
-        value = audit.get(name)
-        if value is not None and not isinstance(value, str):
-            raise _invalid(f"audit field {name!r} must be a string or null, not {value!r}")
-
-
-def _logged_provenance(audit: dict[str, Any] | None) -> dict[str, Any]:
-    # Audits are checked by _check_provenance() when committed; a value that is not a string
-    # can only be in a store written by other means, and is not provenance.
-    if audit is None:
-        return {}
-    return {name: value for name in _PROVENANCE_FIELDS if isinstance(value := audit.get(name), str)}
-
-
 @dataclass(frozen=True, slots=True)
 class _Header:
     """What a file says about itself before feltdb touches it."""
@@ -204,21 +140,7 @@ class _Prepared:
     log: dict[str, Any]
 
     def committed(self, revision: int, versions: list[int | None]) -> Commit:
-        # The written rows are the callers' documents with their new versions: each was
-        # serialized above, so it is JSON, and decoding the stored text again would cost a
-        # parse of every document on every commit (about a tenth of a heartbeat, profiled).
-        rows = [
-            StoredRow(
-                mutation.collection,
-                mutation.key,
-                version,
-                revision,
-                {**mutation.document, VERSION_FIELD: version},
-            )
-            for mutation, version in zip(self.mutations, versions, strict=True)
-            if mutation.document is not None and version is not None
-        ]
-        return Commit(revision, self.transaction_id, rows)
+        return committed(self.transaction_id, self.mutations, revision, versions)
 
 
 class _TranslateErrors:
@@ -312,7 +234,7 @@ class SQLiteDatabase:
         if self.target in ("", ":memory:") or self.target.startswith("file:"):
             # Every thread has its own connection, and each in-memory connection is a
             # database of its own: threads would silently see different stores.
-            raise _invalid(f"SQLite store needs a file path, not {self.target!r}")
+            raise invalid(f"SQLite store needs a file path, not {self.target!r}")
         directory = Path(self.target).parent
         if not directory.is_dir():
             raise storage_failure(
@@ -512,7 +434,7 @@ class SQLiteDatabase:
         self._ensure_open()
         with self._translate_errors("read"):
             fetched = self._connection().execute(query, params).fetchall()
-        return [_stored_row(*row) for row in fetched]
+        return [stored_row(*row) for row in fetched]
 
     # --- reads -------------------------------------------------------------------------
 
@@ -601,7 +523,7 @@ class SQLiteDatabase:
         """
         query = _DUE_QUERIES.get(column)
         if query is None:
-            raise _invalid(f"rows_due column must be one of {sorted(_DUE_QUERIES)}, not {column!r}")
+            raise invalid(f"rows_due column must be one of {sorted(_DUE_QUERIES)}, not {column!r}")
         return self._select(query, {"collection": collection, "now": now, "limit": limit})
 
     def rows_with_result_id(self, collection: str, result_id: str) -> list[StoredRow]:
@@ -657,7 +579,7 @@ class SQLiteDatabase:
                     operation_ids=json.loads(ops),
                     keys=json.loads(keys),
                     audit=audit_record,
-                    **_logged_provenance(audit_record),
+                    **logged_provenance(audit_record),
                 )
             )
         return transactions
@@ -723,13 +645,13 @@ class SQLiteDatabase:
         }
 
         def work(connection: sqlite3.Connection) -> tuple[_Prepared, int, list[int | None]] | None:
-            rows = [_stored_row(*row) for row in connection.execute(_Q["claimable_rows"], params)]
+            rows = [stored_row(*row) for row in connection.execute(_Q["claimable_rows"], params)]
 
             def read(row_collection: str, key: str) -> StoredRow | None:
                 found = connection.execute(
                     _Q["get_row"], {"collection": row_collection, "key": key}
                 ).fetchall()
-                return _stored_row(*found[0]) if found else None
+                return stored_row(*found[0]) if found else None
 
             plan = decide(rows, read)
             if plan is None:
@@ -759,29 +681,29 @@ class SQLiteDatabase:
         for mutation in mutations:
             address = (mutation.collection, mutation.key)
             if address in seen:
-                raise _invalid(
+                raise invalid(
                     f"{mutation.collection}/{mutation.key} is written twice in one commit"
                 )
             seen.add(address)
-            params = _index_params(mutation.index)
+            params = index_params(mutation.index)
             params["collection"] = mutation.collection
             params["key"] = mutation.key
             params["document"] = (
                 None
                 if mutation.document is None
-                else _document_json(mutation.collection, mutation.key, mutation.document)
+                else document_json(mutation.collection, mutation.key, mutation.document)
             )
             writes.append(params)
         if audit is not None:
             if not isinstance(audit, Mapping):
-                raise _invalid("the audit record is not a JSON object")
-            _check_provenance(audit)
-        transaction_id = self._transaction_id(operation_id)
+                raise invalid("the audit record is not a JSON object")
+            check_provenance(audit)
+        transaction_id = new_transaction_id(operation_id)
         log = {
             "transaction_id": transaction_id,
-            "operation_ids": _to_json([operation_id], "the operation id"),
+            "operation_ids": to_json([operation_id], "the operation id"),
             "keys": canonical_json([f"{m.collection}/{m.key}" for m in mutations]),
-            "audit": None if audit is None else _to_json(audit, "the audit record"),
+            "audit": None if audit is None else to_json(audit, "the audit record"),
         }
         return _Prepared(transaction_id, list(mutations), list(preconditions), writes, log)
 
@@ -822,15 +744,15 @@ class SQLiteDatabase:
         self._ensure_open()
         version = document.get(VERSION_FIELD, 1) if isinstance(document, Mapping) else 1
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise _invalid(
+            raise invalid(
                 f"the document at {collection}/{key} has {VERSION_FIELD} {version!r}, "
                 "not a positive integer"
             )
-        text = _document_json(collection, key, document)
-        params = _index_params(index or RowIndex())
+        text = document_json(collection, key, document)
+        params = index_params(index or RowIndex())
         params.update(collection=collection, key=key, document=text, version=version)
         operation_id = "restore:" + key
-        transaction_id = self._transaction_id(operation_id)
+        transaction_id = new_transaction_id(operation_id)
         log = {
             "transaction_id": transaction_id,
             "operation_ids": canonical_json([operation_id]),
@@ -842,7 +764,7 @@ class SQLiteDatabase:
             revision = self._log(connection, log)
             params["revision"] = revision
             connection.execute(_Q["restore_row"], params)
-            row = _stored_row(collection, key, version, revision, text)
+            row = stored_row(collection, key, version, revision, text)
             return Commit(revision, transaction_id, [row])
 
         return self._write("restore", work)
@@ -859,7 +781,7 @@ class SQLiteDatabase:
         Raises:
             WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` for any database failure.
         """
-        params = _index_params(index)
+        params = index_params(index)
         params.update(collection=collection, key=key)
 
         def work(connection: sqlite3.Connection) -> bool:
@@ -868,43 +790,15 @@ class SQLiteDatabase:
         return self._write("update index", work)
 
     @staticmethod
-    def _transaction_id(operation_id: str) -> str:
-        transaction_id = _new_transaction_id()
-        while transaction_id == operation_id:
-            transaction_id = _new_transaction_id()
-        return transaction_id
-
-    @staticmethod
     def _check(connection: sqlite3.Connection, precondition: Precondition) -> None:
         if not precondition.require_absent and precondition.expected_version is None:
             return
         found = connection.execute(
             _Q["row_version"], {"collection": precondition.collection, "key": precondition.key}
         ).fetchall()
-        version: int | None = found[0][0] if found else None
-        address = f"{precondition.collection}/{precondition.key}"
-        if precondition.require_absent and version is not None:
-            raise StorageConflict(
-                f"{address}: expected no row, found version {version}",
-                {
-                    "collection": precondition.collection,
-                    "key": precondition.key,
-                    "expected_version": None,
-                    "found_version": version,
-                },
-            )
-        expected = precondition.expected_version
-        if expected is not None and version != expected:
-            found_text = "no row" if version is None else f"version {version}"
-            raise StorageConflict(
-                f"{address}: expected version {expected}, found {found_text}",
-                {
-                    "collection": precondition.collection,
-                    "key": precondition.key,
-                    "expected_version": expected,
-                    "found_version": version,
-                },
-            )
+        lost = conflict(precondition, found[0][0] if found else None)
+        if lost is not None:
+            raise lost
 
     @staticmethod
     def _log(connection: sqlite3.Connection, log: Mapping[str, Any]) -> int:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import pytest
 from support.factories import CAPABILITIES, make_request
 
 from feltdb import (
     ApprovalPolicy,
     WorkloadDependency,
     WorkloadState,
+    WorkloadStore,
     WorkloadTimeouts,
 )
 from feltdb.work.store import CANDIDATE_BATCH
+
+
+@pytest.fixture
+def store(new_target):
+    """claim_next runs inside one selecting transaction, so it is checked on both backends."""
+    with WorkloadStore.open(new_target()) as opened:
+        yield opened
 
 
 def test_pages_past_more_than_a_batch_of_candidates_the_worker_cannot_run(store):

@@ -1,11 +1,14 @@
 """The hand-written SQL of the storage backends, one directory per dialect.
 
-Each dialect directory holds ``schema.sql`` (the schema, applied to a new store) and
-``queries.sql`` (every statement the backend runs, as named blocks)::
+Each dialect directory holds ``queries.sql`` (every statement the backend runs, as named
+blocks)::
 
     -- name: get_row
     -- description: one row by key
     SELECT ...;
+
+and its schema: ``schema.sql`` (SQLite: applied whole to a new store) or
+``migrations/NNNN_<what>.sql`` (PostgreSQL: numbered steps, applied in order, each once).
 
 Backends load these once, at import, and pick statements by name: runtime code never
 builds SQL, so every statement that can run is in these files, where it can be read and
@@ -15,12 +18,14 @@ its query plan checked.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from importlib import resources
 from typing import LiteralString
 
 _NAME = re.compile(r"--\s*name:\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*$")
 _DESCRIPTION = re.compile(r"--\s*description:\s*(?P<text>\S.*)$")
 _DIALECT = re.compile(r"[a-z][a-z0-9_]*")
+_MIGRATION = re.compile(r"(?P<version>[0-9]{4})_(?P<name>[a-z0-9_]+)\.sql")
 
 
 def _read(dialect: str, filename: str) -> str:
@@ -94,3 +99,53 @@ def load_schema(dialect: str) -> LiteralString:
         ValueError: no such dialect.
     """
     return _read(dialect, "schema.sql")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered step of a dialect's schema: ``migrations/NNNN_<name>.sql``."""
+
+    version: int
+    name: str
+    script: LiteralString
+    """The statements of the step, run as one script inside the migrating transaction."""
+
+
+def load_migrations(dialect: str) -> list[Migration]:
+    """The numbered migrations of a dialect, in order: versions 1, 2, 3, … without a gap.
+
+    Files of the ``migrations`` directory that are not named ``NNNN_<name>.sql`` (lowercase
+    letters, digits and underscores) are refused rather than skipped, so that a misnamed
+    step cannot be silently left out.
+
+    Raises:
+        ValueError: no such dialect or no migrations, a misnamed file, a repeated or
+            missing version, or an empty script.
+    """
+    if not _DIALECT.fullmatch(dialect):
+        raise ValueError(f"not a SQL dialect name: {dialect!r}")
+    directory = resources.files(__name__).joinpath(dialect, "migrations")
+    if not directory.is_dir():
+        raise ValueError(f"no migrations for SQL dialect {dialect!r}")
+    migrations: list[Migration] = []
+    for entry in sorted(directory.iterdir(), key=lambda entry: entry.name):
+        if entry.name.startswith(".") or entry.name == "__pycache__":
+            continue
+        match = _MIGRATION.fullmatch(entry.name)
+        if match is None:
+            raise ValueError(f"{dialect} migration {entry.name!r} is not named NNNN_<name>.sql")
+        # Package files, not input: as literal as a string in the source (see above).
+        script: LiteralString = entry.read_text(encoding="utf-8")
+        if not script.strip():
+            raise ValueError(f"{dialect} migration {entry.name!r} is empty")
+        migrations.append(Migration(int(match["version"]), match["name"], script))
+    if not migrations:
+        raise ValueError(f"no migrations for SQL dialect {dialect!r}")
+    for expected, migration in enumerate(migrations, start=1):
+        if migration.version != expected:
+            raise ValueError(
+                f"{dialect} migrations must be numbered 1, 2, 3, … without a gap or a "
+                f"repeat: found {migration.version:04d}_{migration.name}.sql where "
+                f"{expected:04d} was expected"
+            )
+    return migrations

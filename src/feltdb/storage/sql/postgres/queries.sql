@@ -1,0 +1,289 @@
+-- Every statement the PostgreSQL backend runs. feltdb.storage.sql.load_queries("postgres")
+-- reads this file once into {name: text}; runtime code picks statements by name and never
+-- builds SQL. Each block: "-- name: <name>", "-- description: <one line>", then the
+-- statement. Parameters are psycopg's %(name)s placeholders.
+-- Rows are always selected as (collection, key, version, revision, document).
+--
+-- Integer parameters are cast to bigint explicitly: psycopg sends a Python int that does not
+-- fit 64 bits as numeric, and the cast turns it into an error ("bigint out of range", which
+-- the backend reports as WORKLOAD_INVALID) instead of a numeric comparison that would both
+-- succeed silently and keep the planner off the indexes.
+--
+-- The revision of a writing transaction is its own transaction id, pg_current_xact_id(), and
+-- a reader sees only log entries below its snapshot's xmin: see feltdb/storage/postgres.py.
+
+-- name: migration_lock
+-- description: serialize schema migrations between openers, until the transaction ends
+SELECT pg_advisory_xact_lock(%(key)s::bigint);
+
+-- name: migrations_table_exists
+-- description: whether the migration record exists (NULL: not yet), without failing if not
+SELECT to_regclass('feltdb_schema_migrations') IS NOT NULL;
+
+-- name: create_migrations_table
+-- description: the record of applied migrations, created by the first opener
+CREATE TABLE IF NOT EXISTS feltdb_schema_migrations (
+    version    integer     NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT feltdb_schema_migrations_pkey PRIMARY KEY (version)
+);
+
+-- name: schema_version
+-- description: the latest applied migration, 0 before any
+SELECT COALESCE(MAX(version), 0) FROM feltdb_schema_migrations;
+
+-- name: record_migration
+-- description: record one migration as applied
+INSERT INTO feltdb_schema_migrations (version) VALUES (%(version)s);
+
+-- name: get_row
+-- description: one row by key (rows_pkey)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s AND key = %(key)s;
+
+-- name: row_version
+-- description: the committed version of one row, to report a lost guard (no row: no result)
+SELECT version
+FROM rows
+WHERE collection = %(collection)s AND key = %(key)s;
+
+-- name: lock_row_version
+-- description: the version of a row the transaction will write, locked until it ends
+SELECT version
+FROM rows
+WHERE collection = %(collection)s AND key = %(key)s
+FOR UPDATE;
+
+-- name: share_row_version
+-- description: the version of a guarded row the transaction will not write, kept unchanged until it ends
+SELECT version
+FROM rows
+WHERE collection = %(collection)s AND key = %(key)s
+FOR SHARE;
+
+-- name: reserve_key
+-- description: hold an absent key until the transaction ends (a placeholder deleted before commit)
+INSERT INTO rows (collection, key, version, revision, document)
+VALUES (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, '{}')
+ON CONFLICT (collection, key) DO NOTHING
+RETURNING version;
+
+-- name: list_rows
+-- description: rows of a collection, each filter optional (NULL: any); sorted, not index-ordered
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s::text)
+  AND (%(application_id)s::text IS NULL OR application_id = %(application_id)s::text)
+  AND (%(state)s::text IS NULL OR state = %(state)s::text)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: list_rows_by_application
+-- description: rows of one tenant's application, in index order (rows_by_application)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: list_rows_by_state
+-- description: rows of one tenant's application in one state, in index order (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: claimable_rows
+-- description: rows in a state that are eligible at now, in index order (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint;
+
+-- name: claimable_rows_locked
+-- description: claimable_rows, each row locked until the transaction ends; rows another transaction holds are skipped
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint
+FOR UPDATE SKIP LOCKED;
+
+-- name: rows_due_lease_expires_at
+-- description: rows whose lease expired at or before now, earliest first (rows_by_lease_expiry)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND lease_expires_at IS NOT NULL
+  AND lease_expires_at <= %(now)s::bigint
+ORDER BY lease_expires_at, key
+LIMIT %(limit)s::bigint;
+
+-- name: rows_due_deadline_at
+-- description: rows whose deadline fell at or before now, earliest first (rows_by_deadline)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND deadline_at IS NOT NULL
+  AND deadline_at <= %(now)s::bigint
+ORDER BY deadline_at, key
+LIMIT %(limit)s::bigint;
+
+-- name: rows_with_result_id
+-- description: rows carrying one result id, by key (rows_by_result_id)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND result_id IS NOT NULL
+  AND result_id = %(result_id)s
+ORDER BY key;
+
+-- name: current_revision
+-- description: the latest logged revision below the snapshot's xmin (every older transaction has ended), 0 before any
+SELECT COALESCE(MAX(commit_revision), 0)
+FROM transactions
+WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
+
+-- name: insert_transaction
+-- description: log this transaction at its own id as revision, based on the revision readers see now
+INSERT INTO transactions
+    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit)
+SELECT pg_current_xact_id()::text::bigint, COALESCE(MAX(commit_revision), 0),
+       %(transaction_id)s, EXTRACT(EPOCH FROM clock_timestamp())::double precision,
+       %(operation_ids)s::text[], %(keys)s::text[], %(audit)s::text
+FROM transactions
+WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+RETURNING commit_revision;
+
+-- name: insert_row_if_absent
+-- description: write a new row at version 1 unless the key exists (no result: it exists)
+INSERT INTO rows
+    (collection, key, version, revision, document, tenant_id, application_id, state,
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+VALUES
+    (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, %(document)s,
+     %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
+     %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
+     %(deadline_at)s::bigint, %(result_id)s)
+ON CONFLICT (collection, key) DO NOTHING
+RETURNING version;
+
+-- name: update_row_if_version
+-- description: write a row at version + 1 if it is at exactly expected_version (no result: it is not)
+UPDATE rows SET
+    version = version + 1,
+    revision = pg_current_xact_id()::text::bigint,
+    document = %(document)s,
+    tenant_id = %(tenant_id)s,
+    application_id = %(application_id)s,
+    state = %(state)s,
+    priority = %(priority)s::bigint,
+    created_at = %(created_at)s::bigint,
+    eligible_at = %(eligible_at)s::bigint,
+    lease_expires_at = %(lease_expires_at)s::bigint,
+    deadline_at = %(deadline_at)s::bigint,
+    result_id = %(result_id)s
+WHERE collection = %(collection)s AND key = %(key)s
+  AND version = %(expected_version)s::bigint
+RETURNING version;
+
+-- name: delete_row_if_version
+-- description: delete a row if it is at exactly expected_version (no result: it is not)
+DELETE FROM rows
+WHERE collection = %(collection)s AND key = %(key)s
+  AND version = %(expected_version)s::bigint
+RETURNING version;
+
+-- name: upsert_row
+-- description: write a row at version 1, or at its version + 1 if it exists; returns the version
+INSERT INTO rows
+    (collection, key, version, revision, document, tenant_id, application_id, state,
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+VALUES
+    (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, %(document)s,
+     %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
+     %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
+     %(deadline_at)s::bigint, %(result_id)s)
+ON CONFLICT (collection, key) DO UPDATE SET
+    version = rows.version + 1,
+    revision = excluded.revision,
+    document = excluded.document,
+    tenant_id = excluded.tenant_id,
+    application_id = excluded.application_id,
+    state = excluded.state,
+    priority = excluded.priority,
+    created_at = excluded.created_at,
+    eligible_at = excluded.eligible_at,
+    lease_expires_at = excluded.lease_expires_at,
+    deadline_at = excluded.deadline_at,
+    result_id = excluded.result_id
+RETURNING version;
+
+-- name: write_row_at_version
+-- description: write a row at exactly version, whether or not it exists (restore, and rows locked beforehand)
+INSERT INTO rows
+    (collection, key, version, revision, document, tenant_id, application_id, state,
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+VALUES
+    (%(collection)s, %(key)s, %(version)s::bigint, pg_current_xact_id()::text::bigint,
+     %(document)s, %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
+     %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
+     %(deadline_at)s::bigint, %(result_id)s)
+ON CONFLICT (collection, key) DO UPDATE SET
+    version = excluded.version,
+    revision = excluded.revision,
+    document = excluded.document,
+    tenant_id = excluded.tenant_id,
+    application_id = excluded.application_id,
+    state = excluded.state,
+    priority = excluded.priority,
+    created_at = excluded.created_at,
+    eligible_at = excluded.eligible_at,
+    lease_expires_at = excluded.lease_expires_at,
+    deadline_at = excluded.deadline_at,
+    result_id = excluded.result_id;
+
+-- name: delete_row
+-- description: delete one row (no row: no change)
+DELETE FROM rows
+WHERE collection = %(collection)s AND key = %(key)s;
+
+-- name: update_index
+-- description: replace one row's index columns only; version, revision and document stay
+UPDATE rows SET
+    tenant_id = %(tenant_id)s,
+    application_id = %(application_id)s,
+    state = %(state)s,
+    priority = %(priority)s::bigint,
+    created_at = %(created_at)s::bigint,
+    eligible_at = %(eligible_at)s::bigint,
+    lease_expires_at = %(lease_expires_at)s::bigint,
+    deadline_at = %(deadline_at)s::bigint,
+    result_id = %(result_id)s
+WHERE collection = %(collection)s AND key = %(key)s;
+
+-- name: transactions_after
+-- description: logged commits after a revision and below the snapshot's xmin, oldest first (one snapshot)
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
+FROM transactions
+WHERE commit_revision > %(revision)s::bigint
+  AND commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+ORDER BY commit_revision
+LIMIT %(limit)s::bigint;

@@ -1,0 +1,985 @@
+"""The storage contract of feltdb.storage.base, on every backend.
+
+Each test runs on SQLite and on PostgreSQL through the ``backend`` fixture: the promises of
+the ``Database`` protocol (versions, guards, atomic commits, the revision and its log, the
+scheduling index, the locked select-decide-commit) are checked once, for both. What only one
+backend does (SQLite's PRAGMAs and file refusals, dense revisions) lives in that backend's
+own tests.
+
+Revisions: every backend's revision strictly increases with each commit, and a logged
+transaction's ``base_revision`` is below its ``commit_revision``. Whether revisions are
+dense (``commit_revision == base_revision + 1``) is the backend's choice, so these tests
+compare revisions with the ones commits returned, never with counts.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from support.rows import keys, put, ready, work_index
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage import (
+    Commit,
+    Database,
+    Mutation,
+    PlannedCommit,
+    Precondition,
+    RowIndex,
+    StorageConflict,
+    StoredRow,
+    open_database,
+)
+from feltdb.storage.base import RowReader
+
+STORAGE_FAILURE = ErrorCode.WORKLOAD_STORAGE_FAILURE.value
+INVALID = ErrorCode.WORKLOAD_INVALID.value
+JOIN_TIMEOUT_S = 120
+
+
+@pytest.fixture
+def target(new_target: Callable[..., str]) -> str:
+    return new_target("store")
+
+
+@pytest.fixture
+def db(target: str) -> Iterator[Database]:
+    database = open_database(target)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+def log_count(db: Database) -> int:
+    return len(db.committed_transactions_after(0))
+
+
+def assert_revisions_increase(commits: list[Commit], db: Database) -> None:
+    """The commits' revisions strictly increase, and the log holds them in that order."""
+    revisions = [commit.revision for commit in commits]
+    assert revisions == sorted(set(revisions)), revisions
+    log = db.committed_transactions_after(0)
+    assert [entry.commit_revision for entry in log] == revisions
+    assert [entry.transaction_id for entry in log] == [c.transaction_id for c in commits]
+    for entry in log:
+        assert entry.base_revision < entry.commit_revision, entry
+    assert db.current_revision() == revisions[-1]
+
+
+# --- opening ---------------------------------------------------------------------------
+
+
+def test_a_new_store_is_empty_at_revision_zero(db: Database) -> None:
+    assert db.current_revision() == 0
+    assert db.committed_transactions_after(0) == []
+    assert db.get_row("work", "a") is None
+    assert db.list_rows("work") == []
+
+
+def test_reopening_sees_everything(target: str) -> None:
+    first = open_database(target)
+    try:
+        a = first.commit(
+            "a", [Mutation("work", "w1", {"n": 1}, work_index())], audit={"work_id": "w1"}
+        )
+        b = first.commit("b", [Mutation("work", "w1", {"n": 2}, work_index())])
+        c = first.commit("c", [Mutation("work", "w2", {"n": 3}, work_index(priority=9))])
+    finally:
+        first.close()
+    second = open_database(target)
+    try:
+        row = second.get_row("work", "w1")
+        assert row is not None
+        assert (row.version, row.revision, row.document) == (
+            2,
+            b.revision,
+            {"n": 2, "__version": 2},
+        )
+        assert second.current_revision() == c.revision
+        assert keys(second.claimable_rows("work", "t1", "app1", "ready", 0, limit=10)) == [
+            "w2",
+            "w1",
+        ]
+        log = second.committed_transactions_after(0)
+        assert [entry.operation_ids for entry in log] == [["a"], ["b"], ["c"]]
+        assert [entry.commit_revision for entry in log] == [a.revision, b.revision, c.revision]
+        assert log[0].work_id == "w1"
+    finally:
+        second.close()
+
+
+# --- versions, revisions and the log ---------------------------------------------------
+
+
+def test_versions_start_at_one_and_grow_by_one(db: Database) -> None:
+    for expected in range(1, 5):
+        commit = db.commit(f"op{expected}", [Mutation("work", "w1", {"n": expected})])
+        assert commit.rows[0].version == expected
+        assert commit.rows[0].document == {"n": expected, "__version": expected}
+        row = db.get_row("work", "w1")
+        assert row is not None
+        assert row.version == expected
+        assert row.document == {"n": expected, "__version": expected}
+
+
+def test_a_document_s_own_version_field_is_ignored_on_write(db: Database) -> None:
+    db.commit("op", [Mutation("work", "w1", {"b": [1, "é"], "a": 1, "__version": 99})])
+    row = db.get_row("work", "w1")
+    assert row is not None
+    assert row.version == 1
+    assert row.document == {"a": 1, "b": [1, "é"], "__version": 1}
+
+
+def test_revisions_strictly_increase_with_each_commit(db: Database) -> None:
+    assert db.current_revision() == 0
+    commits: list[Commit] = []
+    for n in range(1, 6):
+        commit = db.commit(f"op{n}", [Mutation("work", f"w{n % 2}", {})])
+        assert commit.rows[0].revision == commit.revision
+        assert db.current_revision() == commit.revision
+        assert commit.revision > (commits[-1].revision if commits else 0)
+        commits.append(commit)
+    assert_revisions_increase(commits, db)
+
+
+def test_rows_carry_the_revision_of_their_last_write(db: Database) -> None:
+    first = db.commit("1", [Mutation("work", "a", {}), Mutation("work", "b", {})])
+    second = db.commit("2", [Mutation("work", "b", {})])
+    a, b = db.get_row("work", "a"), db.get_row("work", "b")
+    assert a is not None and b is not None
+    assert (a.revision, b.revision) == (first.revision, second.revision)
+    assert first.revision < second.revision
+
+
+def test_a_commit_is_logged_with_its_keys_operation_and_audit(db: Database) -> None:
+    audit = {"kind": "claim", "work_id": "w1", "agent_id": "ag", "session_id": None, "x": [1]}
+    commit = db.commit(
+        "op-claim",
+        [Mutation("work", "w1", {}), Mutation("claims", "c1", {}), Mutation("work", "gone", None)],
+        audit=audit,
+    )
+    [entry] = db.committed_transactions_after(0)
+    assert entry.transaction_id == commit.transaction_id
+    assert re.fullmatch(r"tx_[A-Za-z0-9]{24}", entry.transaction_id)
+    assert entry.commit_revision == commit.revision
+    assert entry.base_revision < entry.commit_revision
+    assert entry.operation_ids == ["op-claim"]
+    assert entry.keys == ["work/w1", "claims/c1", "work/gone"]
+    assert entry.audit == audit
+    assert (entry.work_id, entry.agent_id, entry.session_id, entry.delegator_id) == (
+        "w1",
+        "ag",
+        None,
+        None,
+    )
+    assert entry.committed_at > 1_600_000_000
+
+
+def test_transaction_ids_are_fresh_and_never_the_operation_id(db: Database) -> None:
+    ids = {db.commit("same-op", [Mutation("work", "w", {})]).transaction_id for _ in range(50)}
+    assert len(ids) == 50
+    assert "same-op" not in ids
+
+
+def test_committed_transactions_after_returns_the_slice(db: Database) -> None:
+    revisions = [
+        db.commit(f"op{n}", [Mutation("work", "w", {})], audit={"work_id": f"w{n}"}).revision
+        for n in range(1, 8)
+    ]
+    after = db.committed_transactions_after
+    assert [t.commit_revision for t in after(revisions[2])] == revisions[3:]
+    assert [t.commit_revision for t in after(revisions[2], limit=2)] == revisions[3:5]
+    assert [t.work_id for t in after(revisions[4])] == ["w6", "w7"]
+    assert after(revisions[6]) == []
+    assert after(0, limit=0) == []
+    # A revision between two commits' (if the backend leaves gaps) starts after it.
+    assert [t.commit_revision for t in after(revisions[2] + 1)] == [
+        r for r in revisions if r > revisions[2] + 1
+    ]
+
+
+def test_a_commit_without_audit_logs_no_provenance(db: Database) -> None:
+    db.commit("op", [Mutation("work", "w", {})])
+    [entry] = db.committed_transactions_after(0)
+    assert entry.audit is None
+    assert entry.work_id is None
+
+
+def test_a_non_string_provenance_field_is_refused_before_writing(db: Database) -> None:
+    with pytest.raises(WorkloadError) as raised:
+        db.commit("op", [Mutation("work", "w", {})], audit={"work_id": 7})
+    assert raised.value.code == INVALID
+    assert db.get_row("work", "w") is None
+    assert log_count(db) == 0
+    assert db.current_revision() == 0
+
+
+def test_a_deletion_removes_the_row_and_is_not_among_the_written_rows(db: Database) -> None:
+    put(db, "a")
+    commit = db.commit("del", [Mutation("work", "a", None), Mutation("work", "b", {"n": 1})])
+    assert keys(commit.rows) == ["b"]
+    assert db.get_row("work", "a") is None
+    put(db, "a")
+    row = db.get_row("work", "a")
+    assert row is not None
+    assert row.version == 1
+
+
+@contextmanager
+def another_open_transaction(backend: str, target: str) -> Iterator[None]:
+    """Another client of the store in the middle of a transaction: a SQLite reader holding
+    its snapshot, or a PostgreSQL session that has taken a transaction id.
+    """
+    if backend == "sqlite":
+        reader = sqlite3.connect(target, isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM rows").fetchall()
+            yield
+        finally:
+            reader.close()
+    else:
+        with psycopg.connect(target) as session:
+            session.execute("SELECT pg_current_xact_id()").fetchall()
+            yield
+
+
+def test_the_current_revision_never_runs_ahead_of_an_open_older_transaction(
+    backend: str, target: str, db: Database
+) -> None:
+    """``current_revision()`` is the greatest revision readable from the log, and the log
+    only grows at its end (base.py). A commit that returns while another writer's older
+    transaction is open is written (its row carries its revision at once) but may not be
+    current yet: on PostgreSQL the open transaction might still commit with a smaller
+    revision, and a reader that had moved past it would skip it. Once the older
+    transaction ends, the commit is current.
+    """
+    first = db.commit("first", [Mutation("work", "a", {"n": 1})])
+    with another_open_transaction(backend, target):
+        second = db.commit("second", [Mutation("work", "a", {"n": 2})])
+        row = db.get_row("work", "a")
+        assert row is not None and row.revision == second.revision
+        during = db.current_revision()
+        assert first.revision <= during <= second.revision
+        assert db.committed_transactions_after(during) == []  # the log ends at current
+    assert db.current_revision() == second.revision
+    assert [t.commit_revision for t in db.committed_transactions_after(first.revision)] == [
+        second.revision
+    ]
+
+
+# --- preconditions and atomicity -------------------------------------------------------
+
+
+def test_require_absent_wins_on_a_new_key_and_loses_on_an_existing_one(db: Database) -> None:
+    guard = [Precondition("work", "w1", require_absent=True)]
+    db.commit("first", [Mutation("work", "w1", {"n": 1})], guard)
+    with pytest.raises(StorageConflict) as raised:
+        db.commit("second", [Mutation("work", "w1", {"n": 2})], guard)
+    assert raised.value.code == ErrorCode.WORKLOAD_CONFLICT.value
+    assert "work/w1" in raised.value.message
+    assert "expected no row, found version 1" in raised.value.message
+    row = db.get_row("work", "w1")
+    assert row is not None
+    assert row.document == {"n": 1, "__version": 1}
+    assert log_count(db) == 1
+
+
+def test_expected_version_wins_on_the_current_version_and_loses_on_another(db: Database) -> None:
+    put(db, "w1")
+    db.commit(
+        "cas", [Mutation("work", "w1", {"n": 2})], [Precondition("work", "w1", expected_version=1)]
+    )
+    with pytest.raises(StorageConflict) as raised:
+        db.commit(
+            "stale",
+            [Mutation("work", "w1", {"n": 3})],
+            [Precondition("work", "w1", expected_version=1)],
+        )
+    assert "work/w1" in raised.value.message
+    assert "expected version 1, found version 2" in raised.value.message
+    assert raised.value.details == {
+        "collection": "work",
+        "key": "w1",
+        "expected_version": 1,
+        "found_version": 2,
+    }
+    row = db.get_row("work", "w1")
+    assert row is not None
+    assert row.document == {"n": 2, "__version": 2}
+    assert log_count(db) == 2
+
+
+def test_a_missing_row_fails_an_expected_version_guard(db: Database) -> None:
+    with pytest.raises(StorageConflict) as raised:
+        db.commit(
+            "op", [Mutation("work", "w1", {})], [Precondition("work", "w1", expected_version=1)]
+        )
+    assert "expected version 1, found no row" in raised.value.message
+    assert db.get_row("work", "w1") is None
+    assert log_count(db) == 0
+
+
+def test_a_guard_may_cover_a_row_that_is_not_written(db: Database) -> None:
+    put(db, "parent")
+    db.commit(
+        "child",
+        [Mutation("work", "child", {})],
+        [Precondition("work", "parent", expected_version=1)],
+    )
+    put(db, "parent")
+    with pytest.raises(StorageConflict):
+        db.commit(
+            "child2",
+            [Mutation("work", "child2", {})],
+            [Precondition("work", "parent", expected_version=1)],
+        )
+    assert db.get_row("work", "child2") is None
+
+
+def test_one_failing_precondition_among_several_writes_nothing(db: Database) -> None:
+    put(db, "a")
+    put(db, "b")
+    before_revision = db.current_revision()
+    before_log = log_count(db)
+    with pytest.raises(StorageConflict):
+        db.commit(
+            "multi",
+            [
+                Mutation("work", "a", {"changed": True}),
+                Mutation("work", "b", None),
+                Mutation("work", "c", {"new": True}),
+            ],
+            [
+                Precondition("work", "a", expected_version=1),
+                Precondition("work", "c", require_absent=True),
+                Precondition("work", "b", expected_version=7),
+            ],
+        )
+    a, b = db.get_row("work", "a"), db.get_row("work", "b")
+    assert a is not None and b is not None
+    assert a.document == {"k": "a", "__version": 1}
+    assert b.version == 1
+    assert db.get_row("work", "c") is None
+    assert db.current_revision() == before_revision
+    assert log_count(db) == before_log
+
+
+def test_a_multi_mutation_commit_lands_whole_at_one_revision(db: Database) -> None:
+    put(db, "a")
+    commit = db.commit(
+        "multi",
+        [
+            Mutation("work", "a", {"n": 2}),
+            Mutation("work", "b", {"n": 1}),
+            Mutation("claims", "c", {"n": 1}),
+        ],
+        [Precondition("work", "a", expected_version=1), Precondition("work", "b", True)],
+    )
+    assert [(r.collection, r.key, r.version, r.revision) for r in commit.rows] == [
+        ("work", "a", 2, commit.revision),
+        ("work", "b", 1, commit.revision),
+        ("claims", "c", 1, commit.revision),
+    ]
+    for collection, key in [("work", "a"), ("work", "b"), ("claims", "c")]:
+        row = db.get_row(collection, key)
+        assert row is not None
+        assert row.revision == commit.revision
+    [_, entry] = db.committed_transactions_after(0)
+    assert entry.keys == ["work/a", "work/b", "claims/c"]
+
+
+def refuse_inserts_of(backend: str, target: str, key: str) -> type[Exception]:
+    """Make the database itself refuse to insert a row at ``key`` (a trigger), as a driver
+    failure midway through a commit; returns the driver's exception type for it.
+    """
+    if backend == "sqlite":
+        connection = sqlite3.connect(target, isolation_level=None)
+        try:
+            connection.execute(
+                f"CREATE TRIGGER refuse_{key} BEFORE INSERT ON rows WHEN NEW.key = '{key}' "
+                f"BEGIN SELECT RAISE(ABORT, '{key} is refused'); END"
+            )
+        finally:
+            connection.close()
+        return sqlite3.IntegrityError
+    with psycopg.connect(target, autocommit=True) as session:
+        session.execute(
+            f"CREATE FUNCTION refuse_{key}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            f"BEGIN IF NEW.key = '{key}' THEN RAISE EXCEPTION '{key} is refused'; END IF; "
+            f"RETURN NEW; END $$"
+        )
+        session.execute(
+            f"CREATE TRIGGER refuse_{key} BEFORE INSERT ON rows "
+            f"FOR EACH ROW EXECUTE FUNCTION refuse_{key}()"
+        )
+    return psycopg.errors.RaiseException
+
+
+def test_a_driver_failure_midway_writes_nothing(backend: str, target: str, db: Database) -> None:
+    refused_by_driver = refuse_inserts_of(backend, target, "boom")
+    first = db.commit("put:a", [Mutation("work", "a", {"k": "a"})])
+    with pytest.raises(WorkloadError) as raised:
+        db.commit("op", [Mutation("work", "a", {"n": 2}), Mutation("work", "boom", {})])
+    assert raised.value.code == STORAGE_FAILURE
+    assert "boom is refused" in raised.value.message
+    assert db.target in raised.value.message
+    assert isinstance(raised.value.__cause__, refused_by_driver)
+    row = db.get_row("work", "a")
+    assert row is not None
+    assert row.version == 1
+    assert db.current_revision() == first.revision
+    assert log_count(db) == 1
+    # The connection is usable afterwards: no transaction was left open.
+    second = db.commit("put:b", [Mutation("work", "b", {"k": "b"})])
+    assert db.current_revision() == second.revision > first.revision
+
+
+def test_a_key_written_twice_in_one_commit_is_refused(db: Database) -> None:
+    with pytest.raises(WorkloadError) as raised:
+        db.commit("op", [Mutation("work", "a", {}), Mutation("work", "a", None)])
+    assert raised.value.code == INVALID
+    assert log_count(db) == 0
+
+
+def test_a_document_that_is_not_json_is_refused_before_writing(db: Database) -> None:
+    with pytest.raises(WorkloadError) as raised:
+        db.commit("op", [Mutation("work", "a", {}), Mutation("work", "b", {"x": float("nan")})])
+    assert raised.value.code == INVALID
+    assert "work/b" in raised.value.message
+    assert db.get_row("work", "a") is None
+    assert log_count(db) == 0
+
+
+# --- races -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("connections", ["one-database", "two-databases"])
+def test_two_threads_racing_one_compare_and_set_have_exactly_one_winner(
+    target: str, connections: str
+) -> None:
+    """One ``Database`` shared by both threads (its own connections, or pool), or one each."""
+    first = open_database(target)
+    second = first if connections == "one-database" else open_database(target)
+    try:
+        put(first, "w")
+        rounds = 20
+        barrier = threading.Barrier(2)
+        outcomes: dict[str, list[str]] = {"left": [], "right": []}
+        failures: list[BaseException] = []
+
+        def contend(name: str, db: Database) -> None:
+            try:
+                for round_ in range(rounds):
+                    barrier.wait(timeout=30)
+                    try:
+                        db.commit(
+                            f"{name}-{round_}",
+                            [Mutation("work", "w", {"winner": name})],
+                            [Precondition("work", "w", expected_version=round_ + 1)],
+                        )
+                        outcomes[name].append("won")
+                    except StorageConflict:
+                        outcomes[name].append("lost")
+                    barrier.wait(timeout=30)
+            except BaseException as error:
+                failures.append(error)
+                barrier.abort()
+
+        threads = [
+            threading.Thread(target=contend, args=("left", first)),
+            threading.Thread(target=contend, args=("right", second)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=JOIN_TIMEOUT_S)
+        assert not any(thread.is_alive() for thread in threads), "a thread hung"
+        assert failures == []
+        for round_ in range(rounds):
+            assert sorted([outcomes["left"][round_], outcomes["right"][round_]]) == [
+                "lost",
+                "won",
+            ]
+        row = first.get_row("work", "w")
+        assert row is not None
+        assert row.version == rounds + 1
+        assert log_count(first) == rounds + 1
+        assert first.current_revision() == first.committed_transactions_after(0)[-1].commit_revision
+    finally:
+        first.close()
+        second.close()
+
+
+def _contend_in_process(target: str, name: str, rounds: int, barrier: Any, results: Any) -> None:
+    database = open_database(target)
+    outcomes = []
+    try:
+        for round_ in range(rounds):
+            barrier.wait(timeout=60)
+            try:
+                database.commit(
+                    f"{name}-{round_}",
+                    [Mutation("work", "w", {"winner": name})],
+                    [Precondition("work", "w", expected_version=round_ + 1)],
+                )
+                outcomes.append("won")
+            except StorageConflict:
+                outcomes.append("lost")
+            barrier.wait(timeout=60)
+    finally:
+        database.close()
+        results.put((name, outcomes))
+
+
+@pytest.mark.multiprocess
+def test_two_processes_racing_one_compare_and_set_have_exactly_one_winner(target: str) -> None:
+    database = open_database(target)
+    try:
+        put(database, "w")
+    finally:
+        database.close()
+    rounds = 20
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    results = context.Queue()
+    processes = [
+        context.Process(target=_contend_in_process, args=(target, name, rounds, barrier, results))
+        for name in ("left", "right")
+    ]
+    for process in processes:
+        process.start()
+    try:
+        outcomes = dict(results.get(timeout=JOIN_TIMEOUT_S) for _ in processes)
+        for process in processes:
+            process.join(timeout=60)
+            assert process.exitcode == 0
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join()
+        results.close()
+        results.join_thread()
+    for round_ in range(rounds):
+        assert sorted([outcomes["left"][round_], outcomes["right"][round_]]) == ["lost", "won"]
+    reopened = open_database(target)
+    try:
+        row = reopened.get_row("work", "w")
+        assert row is not None
+        assert row.version == rounds + 1
+        log = reopened.committed_transactions_after(0)
+        assert len(log) == rounds + 1
+        assert reopened.current_revision() == log[-1].commit_revision
+    finally:
+        reopened.close()
+
+
+def test_a_follower_of_the_log_never_misses_a_commit_of_concurrent_writers(target: str) -> None:
+    """Revisions grow in commit order: a reader that pages through
+    ``committed_transactions_after(last_seen)`` while writers commit sees every commit, and
+    never one below a revision it has already passed.
+    """
+    writers, commits_each = 4, 50
+    databases = [open_database(target) for _ in range(writers + 1)]
+    reader = databases[-1]
+    done = threading.Event()
+    failures: list[BaseException] = []
+    start = threading.Barrier(writers + 1)
+
+    def write(me: int, db: Database) -> None:
+        try:
+            start.wait(timeout=30)
+            for n in range(commits_each):
+                db.commit(f"w{me}-{n}", [Mutation("work", f"w{me}-{n}", {"n": n})])
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [
+        threading.Thread(target=write, args=(me, db)) for me, db in enumerate(databases[:writers])
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        start.wait(timeout=30)
+        seen: list[int] = []
+        cursor = 0
+        while True:
+            finished = done.is_set()
+            for entry in reader.committed_transactions_after(cursor):
+                seen.append(entry.commit_revision)
+                cursor = entry.commit_revision
+            if finished:
+                break
+            if not any(thread.is_alive() for thread in threads):
+                done.set()  # one more pass after the last commit
+        for thread in threads:
+            thread.join(timeout=JOIN_TIMEOUT_S)
+        assert failures == []
+        everything = [entry.commit_revision for entry in reader.committed_transactions_after(0)]
+        assert len(everything) == writers * commits_each
+        assert seen == everything, "the follower missed commits"
+    finally:
+        for thread in threads:
+            thread.join(timeout=JOIN_TIMEOUT_S)
+        for db in databases:
+            db.close()
+
+
+# --- restore and update_index ----------------------------------------------------------
+
+
+def test_a_restored_row_without_version_reads_as_version_one(db: Database) -> None:
+    commit = db.restore_row("work", "old", {"legacy": True})
+    assert commit.revision > 0
+    assert commit.revision == db.current_revision()
+    assert commit.rows[0].version == 1
+    row = db.get_row("work", "old")
+    assert row is not None
+    assert (row.version, row.revision, row.document) == (
+        1,
+        commit.revision,
+        {"legacy": True, "__version": 1},
+    )
+    written = db.commit(
+        "cas",
+        [Mutation("work", "old", {"legacy": False})],
+        [Precondition("work", "old", expected_version=1)],
+    )
+    assert written.rows[0].version == 2
+    [restore, _] = db.committed_transactions_after(0)
+    assert restore.commit_revision == commit.revision
+    assert restore.operation_ids == ["restore:old"]
+    assert restore.audit == {"kind": "restore"}
+    assert restore.keys == ["work/old"]
+    assert restore.transaction_id != "restore:old"
+
+
+def test_a_restored_row_keeps_its_version_and_index(db: Database) -> None:
+    put(db, "w")
+    restored = db.restore_row("work", "w", {"n": 1, "__version": 7}, work_index(priority=3))
+    row = db.get_row("work", "w")
+    assert row is not None
+    assert (row.version, row.revision, row.document) == (
+        7,
+        restored.revision,
+        {"n": 1, "__version": 7},
+    )
+    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5)) == ["w"]
+    db.restore_row("work", "w", {"n": 2})
+    assert db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5) == []
+
+
+@pytest.mark.parametrize("version", [0, -1, "3", True, 1.5])
+def test_restore_refuses_a_version_that_is_not_a_positive_integer(
+    db: Database, version: Any
+) -> None:
+    with pytest.raises(WorkloadError) as raised:
+        db.restore_row("work", "w", {"__version": version})
+    assert raised.value.code == INVALID
+    assert db.get_row("work", "w") is None
+    assert log_count(db) == 0
+
+
+def test_update_index_changes_the_index_only(db: Database) -> None:
+    commit = db.commit("op", [Mutation("work", "w", {"n": 1}, work_index("waiting"))])
+    assert db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5) == []
+    assert db.update_index("work", "w", work_index("ready")) is True
+    [row] = db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5)
+    assert (row.version, row.revision, row.document) == (
+        1,
+        commit.revision,
+        {"n": 1, "__version": 1},
+    )
+    assert db.current_revision() == commit.revision
+    assert log_count(db) == 1
+    assert db.update_index("work", "missing", work_index()) is False
+
+
+# --- index queries ---------------------------------------------------------------------
+
+
+def test_claimable_rows_order_is_priority_desc_then_created_at_then_key(db: Database) -> None:
+    for key, priority, created_at in [
+        ("e", 1, 5),
+        ("b", 5, 20),
+        ("c", 5, 10),
+        ("a", 5, 10),
+        ("d", 9, 30),
+    ]:
+        put(db, key, work_index(priority=priority, created_at=created_at))
+    rows = db.claimable_rows("work", "t1", "app1", "ready", 0, limit=10)
+    assert keys(rows) == ["d", "a", "c", "b", "e"]
+    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=2)) == ["d", "a"]
+    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=2, offset=2)) == [
+        "c",
+        "b",
+    ]
+
+
+def test_claimable_rows_eligibility_boundary_and_filters(db: Database) -> None:
+    put(db, "now", work_index(eligible_at=100))
+    put(db, "past", work_index(eligible_at=99))
+    put(db, "later", work_index(eligible_at=101))
+    put(db, "unset", work_index(eligible_at=None))
+    put(db, "running", work_index("running"))
+    put(db, "other-tenant", work_index(tenant_id="t2"))
+    put(db, "other-app", work_index(application_id="app2"))
+    db.commit("x", [Mutation("other", "now", {}, work_index())])
+    assert sorted(keys(db.claimable_rows("work", "t1", "app1", "ready", 100, limit=10))) == [
+        "now",
+        "past",
+        "unset",
+    ]
+    assert sorted(keys(db.claimable_rows("work", "t1", "app1", "ready", 101, limit=10))) == [
+        "later",
+        "now",
+        "past",
+        "unset",
+    ]
+
+
+def test_list_rows_filters_and_orders(db: Database) -> None:
+    put(db, "a", work_index("ready", priority=1, created_at=1))
+    put(db, "b", work_index("running", priority=2, created_at=1))
+    put(db, "c", work_index("ready", priority=2, created_at=0))
+    put(db, "d", work_index("ready", tenant_id="t2", priority=9))
+    put(db, "e", work_index("ready", application_id="app2", priority=8))
+    put(db, "plain")
+    db.commit("x", [Mutation("other", "z", {}, work_index())])
+    assert keys(db.list_rows("work", tenant_id="t1", application_id="app1")) == ["c", "b", "a"]
+    assert keys(db.list_rows("work", tenant_id="t1", application_id="app1", state="ready")) == [
+        "c",
+        "a",
+    ]
+    assert keys(db.list_rows("work", tenant_id="t1", application_id="app1", limit=1)) == ["c"]
+    assert keys(db.list_rows("work", tenant_id="t1")) == ["e", "c", "b", "a"]
+    assert keys(db.list_rows("work", state="running")) == ["b"]
+    # The whole collection; rows without an index (priority NULL) sort last.
+    assert keys(db.list_rows("work")) == ["d", "e", "c", "b", "a", "plain"]
+
+
+def test_rows_due_for_each_column(db: Database) -> None:
+    for key, lease, deadline in [("a", 30, None), ("b", 10, 50), ("c", 10, 5), ("d", None, 60)]:
+        put(db, key, RowIndex(lease_expires_at=lease, deadline_at=deadline))
+    db.commit("x", [Mutation("other", "z", {}, RowIndex(lease_expires_at=0, deadline_at=0))])
+    assert keys(db.rows_due("work", "lease_expires_at", 30, limit=10)) == ["b", "c", "a"]
+    assert keys(db.rows_due("work", "lease_expires_at", 29, limit=10)) == ["b", "c"]
+    assert keys(db.rows_due("work", "lease_expires_at", 30, limit=1)) == ["b"]
+    assert keys(db.rows_due("work", "deadline_at", 50, limit=10)) == ["c", "b"]
+    assert keys(db.rows_due("work", "deadline_at", 4, limit=10)) == []
+    with pytest.raises(WorkloadError) as raised:
+        db.rows_due("work", "created_at", 10, limit=10)
+    assert raised.value.code == INVALID
+
+
+def test_rows_with_result_id(db: Database) -> None:
+    put(db, "b", RowIndex(result_id="r1"))
+    put(db, "a", RowIndex(result_id="r1"))
+    put(db, "c", RowIndex(result_id="r2"))
+    put(db, "d")
+    db.commit("x", [Mutation("other", "z", {}, RowIndex(result_id="r1"))])
+    assert keys(db.rows_with_result_id("work", "r1")) == ["a", "b"]
+    assert keys(db.rows_with_result_id("work", "r9")) == []
+
+
+# --- closing ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda db: db.get_row("work", "a"),
+        lambda db: db.list_rows("work"),
+        lambda db: db.claimable_rows("work", "t", "a", "ready", 0, limit=1),
+        lambda db: db.commit_selected(
+            "work", "t", "a", "ready", 0, lambda rows, read: None, limit=1
+        ),
+        lambda db: db.rows_due("work", "deadline_at", 0, limit=1),
+        lambda db: db.rows_with_result_id("work", "r"),
+        lambda db: db.current_revision(),
+        lambda db: db.commit("op", [Mutation("work", "a", {})]),
+        lambda db: db.restore_row("work", "a", {}),
+        lambda db: db.update_index("work", "a", RowIndex()),
+        lambda db: db.committed_transactions_after(0),
+    ],
+    ids=[
+        "get_row",
+        "list_rows",
+        "claimable_rows",
+        "commit_selected",
+        "rows_due",
+        "rows_with_result_id",
+        "current_revision",
+        "commit",
+        "restore_row",
+        "update_index",
+        "committed_transactions_after",
+    ],
+)
+def test_a_closed_database_refuses_every_call(target: str, call: Any) -> None:
+    database = open_database(target)
+    database.close()
+    database.close()
+    with pytest.raises(WorkloadError) as raised:
+        call(database)
+    assert raised.value.code == STORAGE_FAILURE
+    assert "database is closed" in raised.value.message
+
+
+# --- commit_selected: select, decide and commit in one transaction ----------------------
+
+
+def test_commit_selected_applies_the_plan_for_the_rows_it_selected(db: Database) -> None:
+    ready(db, "low", 1)
+    ready(db, "high", 9)
+    seen: list[list[str]] = []
+
+    def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        seen.append(keys(rows))
+        first = rows[0]
+        assert read("work", "low") is not None and read("work", "absent") is None
+        return PlannedCommit(
+            "claim-high",
+            [Mutation("work", first.key, {"n": first.key, "claimed": True}, RowIndex())],
+            [Precondition("work", first.key, expected_version=first.version)],
+            {"work_id": first.key},
+        )
+
+    commit = db.commit_selected("work", "t1", "app1", "ready", 100, decide, limit=10)
+    assert commit is not None
+    assert seen == [["high", "low"]]
+    assert commit.rows[0].key == "high" and commit.rows[0].version == 2
+    assert commit.revision == db.current_revision()
+    stored = db.get_row("work", "high")
+    assert stored is not None and stored.document["claimed"] is True
+    assert db.committed_transactions_after(commit.revision - 1)[0].work_id == "high"
+    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 100, limit=10)) == ["low"]
+
+
+def test_commit_selected_writes_nothing_when_decide_declines_or_raises(db: Database) -> None:
+    ready(db, "a", 1)
+    revision, logged = db.current_revision(), log_count(db)
+    assert (
+        db.commit_selected("work", "t1", "app1", "ready", 100, lambda r, g: None, limit=5) is None
+    )
+
+    def refuse(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        raise WorkloadError("WORKLOAD_NOT_READY", "refused inside the transaction")
+
+    with pytest.raises(WorkloadError) as raised:
+        db.commit_selected("work", "t1", "app1", "ready", 100, refuse, limit=5)
+    assert raised.value.code == "WORKLOAD_NOT_READY"
+    assert (db.current_revision(), log_count(db)) == (revision, logged)
+    assert db.get_row("work", "a").version == 1  # type: ignore[union-attr]
+
+
+def test_commit_selected_guards_its_plan_like_commit(db: Database) -> None:
+    ready(db, "a", 1)
+    revision, logged = db.current_revision(), log_count(db)
+
+    def stale(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        return PlannedCommit(
+            "stale",
+            [Mutation("work", "a", {"n": "a", "late": True}, RowIndex())],
+            [Precondition("work", "a", expected_version=rows[0].version + 1)],
+        )
+
+    with pytest.raises(StorageConflict):
+        db.commit_selected("work", "t1", "app1", "ready", 100, stale, limit=5)
+    assert (db.current_revision(), log_count(db)) == (revision, logged)
+    assert "late" not in db.get_row("work", "a").document  # type: ignore[union-attr]
+
+
+def test_commit_selected_pages_with_offset_and_honours_eligibility(db: Database) -> None:
+    for n in range(5):
+        ready(db, f"k{n}", 5 - n)
+    put(db, "early", work_index(priority=9, eligible_at=500), n="early")
+    pages: list[list[str]] = []
+
+    def look(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        pages.append(keys(rows))
+        return None
+
+    db.commit_selected("work", "t1", "app1", "ready", 100, look, limit=2, offset=2)
+    db.commit_selected("work", "t1", "app1", "ready", 500, look, limit=1)
+    assert pages == [["k2", "k3"], ["early"]]
+
+
+def test_concurrent_commit_selected_callers_take_disjoint_rows(target: str) -> None:
+    """Four writers take the first selected row until none is left: every row is taken once,
+    and no plan loses its guard (the rows a caller selected were its own until it committed).
+    """
+    callers, total = 4, 60
+    databases = [open_database(target) for _ in range(callers)]
+    try:
+        for n in range(total):
+            ready(databases[0], f"k{n:02}", n % 3)
+        taken: list[list[str]] = [[] for _ in range(callers)]
+        failures: list[BaseException] = []
+        start = threading.Barrier(callers)
+
+        def take(me: int, db: Database) -> None:
+            def first(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+                if not rows:
+                    return None
+                row = rows[0]
+                return PlannedCommit(
+                    f"take-{row.key}-by-{me}",
+                    [Mutation("work", row.key, {"n": row.key, "by": me}, work_index("taken"))],
+                    [Precondition("work", row.key, expected_version=row.version)],
+                )
+
+            try:
+                start.wait(timeout=30)
+                while True:
+                    commit = db.commit_selected("work", "t1", "app1", "ready", 100, first, limit=1)
+                    if commit is None:
+                        return
+                    taken[me].append(commit.rows[0].key)
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=take, args=(me, db)) for me, db in enumerate(databases)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=JOIN_TIMEOUT_S)
+        assert not any(thread.is_alive() for thread in threads), "a caller hung"
+        assert failures == []
+        everything = [key for mine in taken for key in mine]
+        assert sorted(everything) == [f"k{n:02}" for n in range(total)]
+        for key in everything:
+            row = databases[0].get_row("work", key)
+            assert row is not None and row.version == 2
+        assert log_count(databases[0]) == 2 * total
+    finally:
+        for db in databases:
+            db.close()
+
+
+# --- opening by URL ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
+def test_open_database_takes_postgresql_and_postgres_urls(
+    new_pg_url: Callable[..., str], scheme: str
+) -> None:
+    url = new_pg_url("by-url")
+    assert url.startswith("postgresql://")
+    database = open_database(scheme + url.removeprefix("postgresql"))
+    try:
+        put(database, "a")
+        row = database.get_row("work", "a")
+        assert row is not None and row.version == 1
+    finally:
+        database.close()

@@ -1,0 +1,964 @@
+"""What only the PostgreSQL backend does: its revision scheme, SKIP LOCKED selection,
+migrations, connection loss, query plans and the limits of its types.
+
+The promises every backend keeps are checked once, on both, in test_database_contract.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from importlib import resources
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from support.rows import keys, put, ready, work_index
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage import (
+    Mutation,
+    PlannedCommit,
+    Precondition,
+    RowIndex,
+    StorageConflict,
+    StoredRow,
+    open_database,
+)
+from feltdb.storage.base import RowReader
+from feltdb.storage.postgres import (
+    MIGRATION_LOCK_KEY,
+    SCHEMA_VERSION,
+    WRITE_ATTEMPTS,
+    PostgresDatabase,
+)
+from feltdb.storage.sql import load_migrations, load_queries
+
+QUERIES = load_queries("postgres")
+STORAGE_FAILURE = ErrorCode.WORKLOAD_STORAGE_FAILURE.value
+INVALID = ErrorCode.WORKLOAD_INVALID.value
+JOIN_TIMEOUT_S = 120
+WAIT_TIMEOUT_S = 30
+
+
+@pytest.fixture
+def url(new_pg_url: Callable[..., str]) -> str:
+    return new_pg_url("store")
+
+
+@pytest.fixture
+def db(url: str) -> Iterator[PostgresDatabase]:
+    database = PostgresDatabase(url)
+    try:
+        yield database
+    finally:
+        database.close()
+
+
+def admin(url: str) -> psycopg.Connection[Any]:
+    """A connection of the test's own to the store's database, outside the store's pool."""
+    return psycopg.connect(url, autocommit=True)
+
+
+def scalar(url: str, statement: str, params: Any = None) -> Any:
+    with admin(url) as connection:
+        return connection.execute(statement.encode(), params).fetchall()[0][0]
+
+
+def terminate_store_connections(url: str) -> int:
+    """End every other session of the database, waiting until each has gone."""
+    with admin(url) as connection:
+        ended = connection.execute(
+            "SELECT count(*) FROM pg_stat_activity, pg_terminate_backend(pid, 10000) AS ended "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND ended"
+        ).fetchall()[0][0]
+    assert isinstance(ended, int)
+    return ended
+
+
+def wait_for_lock_waiter(url: str) -> None:
+    """Return once some session of the database waits for a lock (polled, with a deadline)."""
+    deadline = time.monotonic() + WAIT_TIMEOUT_S
+    with admin(url) as connection:
+        while time.monotonic() < deadline:
+            waiting = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchall()[0][0]
+            if waiting:
+                return
+            threading.Event().wait(0.005)
+    raise AssertionError("no session started waiting for a lock")
+
+
+def run_threads(targets: list[Callable[[], None]]) -> None:
+    """Run each target in a thread; re-raise the first error any of them raised."""
+    errors: list[BaseException] = []
+
+    def guarded(target: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                target()
+            except BaseException as error:
+                errors.append(error)
+
+        return run
+
+    threads = [threading.Thread(target=guarded(target)) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_TIMEOUT_S)
+        assert not thread.is_alive(), "a thread did not finish"
+    if errors:
+        raise errors[0]
+
+
+def claim_first(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+    """A decide() that moves the first selected row to state "claimed"."""
+    if not rows:
+        return None
+    row = rows[0]
+    return PlannedCommit(
+        f"claim:{row.key}",
+        [Mutation(row.collection, row.key, {"claimed": row.key}, work_index("claimed"))],
+        [Precondition(row.collection, row.key, expected_version=row.version)],
+    )
+
+
+# --- opening ------------------------------------------------------------------------------
+
+
+def test_the_target_is_the_url_without_its_password(url: str) -> None:
+    user_info = url.replace("postgresql://postgres@", "postgresql://postgres:s3cret@")
+    with_password = user_info + "&password=s3cret"
+    database = PostgresDatabase(with_password)
+    try:
+        assert "s3cret" not in database.target
+        assert database.target == url
+    finally:
+        database.close()
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql+psycopg"])
+def test_open_database_accepts_every_spelling_of_a_postgresql_url(url: str, scheme: str) -> None:
+    database = open_database(url.replace("postgresql", scheme, 1))
+    try:
+        assert isinstance(database, PostgresDatabase)
+        put(database, "a")
+        assert database.get_row("work", "a") is not None
+    finally:
+        database.close()
+
+
+def test_an_unreachable_server_is_a_storage_failure(url: str) -> None:
+    wrong = re.sub(r"port=\d+", "port=1", url)
+    with pytest.raises(WorkloadError) as raised:
+        PostgresDatabase(wrong)
+    assert raised.value.code == STORAGE_FAILURE
+    assert "open" in raised.value.message
+    assert isinstance(raised.value.__cause__, psycopg.OperationalError)
+
+
+def test_a_missing_database_is_a_storage_failure(url: str) -> None:
+    with pytest.raises(WorkloadError) as raised:
+        PostgresDatabase(re.sub(r"/(\w+)\?", "/no_such_database?", url))
+    assert raised.value.code == STORAGE_FAILURE
+    assert "no_such_database" in raised.value.message
+
+
+# --- migrations ---------------------------------------------------------------------------
+
+
+def declared_objects() -> dict[str, set[str]]:
+    """The tables, indexes and constraints the migration files create, by their names."""
+    script = "\n".join(migration.script for migration in load_migrations("postgres"))
+    script = re.sub(r"--[^\n]*", "", script)
+    return {
+        "tables": set(re.findall(r"CREATE TABLE (\w+)", script)),
+        "indexes": set(re.findall(r"CREATE INDEX (\w+)", script)),
+        "constraints": set(re.findall(r"CONSTRAINT (\w+)", script)),
+    }
+
+
+def existing_objects(url: str) -> dict[str, set[str]]:
+    with admin(url) as connection:
+        tables = connection.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' "
+            "AND relnamespace = 'public'::regnamespace"
+        ).fetchall()
+        indexes = connection.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'i' "
+            "AND relnamespace = 'public'::regnamespace"
+        ).fetchall()
+        constraints = connection.execute(
+            "SELECT conname FROM pg_constraint WHERE connamespace = 'public'::regnamespace "
+            "AND contype <> 'n'"
+        ).fetchall()
+    return {
+        "tables": {name for (name,) in tables},
+        "indexes": {name for (name,) in indexes},
+        "constraints": {name for (name,) in constraints},
+    }
+
+
+MIGRATION_RECORD = {
+    "tables": {"feltdb_schema_migrations"},
+    "indexes": {"feltdb_schema_migrations_pkey"},
+    "constraints": {"feltdb_schema_migrations_pkey"},
+}
+
+
+def test_the_migrations_are_numbered_from_one_and_give_the_schema_version() -> None:
+    migrations = load_migrations("postgres")
+    assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
+    assert SCHEMA_VERSION == migrations[-1].version
+    assert migrations[0].name == "initial"
+
+
+def test_a_migrated_database_has_exactly_the_declared_objects(
+    new_pg_url: Callable[..., str],
+) -> None:
+    url = new_pg_url("bare", bare=True)
+    assert existing_objects(url) == {"tables": set(), "indexes": set(), "constraints": set()}
+    PostgresDatabase(url).close()
+    declared = declared_objects()
+    # Every primary key and unique constraint is an index of the same name.
+    unique = {name for name in declared["constraints"] if name.endswith(("_pkey", "_key"))}
+    expected = {
+        "tables": declared["tables"] | MIGRATION_RECORD["tables"],
+        "indexes": declared["indexes"] | unique | MIGRATION_RECORD["indexes"],
+        "constraints": declared["constraints"] | MIGRATION_RECORD["constraints"],
+    }
+    assert existing_objects(url) == expected
+    assert declared["tables"] == {"rows", "transactions"}
+    versions = scalar(
+        url, "SELECT array_agg(version ORDER BY version) FROM feltdb_schema_migrations"
+    )
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
+
+
+def test_reopening_applies_nothing_again(new_pg_url: Callable[..., str]) -> None:
+    url = new_pg_url("bare", bare=True)
+    PostgresDatabase(url).close()
+    record = "SELECT array_agg((version, applied_at)::text ORDER BY version) FROM " + (
+        "feltdb_schema_migrations"
+    )
+    before = scalar(url, record)
+    database = PostgresDatabase(url)
+    put(database, "a")
+    database.close()
+    PostgresDatabase(url).close()
+    assert scalar(url, record) == before
+    assert scalar(url, "SELECT count(*) FROM rows") == 1
+
+
+def test_two_openers_of_a_new_database_migrate_it_once(new_pg_url: Callable[..., str]) -> None:
+    for round_ in range(10):
+        url = new_pg_url(f"race{round_}", bare=True)
+        barrier = threading.Barrier(2)
+        opened: list[PostgresDatabase] = []
+
+        def open_store(
+            url: str = url,
+            barrier: threading.Barrier = barrier,
+            opened: list[PostgresDatabase] = opened,
+        ) -> None:
+            barrier.wait(timeout=WAIT_TIMEOUT_S)
+            opened.append(PostgresDatabase(url))
+
+        try:
+            run_threads([open_store, open_store])
+            assert len(opened) == 2
+            put(opened[0], "a")
+            assert opened[1].get_row("work", "a") is not None
+        finally:
+            for database in opened:
+                database.close()
+        assert scalar(url, "SELECT count(*) FROM feltdb_schema_migrations") == SCHEMA_VERSION
+
+
+def test_opening_waits_for_a_migration_in_progress(new_pg_url: Callable[..., str]) -> None:
+    url = new_pg_url("bare", bare=True)
+    opened: list[PostgresDatabase] = []
+    with admin(url) as holder:
+        # Another opener in the middle of migrating: it holds the migration lock.
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
+        opener = threading.Thread(target=lambda: opened.append(PostgresDatabase(url)))
+        opener.start()
+        wait_for_lock_waiter(url)
+        assert not opened
+        holder.execute("COMMIT")
+        opener.join(JOIN_TIMEOUT_S)
+    assert len(opened) == 1
+    opened[0].close()
+
+
+def test_a_database_of_a_newer_schema_is_refused(url: str) -> None:
+    with admin(url) as connection:
+        connection.execute(
+            "INSERT INTO feltdb_schema_migrations (version) VALUES (%s)", [SCHEMA_VERSION + 1]
+        )
+    with pytest.raises(WorkloadError) as raised:
+        PostgresDatabase(url)
+    assert raised.value.code == STORAGE_FAILURE
+    assert "newer feltdb" in raised.value.message
+    assert f"schema {SCHEMA_VERSION + 1}" in raised.value.message
+    assert "password" not in raised.value.message
+
+
+def test_a_database_with_other_tables_of_the_same_names_is_refused_untouched(
+    new_pg_url: Callable[..., str],
+) -> None:
+    url = new_pg_url("bare", bare=True)
+    with admin(url) as connection:
+        connection.execute("CREATE TABLE rows (id int)")
+    with pytest.raises(WorkloadError) as raised:
+        PostgresDatabase(url)
+    assert raised.value.code == STORAGE_FAILURE
+    assert "already exists" in raised.value.message
+    assert isinstance(raised.value.__cause__, psycopg.errors.DuplicateTable)
+    # The migration ran in one transaction: not even its record was left behind.
+    assert existing_objects(url)["tables"] == {"rows"}
+
+
+# --- revisions ------------------------------------------------------------------------------
+
+
+def test_revisions_are_the_committing_transactions_ids(db: PostgresDatabase, url: str) -> None:
+    commits = [db.commit(f"op{n}", [Mutation("work", f"k{n}", {"n": n})]) for n in range(5)]
+    revisions = [commit.revision for commit in commits]
+    assert revisions == sorted(set(revisions))
+    with admin(url) as connection:
+        logged = connection.execute(
+            "SELECT commit_revision, xmin::text::bigint FROM transactions ORDER BY 1"
+        ).fetchall()
+        # Each row was written by the transaction whose id is its revision (xmin is the
+        # 32-bit id; the revision is the same id with its epoch above it).
+        assert [revision for revision, _ in logged] == revisions
+        assert all(revision % 2**32 == xmin for revision, xmin in logged)
+        # Ids are shared with every other transaction, so revisions are not dense.
+        connection.execute("SELECT pg_current_xact_id()")
+    later = db.commit("later", [Mutation("work", "later", {})])
+    assert later.revision > revisions[-1] + 1
+    log = db.committed_transactions_after(0)
+    assert [entry.base_revision for entry in log] == [0, *revisions]
+    assert db.current_revision() == later.revision
+    assert all(row.revision == later.revision for row in later.rows)
+
+
+def test_a_transaction_left_open_holds_back_readers_but_not_writers(
+    db: PostgresDatabase, url: str
+) -> None:
+    first = db.commit("first", [Mutation("work", "a", {})])
+    with admin(url) as holder:
+        holder.execute("BEGIN")
+        held: int = holder.execute("SELECT pg_current_xact_id()::text::bigint").fetchall()[0][0]
+        second = db.commit("second", [Mutation("work", "b", {})])
+        assert first.revision < held < second.revision
+        # The second commit is durable and readable, but the log does not show it yet: a
+        # transaction with a smaller id might still commit before it.
+        assert db.get_row("work", "b") is not None
+        assert db.current_revision() == first.revision
+        assert [t.commit_revision for t in db.committed_transactions_after(0)] == [first.revision]
+        holder.execute("COMMIT")
+    assert db.current_revision() == second.revision
+    log = db.committed_transactions_after(first.revision)
+    assert [(t.base_revision, t.commit_revision) for t in log] == [
+        (first.revision, second.revision)
+    ]
+
+
+def test_a_log_reader_never_skips_a_commit_while_writers_race(
+    db: PostgresDatabase, url: str
+) -> None:
+    """THE test of the revision scheme.
+
+    Four writers commit 200 times each, a fifth commits through commit_selected and holds
+    its transaction open for a few milliseconds after it has its id (its decide sleeps),
+    so commits end out of the order of their revisions. A reader pages through the log
+    all along, in small random pages, from where it stopped. At the end it must have seen
+    every logged transaction exactly once, in increasing order, and the commits must
+    really have ended out of order.
+    """
+    writers, per_writer, slow_commits = 4, 200, 40
+    for n in range(slow_commits):
+        ready(db, f"slow{n:03d}", 0)
+    setup_revision = db.current_revision()
+    finished = threading.Event()
+    lock = threading.Lock()
+    committed: list[tuple[int, str]] = []  # (revision, transaction id), in order of return
+    seen: list[tuple[int, str]] = []
+    rng = random.Random(3)
+
+    def record(revision: int, transaction_id: str) -> None:
+        with lock:
+            committed.append((revision, transaction_id))
+
+    def writer(number: int) -> Callable[[], None]:
+        def run() -> None:
+            for n in range(per_writer):
+                commit = db.commit(f"w{number}:{n}", [Mutation("log", f"w{number}:{n}", {})])
+                record(commit.revision, commit.transaction_id)
+
+        return run
+
+    def slow_writer() -> None:
+        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+            # The transaction has its id since it locked the rows; others commit meanwhile.
+            time.sleep(0.005)
+            return claim_first(rows, read)
+
+        for _ in range(slow_commits):
+            commit = db.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+            assert commit is not None
+            record(commit.revision, commit.transaction_id)
+
+    def reader() -> None:
+        last = setup_revision
+        current = 0
+        while True:
+            done = finished.is_set()  # read before the page, so a final page follows it
+            page = db.committed_transactions_after(last, limit=rng.randint(1, 7))
+            seen.extend((entry.commit_revision, entry.transaction_id) for entry in page)
+            if page:
+                last = page[-1].commit_revision
+            revision = db.current_revision()
+            assert revision >= current, "current_revision() went backwards"
+            current = revision
+            if done and not page:
+                return
+
+    errors: list[BaseException] = []
+
+    def read_all() -> None:
+        try:
+            reader()
+        except BaseException as error:
+            errors.append(error)
+
+    reading = threading.Thread(target=read_all)
+    reading.start()
+    run_threads([*(writer(n) for n in range(writers)), slow_writer])
+    finished.set()
+    reading.join(JOIN_TIMEOUT_S)
+    assert not reading.is_alive()
+    if errors:
+        raise errors[0]
+
+    total = writers * per_writer + slow_commits
+    assert len(committed) == total
+    revisions = [revision for revision, _ in seen]
+    assert revisions == sorted(revisions), "the reader saw the log out of order"
+    assert len(set(revisions)) == len(revisions), "the reader saw a commit twice"
+    assert sorted(seen) == sorted(committed), "the reader missed a commit"
+    logged = [(t.commit_revision, t.transaction_id) for t in db.committed_transactions_after(0)]
+    assert sorted(committed) == logged[-total:]
+    # The scheme was put to the test: some commit returned before one with a smaller
+    # revision, so a reader taking every visible commit would have skipped that one.
+    returned = [revision for revision, _ in committed]
+    assert any(later < earlier for earlier, later in itertools.pairwise(returned)), (
+        "every commit ended in revision order; the test did not race"
+    )
+
+
+# --- commit_selected ------------------------------------------------------------------------
+
+
+def test_concurrent_selectors_get_disjoint_rows(db: PostgresDatabase) -> None:
+    for n in range(6):
+        ready(db, f"w{n}", 10 - n)
+    first_selected = threading.Event()
+    second_selected = threading.Event()
+    picked: dict[str, list[str]] = {}
+
+    def claim_all(name: str) -> Callable[[list[StoredRow], RowReader], PlannedCommit | None]:
+        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+            picked[name] = keys(rows)
+            if name == "first":
+                first_selected.set()
+                # Hold the transaction, and the row locks, until the second has selected.
+                assert second_selected.wait(WAIT_TIMEOUT_S)
+            else:
+                second_selected.set()
+            return PlannedCommit(
+                f"claim:{name}",
+                [Mutation("work", row.key, {"by": name}, work_index("claimed")) for row in rows],
+                [Precondition("work", row.key, expected_version=row.version) for row in rows],
+            )
+
+        return decide
+
+    def first() -> None:
+        db.commit_selected("work", "t1", "app1", "ready", 0, claim_all("first"), limit=3)
+
+    def second() -> None:
+        assert first_selected.wait(WAIT_TIMEOUT_S)
+        # A plain read does not wait for the locks, and sees every row still ready.
+        assert len(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=10)) == 6
+        db.commit_selected("work", "t1", "app1", "ready", 0, claim_all("second"), limit=3)
+
+    run_threads([first, second])
+    assert picked == {"first": ["w0", "w1", "w2"], "second": ["w3", "w4", "w5"]}
+    for n in range(6):
+        row = db.get_row("work", f"w{n}")
+        assert row is not None
+        assert row.document["by"] == ("first" if n < 3 else "second")
+    assert db.claimable_rows("work", "t1", "app1", "ready", 0, limit=10) == []
+
+
+def test_nothing_to_do_writes_nothing_and_releases_the_rows(db: PostgresDatabase, url: str) -> None:
+    ready(db, "a", 0)
+    revision = db.current_revision()
+    assert db.commit_selected("work", "t1", "app1", "ready", 0, lambda r, _: None, limit=5) is None
+    assert db.current_revision() == revision
+    assert scalar(url, "SELECT count(*) FROM transactions") == 1
+    # The row is not left locked: another selector gets it at once.
+    commit = db.commit_selected("work", "t1", "app1", "ready", 0, claim_first, limit=5)
+    assert commit is not None and keys(commit.rows) == ["a"]
+
+
+def test_an_error_in_decide_writes_nothing(db: PostgresDatabase, url: str) -> None:
+    ready(db, "a", 0)
+    revision = db.current_revision()
+
+    def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        raise WorkloadError(ErrorCode.WORKLOAD_INVALID, "refused by decide")
+
+    with pytest.raises(WorkloadError, match="refused by decide"):
+        db.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=5)
+    assert db.current_revision() == revision
+    commit = db.commit_selected("work", "t1", "app1", "ready", 0, claim_first, limit=5)
+    assert commit is not None
+
+
+# --- guards under concurrency ----------------------------------------------------------------
+
+
+def insert_uncommitted(connection: psycopg.Connection[Any], key: str) -> None:
+    connection.execute("BEGIN")
+    connection.execute(
+        "INSERT INTO rows (collection, key, version, revision, document) "
+        "VALUES ('work', %s, 1, pg_current_xact_id()::text::bigint, '{}')",
+        [key],
+    )
+
+
+@pytest.mark.parametrize("guard_written_row", [True, False])
+def test_an_absent_guard_waits_for_an_uncommitted_insert_and_loses_to_it(
+    db: PostgresDatabase, url: str, guard_written_row: bool
+) -> None:
+    # guard_written_row: INSERT … ON CONFLICT DO NOTHING; otherwise the key is reserved
+    # with a placeholder row. Either way the guard waits for the other inserter to end.
+    written = "k" if guard_written_row else "other"
+    outcome: list[BaseException | None] = []
+
+    def commit() -> None:
+        try:
+            db.commit(
+                "op",
+                [Mutation("work", written, {"mine": True})],
+                [Precondition("work", "k", require_absent=True)],
+            )
+            outcome.append(None)
+        except BaseException as error:
+            outcome.append(error)
+
+    with admin(url) as other:
+        insert_uncommitted(other, "k")
+        committing = threading.Thread(target=commit)
+        committing.start()
+        wait_for_lock_waiter(url)
+        other.execute("COMMIT")
+        committing.join(JOIN_TIMEOUT_S)
+    assert isinstance(outcome[0], StorageConflict)
+    assert "expected no row, found version 1" in outcome[0].message
+    assert db.get_row("work", "k") is not None
+    assert db.get_row("work", "other") is None
+
+
+@pytest.mark.parametrize("guard_written_row", [True, False])
+def test_an_absent_guard_wins_when_the_other_insert_rolls_back(
+    db: PostgresDatabase, url: str, guard_written_row: bool
+) -> None:
+    written = "k" if guard_written_row else "other"
+    outcome: list[Any] = []
+
+    def commit() -> None:
+        outcome.append(
+            db.commit(
+                "op",
+                [Mutation("work", written, {"mine": True})],
+                [Precondition("work", "k", require_absent=True)],
+            )
+        )
+
+    with admin(url) as other:
+        insert_uncommitted(other, "k")
+        committing = threading.Thread(target=commit)
+        committing.start()
+        wait_for_lock_waiter(url)
+        other.execute("ROLLBACK")
+        committing.join(JOIN_TIMEOUT_S)
+    assert len(outcome) == 1
+    row = db.get_row("work", written)
+    assert row is not None and row.document == {"mine": True, "__version": 1}
+    if not guard_written_row:
+        # The placeholder that held the key was removed before the commit.
+        assert db.get_row("work", "k") is None
+        assert scalar(url, "SELECT count(*) FROM rows WHERE key = 'k'") == 0
+
+
+def test_a_guard_on_a_row_not_written_keeps_it_unchanged_until_the_commit(
+    db: PostgresDatabase, url: str
+) -> None:
+    put(db, "parent")
+    with admin(url) as other:
+        other.execute("BEGIN")
+        other.execute("UPDATE rows SET version = version + 1 WHERE key = 'parent'")
+        outcome: list[BaseException | None] = []
+
+        def commit() -> None:
+            try:
+                db.commit(
+                    "child",
+                    [Mutation("work", "child", {})],
+                    [Precondition("work", "parent", expected_version=1)],
+                )
+                outcome.append(None)
+            except BaseException as error:
+                outcome.append(error)
+
+        committing = threading.Thread(target=commit)
+        committing.start()
+        wait_for_lock_waiter(url)
+        other.execute("COMMIT")
+        committing.join(JOIN_TIMEOUT_S)
+    assert isinstance(outcome[0], StorageConflict)
+    assert "expected version 1, found version 2" in outcome[0].message
+    assert db.get_row("work", "child") is None
+
+
+# --- retries and connection loss -------------------------------------------------------------
+
+
+def test_a_lock_timeout_is_retried_then_reported(url: str) -> None:
+    database = PostgresDatabase(url + "&options=-c%20lock_timeout%3D50")
+    try:
+        put(database, "held")
+        calls: list[int] = []
+
+        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit:
+            calls.append(1)
+            return PlannedCommit("op", [Mutation("work", "held", {"n": 2})])
+
+        with admin(url) as holder:
+            holder.execute("BEGIN")
+            holder.execute("SELECT * FROM rows WHERE key = 'held' FOR UPDATE")
+            revision = database.current_revision()
+            with pytest.raises(WorkloadError) as raised:
+                database.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+            holder.execute("ROLLBACK")
+        assert raised.value.code == STORAGE_FAILURE
+        assert f"failed {WRITE_ATTEMPTS} times" in raised.value.message
+        assert isinstance(raised.value.__cause__, psycopg.errors.LockNotAvailable)
+        assert len(calls) == WRITE_ATTEMPTS
+        assert database.current_revision() == revision
+    finally:
+        database.close()
+
+
+def test_a_lock_released_between_attempts_lets_the_retry_commit(url: str) -> None:
+    database = PostgresDatabase(url + "&options=-c%20lock_timeout%3D50")
+    holder = admin(url)
+    try:
+        put(database, "held")
+        holder.execute("BEGIN")
+        holder.execute("SELECT * FROM rows WHERE key = 'held' FOR UPDATE")
+        calls: list[int] = []
+
+        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit:
+            calls.append(1)
+            if len(calls) == 2:
+                holder.execute("ROLLBACK")
+            return PlannedCommit("op", [Mutation("work", "held", {"n": 2})])
+
+        commit = database.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+        assert commit is not None and commit.rows[0].version == 2
+        assert len(calls) == 2
+    finally:
+        holder.close()
+        database.close()
+
+
+def outcome_of(operation: Callable[[], Any]) -> Any:
+    """The operation's result, or the WORKLOAD_STORAGE_FAILURE it raised for a lost
+    connection (checked here); anything else fails the test.
+    """
+    try:
+        return operation()
+    except WorkloadError as error:
+        assert error.code == STORAGE_FAILURE, error
+        assert isinstance(error.__cause__, psycopg.OperationalError), error.__cause__
+        return error
+
+
+@pytest.mark.parametrize("operation", ["read", "commit"])
+def test_connections_lost_while_idle_are_replaced(
+    db: PostgresDatabase, url: str, operation: str
+) -> None:
+    # Several connections in the pool, so that several are lost at once.
+    def warm(n: int) -> Callable[[], None]:
+        return lambda: put(db, f"warm{n}")
+
+    run_threads([warm(n) for n in range(6)])
+    put(db, "a")
+    for round_ in range(3):
+        assert terminate_store_connections(url) >= 1
+        if operation == "read":
+            first = outcome_of(lambda: db.get_row("work", "a"))
+        else:
+            first = outcome_of(functools.partial(put, db, f"after{round_}"))
+        # The protocol allows the first operation to fail cleanly (outcome_of checks
+        # that); this pool checks a connection before handing it out and replaces every
+        # lost one, so here it succeeds...
+        assert not isinstance(first, WorkloadError), first
+        # ... and the next one works in any case.
+        assert db.get_row("work", "a") is not None
+        put(db, f"next{round_}")
+        assert db.get_row("work", f"next{round_}") is not None
+
+
+def test_a_commit_whose_connection_is_lost_writes_nothing(db: PostgresDatabase, url: str) -> None:
+    ready(db, "a", 0)
+    row = db.get_row("work", "a")
+    assert row is not None
+    revision = db.current_revision()
+
+    def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        # From another connection, end this transaction's session before it writes.
+        assert terminate_store_connections(url) >= 1
+        return claim_first(rows, read)
+
+    with pytest.raises(WorkloadError) as raised:
+        db.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+    assert raised.value.code == STORAGE_FAILURE
+    assert isinstance(raised.value.__cause__, psycopg.OperationalError)
+    assert url.split("@")[1].split("?")[0] in raised.value.message
+    # Nothing was written, and the store works again on a new connection.
+    assert db.current_revision() == revision
+    after = db.get_row("work", "a")
+    assert after is not None and after.version == row.version
+    commit = db.commit_selected("work", "t1", "app1", "ready", 0, claim_first, limit=1)
+    assert commit is not None and commit.rows[0].version == row.version + 1
+
+
+def test_a_closed_store_refuses_every_call(url: str) -> None:
+    database = PostgresDatabase(url)
+    database.close()
+    database.close()
+    with pytest.raises(WorkloadError) as raised:
+        database.get_row("work", "a")
+    assert raised.value.code == STORAGE_FAILURE
+    assert "closed" in raised.value.message
+
+
+# --- values PostgreSQL cannot store ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda db: db.commit("op", [Mutation("work", "a", {}, RowIndex(priority=2**63))]),
+        lambda db: db.commit("op", [Mutation("work", "a", {}, RowIndex(deadline_at=-(2**63) - 1))]),
+        lambda db: db.claimable_rows("work", "t1", "app1", "ready", 2**64, limit=1),
+        lambda db: db.rows_due("work", "deadline_at", 2**63, limit=1),
+        lambda db: db.restore_row("work", "a", {"__version": 2**63}),
+        lambda db: db.update_index("work", "a", RowIndex(created_at=2**70)),
+        lambda db: db.committed_transactions_after(2**63),
+        lambda db: db.commit("op", [Mutation("work", "a\x00b", {})]),
+        lambda db: db.commit("op", [Mutation("work", "a", {"text": "\ud800"})]),
+    ],
+    ids=[
+        "index-above",
+        "index-below",
+        "now",
+        "due",
+        "restored-version",
+        "update-index",
+        "log-revision",
+        "nul-in-key",
+        "lone-surrogate",
+    ],
+)
+def test_values_postgresql_cannot_store_are_invalid(
+    db: PostgresDatabase, call: Callable[[PostgresDatabase], Any]
+) -> None:
+    put(db, "a")
+    revision = db.current_revision()
+    with pytest.raises(WorkloadError) as raised:
+        call(db)
+    assert raised.value.code == INVALID
+    assert db.current_revision() == revision
+    row = db.get_row("work", "a")
+    assert row is not None and row.version == 1
+
+
+def test_the_64_bit_limits_themselves_are_stored(db: PostgresDatabase) -> None:
+    index = RowIndex(priority=2**63 - 1, created_at=-(2**63))
+    db.commit("op", [Mutation("work", "a", {"big": 2**100}, index)])
+    db.restore_row("work", "b", {"__version": 2**63 - 1})
+    row = db.get_row("work", "a")
+    assert row is not None and row.document["big"] == 2**100
+    restored = db.get_row("work", "b")
+    assert restored is not None and restored.version == 2**63 - 1
+
+
+# --- query plans -----------------------------------------------------------------------------
+
+
+def _as_numbered(query: str) -> tuple[str, list[str]]:
+    """A queries.sql statement with $1, $2… for its %(name)s parameters, and the names."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, query).rstrip().rstrip(";"), names
+
+
+PLAN_PARAMS: dict[str, Any] = {
+    "collection": "work",
+    "key": "w00042",
+    "tenant_id": "t1",
+    "application_id": "app1",
+    "state": "ready",
+    "now": 1500,
+    "limit": 10,
+    "offset": 0,
+    "result_id": "r42",
+    "revision": 100,
+    "expected_version": 1,
+    "version": 1,
+    "document": "{}",
+    "priority": 1,
+    "created_at": 1,
+    "eligible_at": None,
+    "lease_expires_at": None,
+    "deadline_at": None,
+    "transaction_id": "tx",
+    "operation_ids": "{op}",
+    "keys": "{work/a}",
+    "audit": None,
+}
+
+
+@pytest.fixture(scope="module")
+def planned_url(pg_databases: Any) -> Iterator[str]:
+    """A database of a few thousand rows over several collections, tenants and states,
+    and a few thousand logged transactions, analyzed.
+    """
+    databases = pg_databases
+    name = databases.create("plans")
+    url = databases.url_of(name)
+    PostgresDatabase(url).close()
+    with admin(url) as connection:
+        connection.execute(
+            """
+            INSERT INTO rows (collection, key, version, revision, document, tenant_id,
+                application_id, state, priority, created_at, eligible_at, lease_expires_at,
+                deadline_at, result_id)
+            SELECT CASE WHEN n % 4 = 0 THEN 'other' ELSE 'work' END, 'w' || lpad(n::text, 5, '0'),
+                1, n, '{}', 't' || (n % 5), 'app' || (n % 3),
+                (ARRAY['ready', 'claimed', 'succeeded', 'failed'])[1 + n % 4], n % 5, n,
+                CASE WHEN n % 7 = 0 THEN n END, CASE WHEN n % 10 = 1 THEN n END,
+                CASE WHEN n % 10 = 2 THEN n END, CASE WHEN n % 10 = 3 THEN 'r' || n END
+            FROM generate_series(1, 4000) AS n
+            """
+        )
+        connection.execute(
+            """
+            INSERT INTO transactions (commit_revision, base_revision, transaction_id,
+                committed_at, operation_ids, keys, audit)
+            SELECT n, n - 1, 'tx' || n, n, ARRAY['op' || n], ARRAY['work/w' || n], NULL
+            FROM generate_series(1, 4000) AS n
+            """
+        )
+        connection.execute("ANALYZE")
+    yield url
+    databases.drop(name)
+
+
+PLANS = {
+    "claimable_rows": "rows_by_state",
+    "claimable_rows_locked": "rows_by_state",
+    "list_rows_by_state": "rows_by_state",
+    "list_rows_by_application": "rows_by_application",
+    "rows_due_lease_expires_at": "rows_by_lease_expiry",
+    "rows_due_deadline_at": "rows_by_deadline",
+    "rows_with_result_id": "rows_by_result_id",
+    "get_row": "rows_pkey",
+    "row_version": "rows_pkey",
+    "lock_row_version": "rows_pkey",
+    "share_row_version": "rows_pkey",
+    "update_index": "rows_pkey",
+    "update_row_if_version": "rows_pkey",
+    "delete_row_if_version": "rows_pkey",
+    "delete_row": "rows_pkey",
+    "current_revision": "transactions_pkey",
+    "transactions_after": "transactions_pkey",
+    "insert_transaction": "transactions_pkey",
+}
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("query_name", sorted(PLANS))
+def test_protocol_queries_never_scan_nor_sort(
+    planned_url: str, query_name: str, plan_cache_mode: str
+) -> None:
+    # A prepared statement (psycopg prepares a statement on its fifth use) may run with a
+    # plan made for any parameters, so both the custom and the generic plan are checked.
+    statement, names = _as_numbered(QUERIES[query_name])
+    arguments = sql.SQL(", ").join(sql.Literal(PLAN_PARAMS[name]) for name in names)
+    with admin(planned_url) as connection:
+        connection.execute(sql.SQL("SET plan_cache_mode = {}").format(sql.Literal(plan_cache_mode)))
+        connection.execute(sql.SQL("PREPARE planned AS ") + sql.SQL(statement))
+        execute: sql.SQL | sql.Composed = sql.SQL("EXPLAIN EXECUTE planned")
+        if names:
+            execute = execute + sql.SQL("({})").format(arguments)
+        plan = "\n".join(row[0] for row in connection.execute(execute).fetchall())
+    assert PLANS[query_name] in plan, plan
+    assert "Seq Scan" not in plan, plan
+    if plan_cache_mode == "force_generic_plan":
+        assert not re.search(r"\bSort\b", plan), plan
+
+
+def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
+    unchecked = {
+        "list_rows",  # any filters: sorts the collection, as on SQLite
+        "insert_row_if_absent",  # INSERT … VALUES: no scan to plan
+        "upsert_row",
+        "write_row_at_version",
+        "reserve_key",
+        "migration_lock",
+        "migrations_table_exists",
+        "create_migrations_table",
+        "schema_version",
+        "record_migration",
+    }
+    assert set(QUERIES) == set(PLANS) | unchecked
+
+
+def test_the_sql_files_are_part_of_the_package() -> None:
+    files = resources.files("feltdb.storage.sql").joinpath("postgres")
+    assert files.joinpath("queries.sql").is_file()
+    assert files.joinpath("migrations", "0001_initial.sql").is_file()

@@ -1,0 +1,42 @@
+"""Factories for storage-level tests: scheduling indexes, rows, and their keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from feltdb.storage import Database, Mutation, RowIndex, StoredRow
+
+
+def work_index(
+    state: str = "ready",
+    priority: int = 0,
+    created_at: int = 0,
+    eligible_at: int | None = None,
+    *,
+    tenant_id: str = "t1",
+    application_id: str = "app1",
+) -> RowIndex:
+    """The index of a row of tenant ``t1``, application ``app1`` (unless told otherwise)."""
+    return RowIndex(
+        tenant_id=tenant_id,
+        application_id=application_id,
+        state=state,
+        priority=priority,
+        created_at=created_at,
+        eligible_at=eligible_at,
+    )
+
+
+def put(db: Database, key: str, index: RowIndex | None = None, **document: Any) -> None:
+    """Write ``work/key`` unguarded (the document is ``{"k": key}`` unless given)."""
+    db.commit(f"put:{key}", [Mutation("work", key, document or {"k": key}, index or RowIndex())])
+
+
+def ready(db: Database, key: str, priority: int) -> None:
+    """A claimable row ``key`` of ``priority`` (its document is ``{"n": key}``)."""
+    put(db, key, work_index(priority=priority), n=key)
+
+
+def keys(rows: Iterable[StoredRow]) -> list[str]:
+    return [row.key for row in rows]
