@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -109,6 +110,27 @@ def ensure_bin_dir() -> Path:
     return found
 
 
+def ensure_postgres_user() -> None:
+    """As root, the cluster runs as the ``postgres`` user (initdb refuses root); Debian's
+    package creates that user, but binaries installed otherwise may come without it.
+
+    Raises:
+        ClusterError: the user is missing and could not be created.
+    """
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        made = subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres"],
+            check=False,
+        )
+        if made.returncode != 0:
+            raise ClusterError(
+                "the cluster must run as the 'postgres' user (initdb refuses root), and "
+                "creating that user failed"
+            ) from None
+
+
 def free_port() -> int:
     """A port number no local TCP listener holds (it only names the socket file here)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -129,6 +151,8 @@ class PostgresCluster:
         self.port = 0
         self.url = ""
         self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            ensure_postgres_user()
 
     # The data directory and the socket live in one private directory, so two clusters
     # (two checkouts, two CI jobs on one machine) never share a socket or a port.
