@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from feltdb.cli_auth import auth_app
 from feltdb.errors import WorkloadError
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ app = typer.Typer(
 )
 console = Console()
 errors = Console(stderr=True)
+app.add_typer(auth_app)  # `feltdb keys ...` and `feltdb grant ...`
 
 
 @app.command()
@@ -32,6 +34,54 @@ def demo(
     from feltdb.demo import run_demo
 
     run_demo(db, console)
+
+
+@app.command()
+def serve(
+    db: Annotated[
+        str,
+        typer.Option(help="The store: a file (embedded SQLite, created if missing) or a URL."),
+    ] = "feltdb.sqlite3",
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8700,
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            help="The keyring file (default: feltdb-keyring.json beside the store file); "
+            "created with an admin token when missing."
+        ),
+    ] = None,
+    maintenance_interval: Annotated[
+        float, typer.Option(help="Seconds between maintenance passes (deadlines, leases).")
+    ] = 1.0,
+) -> None:
+    """Serve the HTTP API (stops gracefully on SIGTERM or Ctrl-C)."""
+    import uvicorn
+
+    from feltdb.server.app import create_app, load_or_create_keyring, wall_clock
+    from feltdb.work.store import WorkloadStore
+
+    keyring_path = keyring if keyring is not None else _default_keyring(db)
+    ring, admin_token = load_or_create_keyring(keyring_path, wall_clock())
+    url = f"http://{host}:{port}"
+    if admin_token is not None:
+        console.print(f"created keyring {keyring_path}")
+        console.print("admin token (tenant default, application default, 30 days):")
+        # Printed bare (no wrapping or markup) so it can be copied whole.
+        print(admin_token, flush=True)
+    with WorkloadStore.open(db) as store:
+        api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
+        console.print(f"feltdb serving {db} at {url}")
+        uvicorn.run(api, host=host, port=port, log_level="info")
+
+
+def _default_keyring(db: str) -> Path:
+    """``feltdb-keyring.json`` beside an embedded store's file, else in the current directory."""
+    if "://" not in db:
+        return Path(db).parent / "feltdb-keyring.json"
+    if db.startswith("sqlite:///"):
+        return Path(db.removeprefix("sqlite:///")).parent / "feltdb-keyring.json"
+    return Path("feltdb-keyring.json")
 
 
 @app.callback()

@@ -1,0 +1,124 @@
+"""The ``feltdb keys`` and ``feltdb grant`` commands: make a keyring, mint tokens.
+
+Parse, call :mod:`feltdb.auth`, print. Tokens are printed with ``typer.echo`` (never
+rich), so that no line wrapping ever splits one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from feltdb.auth import (
+    Grant,
+    Keyring,
+    ResourceScope,
+    ResourceScopeKind,
+    Subject,
+    SubjectKind,
+)
+from feltdb.errors import ErrorCode, WorkloadError
+
+DEFAULT_KEYRING = Path("feltdb-keyring.json")
+
+auth_app = typer.Typer(add_completion=False)
+"""Holds the ``keys`` and ``grant`` groups; ``cli.py`` adds it without a name, so the two
+groups appear at the top level."""
+
+keys_app = typer.Typer(help="Signing keyrings.", no_args_is_help=True)
+grant_app = typer.Typer(help="Grants, as bearer tokens.", no_args_is_help=True)
+auth_app.add_typer(keys_app, name="keys")
+auth_app.add_typer(grant_app, name="grant")
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+@keys_app.command("new")
+def keys_new(
+    out: Annotated[
+        Path, typer.Option(help="Where to write the keyring (mode 0600); never overwritten.")
+    ] = DEFAULT_KEYRING,
+) -> None:
+    """Create a keyring with one new random signing key."""
+    keyring = Keyring.generate()
+    try:
+        keyring.save(out, exclusive=True)
+    except FileExistsError:
+        raise _fail(f"{out} exists; refusing to overwrite a keyring") from None
+    except OSError as error:
+        raise _fail(f"cannot write {out}: {error.strerror or error}") from None
+    typer.echo(f"wrote keyring {out} (active key {keyring.active})")
+
+
+def parse_subject(text: str) -> Subject:
+    """Parse ``KIND:ID`` (e.g. ``worker:w1``) into a subject.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` for an unknown kind or an empty id.
+    """
+    kind, _, subject_id = text.partition(":")
+    kinds = ", ".join(k.value for k in SubjectKind)
+    if kind not in {k.value for k in SubjectKind} or not subject_id:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID, f"a subject is KIND:ID with KIND one of {kinds}: {text!r}"
+        )
+    return Subject(kind=SubjectKind(kind), id=subject_id)
+
+
+def resource_scope(uri: str, application_id: str) -> ResourceScope:
+    """A scope for ``uri``: a workload scope under ``flow://APP/workloads/``, else the app's."""
+    if uri.startswith(f"flow://{application_id}/workloads/"):
+        return ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=uri)
+    return ResourceScope(kind=ResourceScopeKind.APPLICATION, uri=uri)
+
+
+@grant_app.command("issue")
+def grant_issue(
+    subject: Annotated[str, typer.Option(help="Who the grant is for, as KIND:ID.")],
+    tenant: Annotated[str, typer.Option(help="The tenant the grant acts in.")],
+    application: Annotated[str, typer.Option(help="The application the grant acts in.")],
+    capability: Annotated[
+        list[str], typer.Option(help="A capability, e.g. workload:claim (repeatable).")
+    ],
+    keyring: Annotated[
+        Path, typer.Option(help="The keyring whose active key signs.")
+    ] = DEFAULT_KEYRING,
+    resource: Annotated[
+        list[str] | None,
+        typer.Option(help="A resource URI glob (repeatable); default flow://APPLICATION/*."),
+    ] = None,
+    lifetime: Annotated[
+        int, typer.Option(min=1, help="Seconds the grant is valid from now.")
+    ] = 3600,
+    issuer: Annotated[
+        str, typer.Option(help="Who issues the grant, as KIND:ID.")
+    ] = "service:feltdb-cli",
+) -> None:
+    """Mint a signed grant and print it as a bearer token."""
+    try:
+        ring = Keyring.load(keyring)
+    except OSError as error:
+        raise _fail(f"cannot read keyring {keyring}: {error.strerror or error}") from None
+    if not tenant or not application:
+        raise WorkloadError(ErrorCode.WORKLOAD_INVALID, "tenant and application must be given")
+    uris = resource or [f"flow://{application}/*"]
+    now = int(time.time())
+    grant = Grant(
+        id=f"grant_{secrets.token_hex(8)}",
+        issuer=parse_subject(issuer),
+        subject=parse_subject(subject),
+        tenant_id=tenant,
+        application_id=application,
+        capabilities=capability,
+        resources=tuple(resource_scope(uri, application) for uri in uris),
+        issued_at=now,
+        expires_at=now + lifetime,
+    )
+    typer.echo(ring.sign(grant))

@@ -1,0 +1,466 @@
+"""The ``/v1`` routes: HTTP translated to :class:`~feltdb.work.store.WorkloadStore` calls.
+
+Every route authenticates the bearer token (a signed grant, verified with the server's
+keyring), authorizes the grant for the route's capability and resource, and then makes one
+store call. Identity never comes from the body: a submission's ``requested_by`` and
+``authorization_snapshot`` are the token's subject and signed grant; a worker's id is the
+grant's subject id and its capabilities the grant's capabilities; a decider is the grant's
+subject.
+
+| route | capability | resource checked |
+| --- | --- | --- |
+| ``POST /v1/workloads`` | ``workload:execute`` | ``flow://{app}/workloads/{new id}`` |
+| ``GET /v1/workloads/{id}`` | ``workload:read`` | ``flow://{app}/workloads/{id}`` |
+| ``POST /v1/workloads/{id}/cancel`` | ``workload:cancel`` | the workload |
+| ``POST /v1/claims`` | ``workload:claim`` | ``flow://{app}/workloads/*`` (any of the app's) |
+| ``POST /v1/workloads/{id}/{claim,start,heartbeat,context,checkpoint,complete,fail,``
+  ``confirm-cancel}`` | ``workload:claim`` | the workload |
+| ``POST /v1/workloads/{id}/retry`` | ``workload:operate`` | the workload |
+| ``POST /v1/workloads/{id}/decision`` | ``workload:approve`` | the workload |
+
+The tenant and application of every request are the grant's. Work of another tenant or
+application is answered ``404 WORKLOAD_NOT_FOUND`` exactly as missing work is, so no
+request can learn whether it exists.
+"""
+
+# No `from __future__ import annotations`: FastAPI must evaluate the routes' annotations,
+# which name the closure's `Auth` dependency, where they are defined.
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+
+from feltdb.auth import Grant, SignedGrant
+from feltdb.auth.policy import (
+    APPROVE,
+    CANCEL,
+    CLAIM,
+    OPERATE,
+    READ,
+    SUBMIT,
+    authorize,
+    workload_uri,
+)
+from feltdb.auth.tokens import Keyring, decode_token
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_SAFE_INTEGER
+from feltdb.server.errors import Unauthenticated
+from feltdb.work.identities import workload_id_for
+from feltdb.work.models import CreateWorkload, Workload
+from feltdb.work.store import DEFAULT_LEASE_MS, WorkloadStore
+
+MAX_WAIT_MS = 30_000
+"""The longest a worker may long-poll ``POST /v1/claims``."""
+
+RECHECK_S = 0.25
+"""A long-poll also looks again this often, for work another server committed (its
+commits do not wake this one) or work whose ``next_attempt_at`` arrived."""
+
+FROM_THE_TOKEN = ("tenant_id", "application_id", "requested_by", "authorization_snapshot")
+"""Submission fields taken from the verified token, never from the body."""
+
+
+class Wakeup:
+    """Wakes long-polling claims when this server commits something that may have made work
+    claimable (an admission, a completion, a failure, a retry, a decision, a recovery).
+
+    Commits happen on threadpool and maintenance threads; waiters are coroutines on the
+    event loop, so :meth:`notify` hands the wake-up to the loop thread-safely.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event = asyncio.Event()
+        self._lock = threading.Lock()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Deliver wake-ups to ``loop`` (the loop the waiters run on)."""
+        with self._lock:
+            self._loop = loop
+
+    def unbind(self) -> None:
+        """Stop delivering wake-ups (the loop is shutting down)."""
+        with self._lock:
+            self._loop = None
+
+    def signal(self) -> asyncio.Event:
+        """The event the next :meth:`notify` sets. Take it *before* looking for work, so a
+        commit between the look and the wait is not missed.
+        """
+        return self._event
+
+    def notify(self) -> None:
+        """Wake every current waiter; safe from any thread."""
+        with self._lock:
+            loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the routes act on."""
+
+    store: WorkloadStore
+    keyring: Keyring
+    clock: Callable[[], int]
+    wakeup: Wakeup
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The verified grant of a request, and the signed grant the token carried."""
+
+    grant: Grant
+    signed: SignedGrant
+
+
+# ---------------------------------------------------------------------- request bodies
+
+
+class _Body(BaseModel):
+    # Strict: "5" is not a fencing token and true is not a lease; unknown fields are
+    # refused rather than silently ignored.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ClaimNextBody(_Body):
+    """``POST /v1/claims``: a lease, and how long to wait for work (long-poll)."""
+
+    lease_ms: int = Field(default=DEFAULT_LEASE_MS, ge=1000, le=MAX_SAFE_INTEGER)
+    wait_ms: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
+
+
+class ClaimBody(_Body):
+    """``POST /v1/workloads/{id}/claim``."""
+
+    lease_ms: int = Field(default=DEFAULT_LEASE_MS, ge=1000, le=MAX_SAFE_INTEGER)
+
+
+class FenceBody(_Body):
+    """The claim a worker acts under."""
+
+    claim_id: str
+    fencing_token: int = Field(ge=0, le=MAX_SAFE_INTEGER)
+
+
+class HeartbeatBody(FenceBody):
+    """``POST /v1/workloads/{id}/heartbeat``."""
+
+    extend_ms: int = Field(default=DEFAULT_LEASE_MS, ge=1000, le=MAX_SAFE_INTEGER)
+
+
+class ContextBody(FenceBody):
+    """``POST /v1/workloads/{id}/context``."""
+
+    secret_references: list[str] = Field(default_factory=list)
+
+
+class CheckpointBody(FenceBody):
+    """``POST /v1/workloads/{id}/checkpoint``."""
+
+    state: Any
+
+
+class CompleteBody(FenceBody):
+    """``POST /v1/workloads/{id}/complete``."""
+
+    result_id: str
+    output: Any
+    artifacts: list[str] = Field(default_factory=list)
+    schema_version: int = Field(default=1, ge=0, le=MAX_SAFE_INTEGER)
+
+
+class FailBody(FenceBody):
+    """``POST /v1/workloads/{id}/fail``; ``effect`` is ``"none"`` or ``"unknown"``."""
+
+    kind: str
+    error: str
+    effect: str | None = None
+
+
+class RetryBody(_Body):
+    """``POST /v1/workloads/{id}/retry``."""
+
+    reason: str | None = None
+
+
+class DecisionBody(_Body):
+    """``POST /v1/workloads/{id}/decision``: bound to the input the decider reviewed."""
+
+    outcome: str
+    reason: str | None = None
+    input_hash: str
+
+
+# ---------------------------------------------------------------------- the routes
+
+
+def _not_found(workload_id: str) -> WorkloadError:
+    # The store's own wording, so foreign work is indistinguishable from missing work.
+    return WorkloadError(
+        ErrorCode.WORKLOAD_NOT_FOUND,
+        f"workload {workload_id} not found",
+        {"workload_id": workload_id},
+    )
+
+
+def _state(workload_id: str, state: str) -> dict[str, Any]:
+    return {"workload_id": workload_id, "state": state}
+
+
+def build_router(ctx: Context) -> APIRouter:
+    """The ``/v1`` routes over ``ctx``."""
+    router = APIRouter(prefix="/v1")
+    store = ctx.store
+    bearer = HTTPBearer(auto_error=False, description="A feltdb token (fgt1.…)")
+
+    async def caller(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Caller:
+        if credentials is None:
+            raise Unauthenticated("a bearer token is required (Authorization: Bearer …)")
+        try:
+            signed = decode_token(credentials.credentials)
+        except WorkloadError as error:
+            raise Unauthenticated(error.message) from error
+        return Caller(ctx.keyring.verify(credentials.credentials, ctx.clock()), signed)
+
+    Auth = Annotated[Caller, Depends(caller)]
+
+    def allow(grant: Grant, capability: str, workload_id: str) -> None:
+        authorize(
+            grant,
+            capability,
+            grant.tenant_id,
+            grant.application_id,
+            workload_uri(grant.application_id, workload_id),
+        )
+
+    def owned(grant: Grant, workload_id: str) -> Workload:
+        try:
+            w = store.get(workload_id)
+        except WorkloadError as error:
+            if error.code == ErrorCode.WORKLOAD_NOT_FOUND:
+                raise _not_found(workload_id) from None
+            raise
+        if w.tenant_id != grant.tenant_id or w.application_id != grant.application_id:
+            raise _not_found(workload_id)
+        return w
+
+    def as_worker(grant: Grant, workload_id: str) -> str:
+        allow(grant, CLAIM, workload_id)
+        owned(grant, workload_id)
+        return grant.subject.id
+
+    # -------------------------------------------------------------- requesters
+
+    @router.post("/workloads", status_code=201, summary="Admit a workload (200 on a replay)")
+    def submit(caller: Auth, body: Annotated[dict[str, Any], Body()]) -> JSONResponse:
+        grant = caller.grant
+        authorize(grant, SUBMIT, grant.tenant_id, grant.application_id)
+        from_token = sorted(name for name in (*FROM_THE_TOKEN, "created_at") if name in body)
+        if from_token:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                "these fields come from the bearer token and the server, not the body: "
+                + ", ".join(from_token),
+                {"fields": from_token},
+            )
+        request: CreateWorkload = CreateWorkload.parse(
+            {
+                **body,
+                "tenant_id": grant.tenant_id,
+                "application_id": grant.application_id,
+                "requested_by": grant.subject,
+                "authorization_snapshot": caller.signed,
+                "created_at": ctx.clock(),
+            }
+        )
+        new_id = workload_id_for(
+            request.tenant_id, request.application_id, request.requested_by,
+            request.idempotency_key,
+        )  # fmt: skip
+        allow(grant, SUBMIT, new_id)
+        workload, created = store.admit(request)
+        if created:
+            ctx.wakeup.notify()
+        return JSONResponse(workload.to_json(), status_code=201 if created else 200)
+
+    @router.get("/workloads/{workload_id}", summary="Read a committed workload")
+    def read(caller: Auth, workload_id: str) -> JSONResponse:
+        allow(caller.grant, READ, workload_id)
+        return JSONResponse(owned(caller.grant, workload_id).to_json())
+
+    @router.post("/workloads/{workload_id}/cancel", summary="Cancel, or request cancellation")
+    def cancel(caller: Auth, workload_id: str) -> JSONResponse:
+        allow(caller.grant, CANCEL, workload_id)
+        owned(caller.grant, workload_id)
+        state = store.cancel(workload_id, str(caller.grant.subject), ctx.clock())
+        return JSONResponse(_state(workload_id, state.value))
+
+    # -------------------------------------------------------------- workers
+
+    @router.post(
+        "/claims",
+        summary="Claim the next eligible workload (204 when none); long-polls up to wait_ms",
+        responses={204: {"description": "No claimable work (within wait_ms)"}},
+    )
+    async def claim_next(
+        caller: Auth, request: Request, body: ClaimNextBody | None = None
+    ) -> Response:
+        grant = caller.grant
+        # claim_next may pick any workload of the application, so the grant must cover all.
+        allow(grant, CLAIM, "*")
+        options = body if body is not None else ClaimNextBody()
+        ctx.wakeup.bind(asyncio.get_running_loop())
+        deadline = time.monotonic() + options.wait_ms / 1000
+        while True:
+            signal = ctx.wakeup.signal()
+            claim = await run_in_threadpool(
+                store.claim_next,
+                grant.tenant_id,
+                grant.application_id,
+                grant.subject.id,
+                grant.capabilities,
+                ctx.clock(),
+                options.lease_ms,
+            )
+            if claim is not None:
+                return JSONResponse(claim.to_json())
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or await request.is_disconnected():
+                return Response(status_code=204)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signal.wait(), min(remaining, RECHECK_S))
+
+    @router.post("/workloads/{workload_id}/claim", summary="Claim a given workload")
+    def claim(caller: Auth, workload_id: str, body: ClaimBody | None = None) -> JSONResponse:
+        worker = as_worker(caller.grant, workload_id)
+        lease_ms = body.lease_ms if body is not None else DEFAULT_LEASE_MS
+        granted = store.claim(workload_id, worker, caller.grant.capabilities, ctx.clock(), lease_ms)
+        return JSONResponse(granted.to_json())
+
+    @router.post("/workloads/{workload_id}/start", status_code=204, summary="Start the attempt")
+    def start(caller: Auth, workload_id: str, body: FenceBody) -> Response:
+        worker = as_worker(caller.grant, workload_id)
+        store.start(workload_id, body.claim_id, worker, body.fencing_token, ctx.clock())
+        return Response(status_code=204)
+
+    @router.post("/workloads/{workload_id}/heartbeat", summary="Extend the lease")
+    def heartbeat(caller: Auth, workload_id: str, body: HeartbeatBody) -> JSONResponse:
+        worker = as_worker(caller.grant, workload_id)
+        extended = store.heartbeat(
+            workload_id, body.claim_id, worker, body.fencing_token, ctx.clock(), body.extend_ms
+        )
+        return JSONResponse(extended.to_json())
+
+    @router.post("/workloads/{workload_id}/context", summary="The execution context")
+    def context(caller: Auth, workload_id: str, body: ContextBody) -> JSONResponse:
+        worker = as_worker(caller.grant, workload_id)
+        found = store.execution_context(
+            workload_id,
+            body.claim_id,
+            worker,
+            body.fencing_token,
+            ctx.clock(),
+            body.secret_references,
+        )
+        return JSONResponse(found.to_json())
+
+    @router.post("/workloads/{workload_id}/checkpoint", summary="Commit progress")
+    def checkpoint(caller: Auth, workload_id: str, body: CheckpointBody) -> JSONResponse:
+        worker = as_worker(caller.grant, workload_id)
+        saved = store.checkpoint(
+            workload_id, body.claim_id, worker, body.fencing_token, body.state, ctx.clock()
+        )
+        return JSONResponse(saved.to_json())
+
+    @router.post("/workloads/{workload_id}/complete", summary="Record the result")
+    def complete(caller: Auth, workload_id: str, body: CompleteBody) -> JSONResponse:
+        worker = as_worker(caller.grant, workload_id)
+        result = store.complete(
+            workload_id,
+            body.claim_id,
+            worker,
+            body.fencing_token,
+            body.result_id,
+            body.output,
+            body.artifacts,
+            body.schema_version,
+            ctx.clock(),
+        )
+        ctx.wakeup.notify()  # work depending on this one may be claimable now
+        return JSONResponse(result.to_json())
+
+    @router.post("/workloads/{workload_id}/fail", summary="Report the attempt failed")
+    def fail(caller: Auth, workload_id: str, body: FailBody) -> JSONResponse:
+        worker = as_worker(caller.grant, workload_id)
+        state = store.fail(
+            workload_id,
+            body.claim_id,
+            worker,
+            body.fencing_token,
+            body.kind,
+            body.error,
+            ctx.clock(),
+            body.effect,
+        )
+        ctx.wakeup.notify()  # a retry may have made it claimable again
+        return JSONResponse(_state(workload_id, state.value))
+
+    @router.post(
+        "/workloads/{workload_id}/confirm-cancel",
+        status_code=204,
+        summary="Confirm a requested cancellation",
+    )
+    def confirm_cancel(caller: Auth, workload_id: str, body: FenceBody) -> Response:
+        worker = as_worker(caller.grant, workload_id)
+        store.confirm_cancel(workload_id, body.claim_id, worker, body.fencing_token, ctx.clock())
+        return Response(status_code=204)
+
+    # -------------------------------------------------------------- operators and approvers
+
+    @router.post("/workloads/{workload_id}/retry", summary="Re-arm failed or dead-lettered work")
+    def retry(caller: Auth, workload_id: str, body: RetryBody | None = None) -> JSONResponse:
+        allow(caller.grant, OPERATE, workload_id)
+        owned(caller.grant, workload_id)
+        reason = body.reason if body is not None else None
+        store.retry(workload_id, str(caller.grant.subject), ctx.clock(), reason)
+        ctx.wakeup.notify()
+        return JSONResponse(store.get(workload_id).to_json())
+
+    @router.post("/workloads/{workload_id}/decision", summary="Approve or reject")
+    def decide(caller: Auth, workload_id: str, body: DecisionBody) -> JSONResponse:
+        grant = caller.grant
+        allow(grant, APPROVE, workload_id)
+        owned(grant, workload_id)
+        decision, replayed = store.decide(
+            workload_id,
+            grant.subject,
+            body.outcome,
+            body.reason,
+            grant.id,
+            body.input_hash,
+            ctx.clock(),
+        )
+        ctx.wakeup.notify()
+        return JSONResponse({"decision": decision.to_json(), "replayed": replayed})
+
+    return router

@@ -1,0 +1,136 @@
+"""The application factory: a FastAPI app over one store and one keyring.
+
+:func:`create_app` holds no module-level state: everything a request needs is captured by
+the app it builds, so tests may build as many apps as they like. The app's lifespan starts
+and stops the maintenance loop (:class:`~feltdb.server.maintenance.Maintenance`).
+
+Blocking store calls run in the threadpool (plain ``def`` endpoints; the store is
+thread-safe); the long-poll of ``POST /v1/claims`` waits on the event loop, not on a
+thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from feltdb import __version__
+from feltdb.auth import Grant, ResourceScope, ResourceScopeKind, Subject
+from feltdb.auth.policy import ALL_CAPABILITIES
+from feltdb.auth.tokens import Keyring
+from feltdb.server.api import Context, Wakeup, build_router
+from feltdb.server.errors import MAX_BODY_BYTES, BodyLimit, install_error_handlers
+from feltdb.server.maintenance import Maintenance
+from feltdb.work.store import WorkloadStore
+
+log = logging.getLogger("feltdb.server")
+
+ADMIN_TOKEN_LIFETIME_S = 30 * 24 * 3600
+
+
+def wall_clock() -> int:
+    """The current unix second: the server's clock unless a test gives another."""
+    return int(time.time())
+
+
+def create_app(
+    store: WorkloadStore,
+    keyring: Keyring,
+    *,
+    clock: Callable[[], int] | None = None,
+    maintenance_interval_s: float | None = 1.0,
+) -> FastAPI:
+    """The HTTP API over ``store``, trusting tokens signed by ``keyring``.
+
+    Args:
+        store: the authority every route calls; not closed by the app.
+        keyring: verifies bearer tokens.
+        clock: the unix-seconds clock every operation uses (default: the wall clock).
+        maintenance_interval_s: how often the lifespan's maintenance loop runs; ``None``
+            runs none (tests call :meth:`Maintenance.run_once` themselves).
+    """
+    now = clock if clock is not None else wall_clock
+    wakeup = Wakeup()
+    maintenance = Maintenance(store, now, on_change=wakeup.notify)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        wakeup.bind(asyncio.get_running_loop())
+        if maintenance_interval_s is not None:
+            maintenance.start(maintenance_interval_s)
+        try:
+            yield
+        finally:
+            # The pass in progress (if any) finishes in a worker thread; joining it here
+            # blocks the loop for at most one pass.
+            await asyncio.to_thread(maintenance.stop)
+            wakeup.unbind()
+
+    app = FastAPI(
+        title="feltdb",
+        version=__version__,
+        description="A durable workload authority over HTTP. Every /v1 route needs "
+        "`Authorization: Bearer <token>`; errors answer "
+        '`{"error": {"code", "message", "details"}}`. Request bodies are limited to '
+        f"{MAX_BODY_BYTES} bytes.",
+        lifespan=lifespan,
+    )
+    app.state.store = store
+    app.state.maintenance = maintenance
+    app.state.wakeup = wakeup
+    install_error_handlers(app, now)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.include_router(build_router(Context(store, keyring, now, wakeup)))
+
+    @app.get("/healthz", summary="The process is up")
+    def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/readyz", summary="The store answers", responses={503: {"description": "not"}})
+    def readyz() -> JSONResponse:
+        try:
+            revision = store.db.current_revision()
+        except Exception as error:
+            log.warning("readiness check failed: %s", error)
+            return JSONResponse({"status": "unavailable"}, status_code=503)
+        return JSONResponse({"status": "ready", "revision": revision})
+
+    return app
+
+
+def admin_grant(now: int) -> Grant:
+    """The development admin grant of a first start: every capability on every workload
+    of tenant ``default``, application ``default``, for 30 days.
+    """
+    admin = Subject.human("admin")
+    return Grant(
+        id=f"admin-{secrets.token_hex(6)}",
+        issuer=admin,
+        subject=admin,
+        tenant_id="default",
+        application_id="default",
+        capabilities=ALL_CAPABILITIES,
+        resources=(ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://default/*"),),
+        issued_at=now,
+        expires_at=now + ADMIN_TOKEN_LIFETIME_S,
+    )
+
+
+def load_or_create_keyring(path: Path, now: int) -> tuple[Keyring, str | None]:
+    """The keyring at ``path``; when there is none, a new one saved there, with an admin
+    token signed by it (see :func:`admin_grant`), returned as the second item.
+    """
+    if path.exists():
+        return Keyring.load(path), None
+    keyring = Keyring.generate()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keyring.save(path)
+    return keyring, keyring.sign(admin_grant(now))

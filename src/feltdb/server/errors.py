@@ -1,0 +1,214 @@
+"""From refusals to HTTP answers: one table, one body shape, one set of handlers.
+
+Every error the server answers has the body ``{"error": {"code", "message", "details"}}``,
+``code`` being one of :class:`~feltdb.errors.ErrorCode`. The status comes from
+:data:`STATUS_BY_CODE` alone, with two exceptions that depend on *how* a request failed,
+not on the code:
+
+- ``401`` for ``WORKLOAD_UNAUTHORIZED`` when the request carries no bearer token, or one
+  that cannot be decoded (:class:`Unauthenticated`); a decoded token that fails
+  verification (signature, key, expiry, status) or does not cover the request is ``403``.
+- ``413`` for a body over :data:`MAX_BODY_BYTES` (code ``WORKLOAD_INVALID``).
+
+Decisions worth stating: ``WORKLOAD_SECRET_REJECTED`` is ``422`` (the request's content is
+refused, like any invalid input: resending it unchanged can never succeed);
+``WORKLOAD_NOT_YET_ELIGIBLE`` is ``425 Too Early`` with ``Retry-After`` (seconds until the
+``eligible_at`` its details name); ``WORKLOAD_CONFLICT`` is ``409`` (another writer won:
+re-read and decide again).
+
+An unexpected exception is logged with its traceback on the server and answered ``500``
+with a generic body that reveals nothing of it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from feltdb.errors import ErrorCode, WorkloadError
+
+log = logging.getLogger("feltdb.server")
+
+MAX_BODY_BYTES = 1024 * 1024
+"""The largest request body the server reads (1 MiB); a larger one is answered 413 and
+changes nothing."""
+
+_C = ErrorCode
+
+STATUS_BY_CODE: dict[ErrorCode, int] = {
+    _C.WORKLOAD_NOT_FOUND: 404,
+    _C.WORKLOAD_INVALID: 422,
+    _C.WORKLOAD_SECRET_REJECTED: 422,
+    _C.WORKLOAD_UNAUTHORIZED: 403,
+    _C.WORKLOAD_APPROVER_NOT_PERMITTED: 403,
+    _C.WORKLOAD_CAPABILITY_DENIED: 403,
+    _C.WORKLOAD_NOT_YET_ELIGIBLE: 425,
+    _C.WORKLOAD_STORAGE_FAILURE: 503,
+    _C.WORKLOAD_CONFLICT: 409,
+    _C.WORKLOAD_STALE_FENCE: 409,
+    _C.WORKLOAD_CLAIM_INVALID: 409,
+    _C.WORKLOAD_LEASE_EXPIRED: 409,
+    _C.IDEMPOTENCY_KEY_REUSED: 409,
+    _C.WORKLOAD_TRANSITION_DENIED: 409,
+    _C.WORKLOAD_RESULT_CONFLICT: 409,
+    _C.WORKLOAD_RESULT_DUPLICATE: 409,
+    _C.WORKLOAD_APPROVAL_DECIDED: 409,
+    _C.WORKLOAD_APPROVAL_NOT_ACTIONABLE: 409,
+    _C.WORKLOAD_APPROVAL_STALE: 409,
+    _C.WORKLOAD_APPROVAL_PENDING: 409,
+    _C.WORKLOAD_APPROVAL_NOT_REQUIRED: 409,
+    _C.WORKLOAD_NOT_READY: 409,
+    _C.WORKLOAD_ATTEMPTS_EXHAUSTED: 409,
+    _C.WORKLOAD_RETRY_EXHAUSTED: 409,
+    _C.WORKLOAD_TIMED_OUT: 409,
+    _C.WORKLOAD_REJECTED: 409,
+    _C.WORKLOAD_MIGRATION_CONFLICT: 409,
+}
+"""The HTTP status of each error code (see the module docstring for the two exceptions)."""
+
+
+class Unauthenticated(WorkloadError):
+    """``WORKLOAD_UNAUTHORIZED`` answered ``401``: no bearer token, or an undecodable one."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.WORKLOAD_UNAUTHORIZED, message)
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON body of every error answer."""
+    return {"error": {"code": code, "message": message, "details": details}}
+
+
+def status_for(error: WorkloadError) -> int:
+    """The HTTP status that answers ``error``."""
+    if isinstance(error, Unauthenticated):
+        return 401
+    return STATUS_BY_CODE[ErrorCode[error.code]]
+
+
+def error_response(error: WorkloadError, now: int) -> JSONResponse:
+    """The answer to ``error``, with ``Retry-After`` for work that is not yet eligible and
+    ``WWW-Authenticate`` for a missing or undecodable token.
+    """
+    status = status_for(error)
+    headers: dict[str, str] = {}
+    if status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if error.code == ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE:
+        eligible_at = (error.details or {}).get("eligible_at")
+        wait = eligible_at - now if isinstance(eligible_at, int) else 1
+        headers["Retry-After"] = str(max(1, wait))
+    return JSONResponse(
+        error_body(error.code, error.message, error.details), status_code=status, headers=headers
+    )
+
+
+def _validation_details(error: RequestValidationError) -> tuple[str, dict[str, Any]]:
+    fields: list[str] = []
+    problems: list[str] = []
+    for item in error.errors():
+        loc = [str(part) for part in item.get("loc", ())]
+        if loc and loc[0] == "body":
+            loc = loc[1:]
+        path = ".".join(loc) or "body"
+        if item.get("type") == "json_invalid":
+            path = "body"
+        if path not in fields:
+            fields.append(path)
+        problems.append(f"{path}: {item.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(problems), {"fields": fields}
+
+
+def install_error_handlers(app: FastAPI, clock: Callable[[], int]) -> None:
+    """Register the handlers that give every error answer the one body shape."""
+
+    async def on_workload_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, WorkloadError)
+        return error_response(exc, clock())
+
+    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        message, details = _validation_details(exc)
+        return JSONResponse(error_body(ErrorCode.WORKLOAD_INVALID, message, details), 422)
+
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = (
+            ErrorCode.WORKLOAD_NOT_FOUND if exc.status_code == 404 else ErrorCode.WORKLOAD_INVALID
+        )
+        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error(
+            "unexpected error answering %s %s",
+            request.method,
+            request.url.path,
+            exc_info=exc,
+        )
+        return JSONResponse(
+            error_body("INTERNAL_ERROR", "the server could not answer this request"), 500
+        )
+
+    app.add_exception_handler(WorkloadError, on_workload_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)
+
+
+class BodyLimit:
+    """ASGI middleware refusing request bodies over ``limit`` bytes with 413.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; a
+    streamed body is counted as it arrives and refused once it passes the limit (FastAPI
+    reads the whole body before the endpoint runs, so nothing has been done yet).
+    """
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.limit:
+            response = JSONResponse(error_body(*self._refusal()), status_code=413)
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def counting() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    # Re-raised by FastAPI's body reader; on_http_error shapes the answer.
+                    raise StarletteHTTPException(413, self._refusal()[1])
+            return message
+
+        await self.app(scope, counting, send)
+
+    def _refusal(self) -> tuple[str, str]:
+        return (
+            ErrorCode.WORKLOAD_INVALID.value,
+            f"the request body is larger than the limit of {self.limit} bytes",
+        )
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,91 @@
+"""The server's maintenance loop: deadlines and expired leases, on a timer.
+
+A pass is :meth:`Maintenance.run_once`, which only calls the store's own
+``enforce_deadlines`` and ``recover_expired``; the timer around it adds nothing but
+scheduling. Every decision is the store's and each commit is guarded, so several servers on
+one store may all run the loop: a workload another writer settled first is left to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from feltdb.work.store import WorkloadStore
+
+log = logging.getLogger("feltdb.server.maintenance")
+
+
+class Maintenance:
+    """Runs the maintenance pass every ``interval_s`` seconds on a daemon thread.
+
+    ``on_change`` is called after a pass that timed out or recovered anything (the server
+    uses it to wake long-polling workers: recovered work is claimable again).
+    """
+
+    def __init__(
+        self,
+        store: WorkloadStore,
+        clock: Callable[[], int],
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        """Maintain ``store``, reading the time from ``clock`` (unix seconds)."""
+        self.store = store
+        self.clock = clock
+        self.on_change = on_change
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.passes = 0
+        """Completed passes of the timer (for observation; tests call run_once)."""
+
+    def run_once(self, now: int) -> tuple[list[str], list[str]]:
+        """One pass at ``now``: time out work past its deadlines, then recover work whose
+        lease expired. Returns ``(timed_out_ids, recovered_ids)``.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the store cannot be read or
+                written (the timer logs it and tries again next interval).
+        """
+        timed_out = self.store.enforce_deadlines(now)
+        recovered = self.store.recover_expired(now)
+        if (timed_out or recovered) and self.on_change is not None:
+            self.on_change()
+        return timed_out, recovered
+
+    def start(self, interval_s: float = 1.0) -> None:
+        """Start the timer thread (once; a second call does nothing)."""
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._loop, args=(interval_s,), name="feltdb-maintenance", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the timer and wait up to ``timeout_s`` for a pass in progress to end."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def _loop(self, interval_s: float) -> None:
+        # The interval is measured on the monotonic clock so that a wall-clock jump neither
+        # stalls the loop nor runs it in a burst; the pass itself uses the wall clock, since
+        # deadlines and leases are committed as unix seconds.
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self.run_once(self.clock())
+            except Exception:
+                log.exception("maintenance pass failed; retrying next interval")
+            self.passes += 1
+            next_at += interval_s
+            delay = next_at - time.monotonic()
+            if delay < 0:  # a pass overran: start the next from now rather than catch up
+                next_at, delay = time.monotonic(), 0.0
+            self._stop.wait(delay)

@@ -1,0 +1,221 @@
+"""feltdb.auth.policy: the capabilities, workload URIs, and what a grant covers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from feltdb.auth import (
+    ALL_CAPABILITIES,
+    APPROVE,
+    AUDIT,
+    CANCEL,
+    CLAIM,
+    OPERATE,
+    READ,
+    SUBMIT,
+    Grant,
+    ResourceScope,
+    ResourceScopeKind,
+    Subject,
+    authorize,
+    workload_uri,
+)
+from feltdb.errors import WorkloadError
+
+W1 = workload_uri("app", "workload_1")
+
+
+def scope(uri: str, kind: ResourceScopeKind = ResourceScopeKind.WORKLOAD) -> ResourceScope:
+    return ResourceScope(kind=kind, uri=uri)
+
+
+def make_grant(**overrides: Any) -> Grant:
+    fields: dict[str, Any] = dict(
+        id="g",
+        issuer=Subject.human("h"),
+        subject=Subject.agent("a1"),
+        tenant_id="t",
+        application_id="app",
+        capabilities={SUBMIT, READ},
+        resources=[scope("flow://app/workloads/*")],
+        issued_at=1,
+        expires_at=9999,
+    )
+    fields.update(overrides)
+    return Grant(**fields)
+
+
+def refusal(grant: Grant, *args: Any, **kwargs: Any) -> WorkloadError:
+    with pytest.raises(WorkloadError) as refused:
+        authorize(grant, *args, **kwargs)
+    assert refused.value.code == "WORKLOAD_UNAUTHORIZED"
+    return refused.value
+
+
+# ------------------------------------------------------------------ names
+
+
+def test_the_capabilities_have_the_documented_spellings():
+    assert (SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT) == (
+        "workload:execute",
+        "workload:read",
+        "workload:claim",
+        "workload:cancel",
+        "workload:operate",
+        "workload:approve",
+        "audit:read",
+    )
+    assert ALL_CAPABILITIES == {SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT}
+
+
+def test_a_workload_uri_names_the_application_and_the_workload():
+    assert workload_uri("app", "workload_abc") == "flow://app/workloads/workload_abc"
+
+
+# ------------------------------------------------------------------ allowed
+
+
+def test_a_grant_allows_its_capability_in_its_tenant_and_application():
+    assert authorize(make_grant(), SUBMIT, "t", "app") is None
+    assert authorize(make_grant(), READ, "t", "app", W1) is None
+
+
+def test_without_a_resource_the_scopes_are_not_consulted():
+    assert authorize(make_grant(resources=()), SUBMIT, "t", "app") is None
+
+
+# ------------------------------------------------------------------ refused
+
+
+def test_another_tenant_is_refused():
+    error = refusal(make_grant(), READ, "t2", "app", workload_uri("app", "theirs"))
+    assert "tenant" in error.message
+    assert "'t2'" in error.message
+    assert error.details == {"missing": "tenant"}
+
+
+def test_another_application_is_refused():
+    error = refusal(make_grant(), READ, "t", "app2", workload_uri("app2", "w"))
+    assert "application" in error.message
+    assert "'app2'" in error.message
+    assert error.details == {"missing": "application"}
+
+
+@pytest.mark.parametrize("capability", [CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, "", "workload:*"])
+def test_a_capability_the_grant_lacks_is_refused(capability):
+    error = refusal(make_grant(), capability, "t", "app", W1)
+    assert "capability" in error.message
+    assert repr(capability) in error.message
+    assert error.details == {"missing": "capability"}
+
+
+def test_capabilities_are_not_globs():
+    refusal(make_grant(capabilities={"workload:*"}), READ, "t", "app")
+    refusal(make_grant(capabilities={"*"}), READ, "t", "app")
+
+
+def test_a_resource_no_scope_covers_is_refused():
+    other = workload_uri("other-app", "w")
+    error = refusal(make_grant(resources=[scope("flow://app/workloads/w9")]), READ, "t", "app", W1)
+    assert "resource" in error.message
+    assert W1 in error.message
+    assert error.details == {"missing": "resource"}
+    assert "resource" in refusal(make_grant(), READ, "t", "app", other).message
+    assert "resource" in refusal(make_grant(resources=()), READ, "t", "app", W1).message
+
+
+def test_the_tenant_is_checked_first_so_nothing_else_is_revealed_across_tenants():
+    grant = make_grant(capabilities=set(), resources=())
+    error = refusal(grant, APPROVE, "t2", "app2", workload_uri("app2", "w"))
+    assert error.details == {"missing": "tenant"}
+    assert "workload" not in error.message
+    assert "capability" not in error.message
+
+
+def test_the_refusal_does_not_depend_on_which_workload_is_named():
+    # Whether "w-that-exists" exists is unknowable to authorize: it never sees the store, and
+    # the message only varies with what the caller itself sent.
+    grant = make_grant()
+    one = refusal(grant, READ, "t2", "app", workload_uri("app", "w-that-exists"))
+    two = refusal(grant, READ, "t2", "app", workload_uri("app", "w-that-does-not"))
+    assert one.message == two.message
+
+
+# ------------------------------------------------------------------ glob matching
+
+
+@pytest.mark.parametrize(
+    ("pattern", "uri", "covered"),
+    [
+        ("flow://app/*", W1, True),
+        ("flow://app/workloads/*", W1, True),
+        ("flow://app/workloads/workload_1", W1, True),
+        ("flow://app/workloads/workload_?", W1, True),
+        ("flow://app/workloads/workload_[0-9]", W1, True),
+        ("flow://*", W1, True),
+        ("*", W1, True),
+        ("flow://app/workloads/workload_1", workload_uri("app", "workload_10"), False),
+        ("flow://app/workloads/workload_10", W1, False),
+        ("flow://app/workloads/w2*", W1, False),
+        ("flow://other/*", W1, False),
+        ("flow://ap/*", W1, False),
+        ("flow://APP/*", W1, False),
+        ("flow://app/workloads/WORKLOAD_1", W1, False),
+        ("flow://app/audit/*", W1, False),
+        ("", W1, False),
+    ],
+)
+def test_a_scope_covers_the_uris_its_glob_matches_case_sensitively(pattern, uri, covered):
+    grant = make_grant(resources=[scope(pattern)])
+    if covered:
+        authorize(grant, READ, "t", "app", uri)
+    else:
+        refusal(grant, READ, "t", "app", uri)
+
+
+def test_any_one_scope_is_enough():
+    grant = make_grant(
+        resources=[
+            scope("flow://app/workloads/a*"),
+            scope("flow://app/*", ResourceScopeKind.APPLICATION),
+        ]
+    )
+    authorize(grant, READ, "t", "app", W1)
+
+
+# ------------------------------------------------------------------ the rule as a property
+
+names = st.sampled_from(["t", "t2", "app", "app2", ""])
+capabilities = st.sampled_from(sorted(ALL_CAPABILITIES))
+
+
+@given(
+    tenant=names,
+    application=names,
+    granted=st.frozensets(capabilities),
+    needed=capabilities,
+    patterns=st.lists(st.sampled_from(["flow://app/*", "flow://app/workloads/w?", "x"])),
+    workload=st.sampled_from(["w1", "w22", "x"]),
+)
+def test_authorize_allows_exactly_when_tenant_application_capability_and_scope_hold(
+    tenant, application, granted, needed, patterns, workload
+):
+    grant = make_grant(capabilities=granted, resources=[scope(p) for p in patterns])
+    uri = workload_uri("app", workload)
+    expected = (
+        tenant == "t"
+        and application == "app"
+        and needed in granted
+        and any(p == "flow://app/*" or (p.endswith("w?") and len(workload) == 2) for p in patterns)
+    )
+    try:
+        authorize(grant, needed, tenant, application, uri)
+    except WorkloadError as error:
+        assert error.code == "WORKLOAD_UNAUTHORIZED"
+        assert not expected
+    else:
+        assert expected

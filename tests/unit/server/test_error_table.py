@@ -1,0 +1,62 @@
+"""feltdb.server.errors: one table from every error code to an HTTP status."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from feltdb import WorkloadError
+from feltdb.errors import ErrorCode
+from feltdb.server.errors import STATUS_BY_CODE, Unauthenticated, error_response, status_for
+
+
+@pytest.mark.parametrize("code", list(ErrorCode), ids=str)
+def test_every_code_has_a_client_or_server_error_status(code):
+    assert STATUS_BY_CODE[code] in {403, 404, 409, 422, 425, 503}
+
+
+def test_the_table_has_no_other_keys():
+    assert set(STATUS_BY_CODE) == set(ErrorCode)
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("WORKLOAD_NOT_FOUND", 404),
+        ("WORKLOAD_STALE_FENCE", 409),
+        ("WORKLOAD_CONFLICT", 409),
+        ("WORKLOAD_INVALID", 422),
+        ("WORKLOAD_SECRET_REJECTED", 422),
+        ("WORKLOAD_UNAUTHORIZED", 403),
+        ("WORKLOAD_CAPABILITY_DENIED", 403),
+        ("WORKLOAD_APPROVER_NOT_PERMITTED", 403),
+        ("WORKLOAD_NOT_YET_ELIGIBLE", 425),
+        ("WORKLOAD_STORAGE_FAILURE", 503),
+    ],
+)
+def test_the_documented_statuses(code, status):
+    assert status_for(WorkloadError(code)) == status
+
+
+def test_a_missing_or_undecodable_token_is_401_with_a_challenge():
+    error = Unauthenticated("no token")
+    assert error.code == "WORKLOAD_UNAUTHORIZED"
+    response = error_response(error, now=0)
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_the_body_is_code_message_and_details():
+    response = error_response(WorkloadError("WORKLOAD_INVALID", "bad", {"fields": ["x"]}), 0)
+    assert json.loads(response.body) == {
+        "error": {"code": "WORKLOAD_INVALID", "message": "bad", "details": {"fields": ["x"]}}
+    }
+
+
+@pytest.mark.parametrize(("eligible_at", "retry_after"), [(130, "30"), (100, "1"), (None, "1")])
+def test_not_yet_eligible_says_when_to_retry(eligible_at, retry_after):
+    details = {"eligible_at": eligible_at} if eligible_at is not None else None
+    response = error_response(WorkloadError("WORKLOAD_NOT_YET_ELIGIBLE", "early", details), 100)
+    assert response.status_code == 425
+    assert response.headers["Retry-After"] == retry_after
