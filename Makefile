@@ -23,9 +23,10 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
-## run: install and run the main job (the demo, on ./feltdb.sqlite3)
+## run: install and start the server (`feltdb serve` on ./feltdb.sqlite3, http://127.0.0.1:8700;
+## a first start prints an admin token); the tour of the authority is `$(BIN)/feltdb demo`
 run: $(VENV)/.installed
-	$(BIN)/feltdb demo
+	$(BIN)/feltdb serve
 
 ## test: install everything, lint, type-check, and run every test on SQLite and on a
 ## throwaway PostgreSQL cluster (scripts/with-postgres starts it, and stops it at the end)

@@ -54,25 +54,64 @@ def serve(
     maintenance_interval: Annotated[
         float, typer.Option(help="Seconds between maintenance passes (deadlines, leases).")
     ] = 1.0,
+    log_json: Annotated[
+        bool,
+        typer.Option(
+            "--log-json",
+            help="Log one JSON object per line (ts, level, logger, message; access records "
+            "add method, path, status, duration_ms) instead of human-readable lines.",
+        ),
+    ] = False,
+    log_level: Annotated[
+        str, typer.Option(help="The least severe level logged: debug, info, warning, error.")
+    ] = "info",
 ) -> None:
-    """Serve the HTTP API (stops gracefully on SIGTERM or Ctrl-C)."""
+    """Serve the HTTP API (stops gracefully on SIGTERM or Ctrl-C). Logs go to stderr;
+    ``GET /metrics`` answers Prometheus metrics without a token.
+    """
+    import logging
+    import logging.config
+
     import uvicorn
 
     from feltdb.server.app import create_app, load_or_create_keyring, wall_clock
+    from feltdb.server.logs import logging_config
     from feltdb.work.store import WorkloadStore
+
+    if log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    config = logging_config(json_lines=log_json, level=log_level)
+    logging.config.dictConfig(config)
+    log = logging.getLogger("feltdb.server")
+
+    def say(message: str) -> None:
+        # Human mode prints to the console as before; JSON mode keeps every line of the
+        # logs JSON, so these become log records too.
+        if log_json:
+            log.info(message)
+        else:
+            console.print(message)
 
     keyring_path = keyring if keyring is not None else _default_keyring(db)
     ring, admin_token = load_or_create_keyring(keyring_path, wall_clock())
     url = f"http://{host}:{port}"
     if admin_token is not None:
-        console.print(f"created keyring {keyring_path}")
-        console.print("admin token (tenant default, application default, 30 days):")
-        # Printed bare (no wrapping or markup) so it can be copied whole.
+        say(f"created keyring {keyring_path}")
+        say("admin token (tenant default, application default, 30 days):")
+        # Printed bare on stdout (no wrapping or markup, not a log line) so it can be
+        # copied whole.
         print(admin_token, flush=True)
     with WorkloadStore.open(db) as store:
         api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
-        console.print(f"feltdb serving {db} at {url}")
-        uvicorn.run(api, host=host, port=port, log_level="info")
+        say(f"feltdb serving {db} at {url}")
+        uvicorn.run(
+            api,
+            host=host,
+            port=port,
+            log_config=config,
+            log_level=log_level.lower(),
+            access_log=False,  # feltdb.access logs each request once, in either format
+        )
 
 
 def _default_keyring(db: str) -> Path:

@@ -16,6 +16,7 @@ from feltdb.auth.policy import (
     CLAIM,
     OPERATE,
     READ,
+    REVOKE,
     SUBMIT,
     authorize,
     workload_uri,
@@ -33,6 +34,7 @@ __all__ = [
     "CLAIM",
     "OPERATE",
     "READ",
+    "REVOKE",
     "SUBMIT",
     # tokens
     "TOKEN_PREFIX",

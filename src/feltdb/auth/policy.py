@@ -26,8 +26,12 @@ APPROVE: Final = "workload:approve"
 """Decide work awaiting approval."""
 AUDIT: Final = "audit:read"
 """Read committed transactions."""
+REVOKE: Final = "grant:revoke"
+"""Revoke a grant of one's own tenant and application (``POST /v1/grants/{id}/revoke``)."""
 
-ALL_CAPABILITIES: Final = frozenset({SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT})
+ALL_CAPABILITIES: Final = frozenset(
+    {SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE}
+)
 """Every capability the server checks (an administrator's grant holds them all)."""
 
 

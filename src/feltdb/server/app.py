@@ -7,6 +7,10 @@ and stops the maintenance loop (:class:`~feltdb.server.maintenance.Maintenance`)
 Blocking store calls run in the threadpool (plain ``def`` endpoints; the store is
 thread-safe); the long-poll of ``POST /v1/claims`` waits on the event loop, not on a
 thread.
+
+``GET /metrics`` (no token) answers the app's Prometheus counters (see
+:mod:`feltdb.server.metrics`); the routes and the maintenance loop call the store through
+:class:`~feltdb.server.metrics.MeteredStore`, which counts their outcomes.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from feltdb import __version__
 from feltdb.auth import Grant, ResourceScope, ResourceScopeKind, Subject
@@ -29,6 +33,7 @@ from feltdb.auth.tokens import Keyring
 from feltdb.server.api import Context, Wakeup, build_router
 from feltdb.server.errors import MAX_BODY_BYTES, BodyLimit, install_error_handlers
 from feltdb.server.maintenance import Maintenance
+from feltdb.server.metrics import MeteredStore, Metrics, RequestMetrics
 from feltdb.work.store import WorkloadStore
 
 log = logging.getLogger("feltdb.server")
@@ -59,7 +64,9 @@ def create_app(
     """
     now = clock if clock is not None else wall_clock
     wakeup = Wakeup()
-    maintenance = Maintenance(store, now, on_change=wakeup.notify)
+    metrics = Metrics()
+    metered = MeteredStore(store, metrics)
+    maintenance = Maintenance(metered, now, on_change=wakeup.notify)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -86,9 +93,12 @@ def create_app(
     app.state.store = store
     app.state.maintenance = maintenance
     app.state.wakeup = wakeup
+    app.state.metrics = metrics
     install_error_handlers(app, now)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-    app.include_router(build_router(Context(store, keyring, now, wakeup)))
+    # Added last, so outermost: it times (and logs) every answer, 413s included.
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    app.include_router(build_router(Context(metered, keyring, now, wakeup)))
 
     @app.get("/healthz", summary="The process is up")
     def healthz() -> JSONResponse:
@@ -102,6 +112,11 @@ def create_app(
             log.warning("readiness check failed: %s", error)
             return JSONResponse({"status": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ready", "revision": revision})
+
+    @app.get("/metrics", summary="Prometheus metrics (no token)", include_in_schema=False)
+    def prometheus() -> Response:
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
 
     return app
 

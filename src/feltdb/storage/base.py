@@ -188,6 +188,25 @@ class Database(Protocol):
         """
         ...
 
+    def page_rows(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str | None,
+        after: tuple[int, int, str] | None,
+        *,
+        limit: int,
+    ) -> list[StoredRow]:
+        """One page of :meth:`list_rows`'s rows of one tenant's application (and ``state``,
+        unless ``None``), in its order: the first ``limit`` rows that sort after ``after``,
+        the ``(priority, created_at, key)`` of the previous page's last row (``None``: from
+        the start). A keyset seek over the index, never an ``OFFSET`` scan: a page costs
+        the same however deep it is. After the first page, only rows whose ``priority`` and
+        ``created_at`` are set (every scheduled row's are) are paged.
+        """
+        ...
+
     def claimable_rows(
         self,
         collection: str,

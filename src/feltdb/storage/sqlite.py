@@ -479,6 +479,54 @@ class SQLiteDatabase:
             query = _Q["list_rows"]
         return self._select(query, params)
 
+    def page_rows(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str | None,
+        after: tuple[int, int, str] | None,
+        *,
+        limit: int,
+    ) -> list[StoredRow]:
+        """One page of :meth:`list_rows` after a cursor, by two keyset seeks over the index.
+
+        ``after`` is the ``(priority, created_at, key)`` of the previous page's last row
+        (``None``: the first page). The rest of ``after``'s priority is one seek on
+        ``(priority, created_at, key)``; if the page is not full, the lower priorities are
+        a second seek. Neither reads a row before the cursor.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` if the store cannot be read.
+        """
+        if limit <= 0:
+            return []
+        if after is None:
+            return self.list_rows(
+                collection,
+                tenant_id=tenant_id,
+                application_id=application_id,
+                state=state,
+                limit=limit,
+            )
+        scope = "by_application" if state is None else "by_state"
+        priority, created_at, key = after
+        params: dict[str, Any] = {
+            "collection": collection,
+            "tenant_id": tenant_id,
+            "application_id": application_id,
+            "state": state,
+            "priority": priority,
+            "created_at": created_at,
+            "key": key,
+            "limit": limit,
+        }
+        rows = self._select(_Q[f"page_rows_{scope}_same_priority"], params)
+        if len(rows) < limit:
+            params["limit"] = limit - len(rows)
+            rows += self._select(_Q[f"page_rows_{scope}_lower_priority"], params)
+        return rows
+
     def claimable_rows(
         self,
         collection: str,

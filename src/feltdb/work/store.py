@@ -22,12 +22,13 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from feltdb.auth import Subject
-from feltdb.canonical import content_hash
+from feltdb.canonical import canonical_json, content_hash, sha256_hex
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_SAFE_INTEGER
 from feltdb.storage import open_database
 from feltdb.storage.base import (
     Commit,
+    CommittedTransaction,
     Database,
     Mutation,
     PlannedCommit,
@@ -62,6 +63,14 @@ CANDIDATE_BATCH = 32
 """Candidates ``claim_next`` reads per index query; most claims need only the first."""
 MAINTENANCE_BATCH = 256
 """Due workloads ``enforce_deadlines``/``recover_expired`` read per index query."""
+AUDIT_SCAN = 1000
+"""Log entries one ``audit_after`` call reads at most, whatever it finds."""
+AUDIT_BATCH = 250
+"""Log entries ``audit_after`` reads per query."""
+REVOKED_GRANTS_COLLECTION = "system_revoked_grants"
+"""Where revoked grants are kept (see :meth:`WorkloadStore.revoke_grant`)."""
+Cursor = tuple[int, int, str]
+"""Where a page of :meth:`WorkloadStore.page` ends: (priority, created_at, workload_id)."""
 
 
 def _invalid(field: str, message: str) -> WorkloadError:
@@ -347,6 +356,51 @@ class WorkloadStore:
             application_id=_text(application_id, "application_id"),
         )
         return [_parse(row) for row in rows]
+
+    def page(
+        self,
+        tenant_id: str,
+        application_id: str,
+        *,
+        state: WorkloadState | str | None = None,
+        after: Cursor | None = None,
+        limit: int = 50,
+    ) -> tuple[builtins.list[Workload], Cursor | None]:
+        """One page of :meth:`list` (optionally of one ``state``), after ``after``, the
+        cursor the previous page answered (``None``: the first page).
+
+        A keyset seek over the scheduling index (:meth:`Database.page_rows`), never an
+        offset scan, so every page costs the same. Returns the page and the cursor of the
+        next one: the ``(priority, created_at, workload_id)`` of the page's last workload,
+        or ``None`` when no workload follows it (one extra row is read to know).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` (a bad limit, state or cursor);
+                ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = _text(tenant_id, "tenant_id")
+        application_id = _text(application_id, "application_id")
+        limit = _integer(limit, "limit", 1)
+        if state is not None:
+            try:
+                state = WorkloadState(state).value
+            except ValueError:
+                raise _invalid("state", f"not a workload state: {state!r}") from None
+        if after is not None:
+            after = _cursor(after)
+        if self._pinned is not None:
+            listed = [
+                w for w in self.list(tenant_id, application_id) if state in (None, w.state.value)
+            ]
+            found = [w for w in listed if after is None or _sorts_after(w, after)][: limit + 1]
+        else:
+            rows = self.db.page_rows(
+                DURABLE_WORK_COLLECTION, tenant_id, application_id, state, after, limit=limit + 1
+            )
+            found = [_parse(row) for row in rows]
+        page = found[:limit]
+        more = len(found) > limit
+        return page, (_cursor_of(page[-1]) if more and page else None)
 
     def cancel(self, workload_id: str, actor: str, now: int | None = None) -> WorkloadState:
         """Cancel: at once when no worker holds it, otherwise by request to its worker.
@@ -773,6 +827,125 @@ class WorkloadStore:
         self._persist(w, "workload.mutated", version)
         return decision, False
 
+    # ---------------------------------------------------------------- audit and grants
+
+    def audit_after(
+        self,
+        tenant_id: str,
+        application_id: str,
+        after: int = 0,
+        limit: int = 100,
+        *,
+        scan: int = AUDIT_SCAN,
+    ) -> tuple[builtins.list[CommittedTransaction], int]:
+        """Committed transactions after revision ``after`` whose audit record names this
+        tenant and application (``"tenant"``, ``"application"``), oldest first, at most
+        ``limit``; and the revision to continue after.
+
+        The log is one sequence for every tenant, so this reads it in order and keeps the
+        matching entries; one call reads at most ``scan`` log entries (a bounded cost
+        however sparse the tenant's entries are). The revision answered is the last
+        returned entry's when the page is full, otherwise the last entry read (or
+        ``after`` when none was): passing it back never skips nor repeats an entry.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = _text(tenant_id, "tenant_id")
+        application_id = _text(application_id, "application_id")
+        after = _integer(after, "after", 0)
+        limit = _integer(limit, "limit", 1)
+        budget = _integer(scan, "scan", 1)
+        found: builtins.list[CommittedTransaction] = []
+        cursor = after
+        while budget > 0:
+            batch = self.db.committed_transactions_after(cursor, min(budget, AUDIT_BATCH))
+            if not batch:
+                break
+            budget -= len(batch)
+            for transaction in batch:
+                cursor = transaction.commit_revision
+                audit = transaction.audit or {}
+                if audit.get("tenant") == tenant_id and audit.get("application") == application_id:
+                    found.append(transaction)
+                    if len(found) == limit:
+                        return found, cursor
+        return found, cursor
+
+    def revoke_grant(
+        self,
+        grant_id: str,
+        actor: str,
+        now: int | None = None,
+        *,
+        tenant_id: str,
+        application_id: str,
+    ) -> bool:
+        """Revoke a grant of ``tenant_id``'s ``application_id``: from now on
+        :meth:`is_grant_revoked` answers ``True`` for it. ``True`` when this call revoked
+        it, ``False`` when it already was (idempotent; the first revocation is kept).
+
+        The revocation is a row of ``system_revoked_grants`` keyed by the grant id *and*
+        its tenant and application, committed require-absent and logged (audit kind
+        ``grant.revoked``). Scoping it means a tenant can only revoke its own grants: a
+        revocation naming another tenant's grant id matches no grant that tenant's server
+        checks.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        at = _now(now)
+        grant_id = _text(grant_id, "grant_id")
+        if "\x00" in grant_id:
+            raise _invalid("grant_id", "must not contain NUL")
+        actor = _text(actor, "actor")
+        key = revoked_grant_key(
+            _text(tenant_id, "tenant_id"), _text(application_id, "application_id"), grant_id
+        )
+        if self.db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None:
+            return False
+        document = {
+            "grant_id": grant_id,
+            "tenant_id": tenant_id,
+            "application_id": application_id,
+            "revoked_by": actor,
+            "revoked_at": at,
+        }
+        operation_id = "grant_tx_" + secrets.token_hex(12)
+        audit = {
+            "kind": "grant.revoked",
+            "subject": actor,
+            "actor": actor,
+            "tenant": tenant_id,
+            "application": application_id,
+            "grant_id": grant_id,
+            "operation_id": operation_id,
+            "revoked_at": at,
+        }
+        try:
+            self.db.commit(
+                operation_id,
+                [Mutation(REVOKED_GRANTS_COLLECTION, key, document)],
+                [Precondition(REVOKED_GRANTS_COLLECTION, key, require_absent=True)],
+                audit,
+            )
+        except StorageConflict:
+            # Another writer revoked it first: revoked either way.
+            if self.db.get_row(REVOKED_GRANTS_COLLECTION, key) is None:
+                raise
+            return False
+        return True
+
+    def is_grant_revoked(self, grant_id: str, *, tenant_id: str, application_id: str) -> bool:
+        """Whether :meth:`revoke_grant` revoked this grant of ``tenant_id``'s
+        ``application_id``. One keyed read of the store (the primary key).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        key = revoked_grant_key(tenant_id, application_id, grant_id)
+        return self.db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None
+
     # ---------------------------------------------------------------- maintenance
 
     def enforce_deadlines(self, now: int | None = None) -> builtins.list[str]:
@@ -945,6 +1118,38 @@ class WorkloadStore:
             for row in self.db.list_rows(DURABLE_WORK_COLLECTION):
                 self._pinned[row.key] = (row.document, row.version)
         return self
+
+
+def revoked_grant_key(tenant_id: str, application_id: str, grant_id: str) -> str:
+    """The key of a grant's revocation in ``system_revoked_grants``: a digest of the grant
+    id with its tenant and application (a JSON array, so no ids can make two coincide).
+    """
+    return "revoked_" + sha256_hex(canonical_json([tenant_id, application_id, grant_id]))[:32]
+
+
+def _cursor(value: Any) -> Cursor:
+    if (
+        not isinstance(value, tuple | builtins.list)
+        or len(value) != 3
+        or not isinstance(value[2], str)
+        or "\x00" in value[2]
+    ):
+        raise _invalid("after", "must be (priority, created_at, workload_id)")
+    for number in value[:2]:
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise _invalid("after", "its priority and created_at must be integers")
+        if abs(number) > MAX_SAFE_INTEGER:
+            raise _invalid("after", f"its numbers must be at most {MAX_SAFE_INTEGER} in size")
+    return value[0], value[1], value[2]
+
+
+def _cursor_of(w: Workload) -> Cursor:
+    return w.priority, w.created_at, w.workload_id
+
+
+def _sorts_after(w: Workload, after: Cursor) -> bool:
+    priority, created_at, key = after
+    return (-w.priority, w.created_at, w.workload_id) > (-priority, created_at, key)
 
 
 def _now(now: int | None) -> int:

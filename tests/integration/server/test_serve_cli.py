@@ -1,14 +1,24 @@
-"""``feltdb serve`` on a first start: a new keyring, an admin token that works, the URL."""
+"""``feltdb serve``: a first start (a new keyring, an admin token that works, the URL), and
+its logs (human-readable, or one JSON object per line with ``--log-json``)."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import stat
 import subprocess
 
 import httpx
 import pytest
-from support.server import start_server, stop, submission, wait_until_healthy
+from support.server import (
+    free_port,
+    serve_command,
+    start_server,
+    stop,
+    submission,
+    wait_until_healthy,
+)
 
 
 def test_a_first_start_creates_a_keyring_and_prints_a_working_admin_token(tmp_path):
@@ -54,3 +64,54 @@ def test_serve_refuses_a_store_it_cannot_open(tmp_path):
         pytest.fail("serve kept running on a store it cannot open")
     assert process.returncode == 1
     assert "WORKLOAD_INVALID" in log.read_text()
+
+
+def serve_apart(home, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``feltdb serve ARGS`` with stdout and stderr in separate files of ``home``."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FELTDB_")}
+    with (home / "stdout").open("wb") as out, (home / "stderr").open("wb") as err:
+        process = subprocess.Popen(
+            serve_command(*args, "--port", str(port)), stdout=out, stderr=err, env=env, cwd=home
+        )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def test_log_json_writes_one_json_object_per_line(tmp_path):
+    process, url = serve_apart(tmp_path, "--db", "work.db", "--log-json")
+    try:
+        wait_until_healthy(url, process, tmp_path / "stderr")
+        assert httpx.get(f"{url}/v1/workloads/x").status_code == 401
+        assert httpx.get(f"{url}/metrics").status_code == 200
+    finally:
+        stop(process)
+    assert process.returncode in (0, -signal.SIGTERM), (tmp_path / "stderr").read_text()
+    # stdout holds only the admin token of a first start, bare, so it can be copied.
+    assert [line.split(".")[0] for line in (tmp_path / "stdout").read_text().split()] == ["fgt1"]
+    lines = (tmp_path / "stderr").read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert records and all({"ts", "level", "logger", "message"} <= set(r) for r in records)
+    messages = [r["message"] for r in records]
+    assert any(url in m for m in messages)
+    assert "Application shutdown complete." in messages
+    access = [r for r in records if r["logger"] == "feltdb.access"]
+    unauthorized = [r for r in access if r["path"] == "/v1/workloads/x"]
+    assert len(unauthorized) == 1  # each request is logged once (uvicorn's log is off)
+    assert unauthorized[0]["method"] == "GET" and unauthorized[0]["status"] == 401
+    assert isinstance(unauthorized[0]["duration_ms"], float)
+    assert {r["path"] for r in access} >= {"/healthz", "/metrics"}
+
+
+def test_logs_are_human_readable_by_default(tmp_path):
+    process, url = serve_apart(tmp_path, "--db", "work.db")
+    try:
+        wait_until_healthy(url, process, tmp_path / "stderr")
+        assert httpx.get(f"{url}/v1/workloads/x").status_code == 401
+    finally:
+        stop(process)
+    logs = (tmp_path / "stderr").read_text()
+    assert "GET /v1/workloads/x 401" in logs
+    assert "Application shutdown complete" in logs
+    for line in logs.splitlines():
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(line)

@@ -768,6 +768,50 @@ def test_list_rows_filters_and_orders(db: Database) -> None:
     assert keys(db.list_rows("work")) == ["d", "e", "c", "b", "a", "plain"]
 
 
+def _cursor(row: StoredRow, index: dict[str, tuple[int, int]]) -> tuple[int, int, str]:
+    priority, created_at = index[row.key]
+    return priority, created_at, row.key
+
+
+@pytest.mark.parametrize("state", [None, "ready"])
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 50])
+def test_page_rows_walks_list_rows_order_page_by_page(
+    db: Database, state: str | None, limit: int
+) -> None:
+    index: dict[str, tuple[int, int]] = {}
+    for n, (priority, created_at) in enumerate(
+        [(5, 10), (5, 10), (5, 3), (9, 1), (0, 0), (5, 20), (-2, 4), (9, 1), (0, 7), (5, 10)]
+    ):
+        key = f"k{(n * 7) % 10}"
+        index[key] = (priority, created_at)
+        put(db, key, work_index("ready" if n % 4 else "running", priority, created_at))
+    put(db, "foreign-tenant", work_index(tenant_id="t2"))
+    put(db, "foreign-app", work_index(application_id="app2"))
+    db.commit("x", [Mutation("other", "z", {}, work_index())])
+    expected = keys(db.list_rows("work", tenant_id="t1", application_id="app1", state=state))
+    seen: list[str] = []
+    after = None
+    for _ in range(len(expected) + 2):  # bounded: one page per row at most, plus the end
+        page = db.page_rows("work", "t1", "app1", state, after, limit=limit)
+        assert len(page) <= limit
+        if not page:
+            break
+        seen += keys(page)
+        after = _cursor(page[-1], index)
+    assert seen == expected
+    assert len(expected) == (10 if state is None else 7)
+
+
+def test_page_rows_after_the_last_row_or_with_no_room_is_empty(db: Database) -> None:
+    put(db, "a", work_index(priority=1, created_at=1))
+    assert keys(db.page_rows("work", "t1", "app1", None, None, limit=5)) == ["a"]
+    assert db.page_rows("work", "t1", "app1", None, (1, 1, "a"), limit=5) == []
+    assert db.page_rows("work", "t1", "app1", None, None, limit=0) == []
+    # A cursor need not name an existing row: the page starts after where it would sort.
+    assert keys(db.page_rows("work", "t1", "app1", "ready", (1, 0, "zzz"), limit=5)) == ["a"]
+    assert keys(db.page_rows("work", "t1", "app1", "ready", (2, 99, ""), limit=5)) == ["a"]
+
+
 def test_rows_due_for_each_column(db: Database) -> None:
     for key, lease, deadline in [("a", 30, None), ("b", 10, 50), ("c", 10, 5), ("d", None, 60)]:
         put(db, key, RowIndex(lease_expires_at=lease, deadline_at=deadline))

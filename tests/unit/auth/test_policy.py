@@ -16,6 +16,7 @@ from feltdb.auth import (
     CLAIM,
     OPERATE,
     READ,
+    REVOKE,
     SUBMIT,
     Grant,
     ResourceScope,
@@ -69,7 +70,7 @@ def test_the_capabilities_have_the_documented_spellings():
         "workload:approve",
         "audit:read",
     )
-    assert ALL_CAPABILITIES == {SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT}
+    assert ALL_CAPABILITIES == {SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE}
 
 
 def test_a_workload_uri_names_the_application_and_the_workload():

@@ -101,6 +101,54 @@ WHERE collection = %(collection)s
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint;
 
+-- name: page_rows_by_state_same_priority
+-- description: page_rows: the rest of the cursor's priority after (created_at, key) in one state (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND priority = %(priority)s::bigint
+  AND (created_at, key) > (%(created_at)s::bigint, %(key)s::text)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: page_rows_by_state_lower_priority
+-- description: page_rows: rows of one state below the cursor's priority, in index order (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND priority < %(priority)s::bigint
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: page_rows_by_application_same_priority
+-- description: page_rows: the rest of the cursor's priority after (created_at, key) (rows_by_application)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND priority = %(priority)s::bigint
+  AND (created_at, key) > (%(created_at)s::bigint, %(key)s::text)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: page_rows_by_application_lower_priority
+-- description: page_rows: rows below the cursor's priority, in index order (rows_by_application)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND priority < %(priority)s::bigint
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
 -- name: claimable_rows
 -- description: rows in a state that are eligible at now, in index order (rows_by_state)
 SELECT collection, key, version, revision, document

@@ -82,6 +82,54 @@ WHERE collection = :collection
 ORDER BY priority DESC, created_at, key
 LIMIT :limit;
 
+-- name: page_rows_by_state_same_priority
+-- description: page_rows: the rest of the cursor's priority after (created_at, key) in one state (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND priority = :priority
+  AND (created_at, key) > (:created_at, :key)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: page_rows_by_state_lower_priority
+-- description: page_rows: rows of one state below the cursor's priority, in index order (rows_by_state)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND priority < :priority
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: page_rows_by_application_same_priority
+-- description: page_rows: the rest of the cursor's priority after (created_at, key) (rows_by_application)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND priority = :priority
+  AND (created_at, key) > (:created_at, :key)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: page_rows_by_application_lower_priority
+-- description: page_rows: rows below the cursor's priority, in index order (rows_by_application)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND priority < :priority
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
 -- name: claimable_rows
 -- description: rows in a state that are eligible at :now, in index order (rows_by_state)
 SELECT collection, key, version, revision, document

@@ -1,0 +1,530 @@
+"""The HTTP client: :class:`~feltdb.work.store.WorkloadStore`'s operations over ``/v1``.
+
+The caller's identity is its bearer token, so no method takes a requester, worker, decider
+or tenant: the server takes them from the verified grant. Answers are the library's own
+records (:class:`~feltdb.work.models.Workload`, :class:`~feltdb.work.models.WorkloadClaim`,
+…), parsed from the server's JSON.
+
+Refusals come back as :class:`ClientError`, a :class:`~feltdb.errors.WorkloadError` with
+the server's ``code``, ``message`` and ``details`` and the HTTP ``status``, so code written
+against the store catches the same codes here. Two cases have no refusal body to map:
+
+- the server could not be reached, or the connection failed or timed out before an answer:
+  ``WORKLOAD_STORAGE_FAILURE`` naming the URL, with ``status`` ``None`` (nothing is known
+  of whether the request was applied: resend it; every write of the API is idempotent or
+  fenced);
+- an answer that is not the server's error body (a ``500``, a proxy's page, a code this
+  client does not know): ``WORKLOAD_STORAGE_FAILURE`` naming the URL and the status, with
+  ``details`` ``{"url", "status", "code"}`` (``code`` the server's, if any).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage import CommittedTransaction
+from feltdb.work.models import (
+    ApprovalDecision,
+    ApprovalPolicy,
+    Workload,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadDependency,
+    WorkloadExecutionContext,
+    WorkloadResult,
+    WorkloadRetryPolicy,
+    WorkloadTimeouts,
+)
+from feltdb.work.states import ApprovalOutcome, WorkloadState
+from feltdb.work.store import DEFAULT_LEASE_MS
+
+_Jsonable = Mapping[str, Any] | WorkloadRetryPolicy | WorkloadTimeouts | ApprovalPolicy
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list: its workloads, and the cursor of the next page (``None``: this
+    was the last). A page filtered by ``definition`` may hold fewer items than asked for,
+    even none, while ``next_cursor`` is set: follow it until it is ``None``.
+    """
+
+    items: list[Workload]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    """Committed transactions of the token's application, oldest first, and the revision
+    to continue after (equal to the one asked for when nothing is left for now).
+    """
+
+    items: list[CommittedTransaction]
+    next_after: int
+
+
+class ClientError(WorkloadError):
+    """A :class:`~feltdb.errors.WorkloadError` raised by :class:`Client`.
+
+    Attributes:
+        status: the HTTP status that answered, ``None`` when no answer arrived.
+        retry_after: the answer's ``Retry-After`` in seconds (``WORKLOAD_NOT_YET_ELIGIBLE``
+            is answered ``425`` with one), else ``None``.
+    """
+
+    def __init__(
+        self,
+        code: ErrorCode | str,
+        message: str | None = None,
+        details: dict[str, Any] | None = None,
+        *,
+        status: int | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(code, message, details)
+        self.status = status
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild,
+            (self.code, self.message, self.details, self.status, self.retry_after),
+        )
+
+
+def _rebuild(
+    code: str,
+    message: str,
+    details: dict[str, Any] | None,
+    status: int | None,
+    retry_after: int | None,
+) -> ClientError:
+    return ClientError(code, message, details, status=status, retry_after=retry_after)
+
+
+def _json(value: _Jsonable) -> dict[str, Any]:
+    if isinstance(value, WorkloadRetryPolicy | WorkloadTimeouts | ApprovalPolicy):
+        return value.to_json()
+    return dict(value)
+
+
+def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
+    return {"claim_id": claim_id, "fencing_token": fencing_token}
+
+
+class Client:
+    """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
+
+    ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).
+    Use it as a context manager, or call :meth:`close`. One client may be shared by the
+    threads of a process (it holds an :class:`httpx.Client` connection pool).
+
+    Example:
+        >>> with Client("http://127.0.0.1:8700", token) as felt:  # doctest: +SKIP
+        ...     workload, created = felt.admit(
+        ...         environment="production", definition_id="send", definition_revision="r1",
+        ...         trigger="manual", input={"to": "ada@example.com"},
+        ...         capability_snapshot=["email:send"], idempotency_key="one")
+    """
+
+    def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {token}", "Accept": "application/json"},
+        )
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- transport
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> httpx.Response:
+        where = f"{self.url}{path}"
+        try:
+            answer = self._http.request(
+                method,
+                path,
+                json=body,
+                params=params,
+                timeout=timeout if timeout is not None else self.timeout,
+            )
+        except httpx.TransportError as error:
+            raise ClientError(
+                ErrorCode.WORKLOAD_STORAGE_FAILURE,
+                f"no answer from the feltdb server at {where}: {type(error).__name__}: {error}",
+                {"url": where},
+            ) from error
+        if answer.is_success:
+            return answer
+        raise _refusal(answer, where)
+
+    def _ask(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        answer = self._send(method, path, body, params=params)
+        try:
+            document = answer.json()
+        except ValueError as error:
+            raise ClientError(
+                ErrorCode.WORKLOAD_STORAGE_FAILURE,
+                f"the feltdb server at {self.url}{path} answered {answer.status_code} "
+                "with a body that is not JSON",
+                {"url": f"{self.url}{path}", "status": answer.status_code, "code": None},
+                status=answer.status_code,
+            ) from error
+        if not isinstance(document, dict):
+            raise ClientError(
+                ErrorCode.WORKLOAD_STORAGE_FAILURE,
+                f"the feltdb server at {self.url}{path} answered {answer.status_code} "
+                "with JSON that is not an object",
+                {"url": f"{self.url}{path}", "status": answer.status_code, "code": None},
+                status=answer.status_code,
+            )
+        return document
+
+    @staticmethod
+    def _path(workload_id: str, action: str | None = None) -> str:
+        # A workload id is one path segment: "/", "?" or "#" in it must not become structure.
+        base = f"/v1/workloads/{quote(workload_id, safe='')}"
+        return f"{base}/{action}" if action else base
+
+    # -------------------------------------------------------------- requesters
+
+    def admit(
+        self,
+        *,
+        environment: str,
+        definition_id: str,
+        definition_revision: str,
+        trigger: str,
+        input: Any,
+        capability_snapshot: Iterable[str],
+        idempotency_key: str,
+        session_id: str | None = None,
+        connection_scopes: Iterable[str] = (),
+        priority: int = 0,
+        retry_policy: _Jsonable | None = None,
+        timeouts: _Jsonable | None = None,
+        dependencies: Iterable[WorkloadDependency | Mapping[str, Any]] = (),
+        not_before: int | None = None,
+        approval: _Jsonable | None = None,
+    ) -> tuple[Workload, bool]:
+        """Admit a workload, or answer with the one this token's subject already admitted
+        under ``idempotency_key``; ``True`` when this call created it.
+
+        The fields are :class:`~feltdb.work.models.CreateWorkload`'s but the four the
+        server takes from the token and itself (``tenant_id``, ``application_id``,
+        ``requested_by``, ``authorization_snapshot``) and ``created_at`` (its clock).
+        """
+        body: dict[str, Any] = {
+            "environment": environment,
+            "definition_id": definition_id,
+            "definition_revision": definition_revision,
+            "trigger": trigger,
+            "input": input,
+            "capability_snapshot": sorted(capability_snapshot),
+            "idempotency_key": idempotency_key,
+            "connection_scopes": sorted(connection_scopes),
+            "priority": priority,
+            "dependencies": [
+                d.to_json() if isinstance(d, WorkloadDependency) else dict(d) for d in dependencies
+            ],
+        }
+        if session_id is not None:
+            body["session_id"] = session_id
+        if retry_policy is not None:
+            body["retry_policy"] = _json(retry_policy)
+        if timeouts is not None:
+            body["timeouts"] = _json(timeouts)
+        if not_before is not None:
+            body["not_before"] = not_before
+        if approval is not None:
+            body["approval"] = _json(approval)
+        answer = self._send("POST", "/v1/workloads", body)
+        workload: Workload = Workload.parse(answer.json())
+        return workload, answer.status_code == 201
+
+    def create(self, **fields: Any) -> Workload:
+        """:meth:`admit` (same keyword fields), answering only the workload."""
+        return self.admit(**fields)[0]
+
+    def get(self, workload_id: str) -> Workload:
+        """The committed workload.
+
+        Raises:
+            ClientError: ``WORKLOAD_NOT_FOUND`` (also for another tenant's or
+                application's work).
+        """
+        workload: Workload = Workload.parse(self._ask("GET", self._path(workload_id)))
+        return workload
+
+    def cancel(self, workload_id: str) -> WorkloadState:
+        """Cancel ready work, or request cancellation of running work; the new state."""
+        answer = self._ask("POST", self._path(workload_id, "cancel"))
+        return WorkloadState(answer["state"])
+
+    def list(
+        self,
+        *,
+        state: WorkloadState | str | None = None,
+        definition: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """A page of the token's application's workloads, priority descending then oldest
+        first; ``cursor`` is the previous page's ``next_cursor``.
+        """
+        query: dict[str, Any] = {"limit": limit}
+        if state is not None:
+            query["state"] = str(state)
+        if definition is not None:
+            query["definition"] = definition
+        return self._page("/v1/workloads", query, cursor)
+
+    def approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """A page of the work awaiting approval (needs ``workload:approve``)."""
+        return self._page("/v1/approvals", {"limit": limit}, cursor)
+
+    def dead_letters(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """A page of the dead-lettered work (needs ``workload:operate``)."""
+        return self._page("/v1/dead-letters", {"limit": limit}, cursor)
+
+    def _page(self, path: str, query: dict[str, Any], cursor: str | None) -> Page:
+        if cursor is not None:
+            query["cursor"] = cursor
+        answer = self._ask("GET", path, params=query)
+        items = [Workload.parse(item) for item in answer["items"]]
+        return Page(items, answer["next_cursor"])
+
+    def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
+        """Committed transactions of the token's application after revision ``after``
+        (needs ``audit:read``).
+        """
+        answer = self._ask("GET", "/v1/audit", params={"after": after, "limit": limit})
+        items = [CommittedTransaction.model_validate(item) for item in answer["items"]]
+        return AuditPage(items, int(answer["next_after"]))
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke a grant of the token's tenant and application: refused from the next
+        request on. ``False`` when it already was revoked (needs ``grant:revoke``).
+        """
+        answer = self._ask("POST", f"/v1/grants/{quote(grant_id, safe='')}/revoke")
+        return bool(answer["revoked"])
+
+    # -------------------------------------------------------------- workers
+
+    def claim_next(
+        self, *, lease_ms: int = DEFAULT_LEASE_MS, wait_ms: int = 0
+    ) -> WorkloadClaim | None:
+        """Claim the next eligible workload of the token's application that this token's
+        capabilities can run; ``None`` when there is none.
+
+        With ``wait_ms`` (at most 30 000) the server long-polls: it answers as soon as
+        work becomes claimable, or ``None`` once ``wait_ms`` has passed.
+        """
+        answer = self._send(
+            "POST",
+            "/v1/claims",
+            {"lease_ms": lease_ms, "wait_ms": wait_ms},
+            timeout=self.timeout + wait_ms / 1000,
+        )
+        if answer.status_code == 204:
+            return None
+        claim: WorkloadClaim = WorkloadClaim.parse(answer.json())
+        return claim
+
+    def claim(self, workload_id: str, *, lease_ms: int = DEFAULT_LEASE_MS) -> WorkloadClaim:
+        """Claim a given ready workload under a fresh fencing token."""
+        answer = self._ask("POST", self._path(workload_id, "claim"), {"lease_ms": lease_ms})
+        claim: WorkloadClaim = WorkloadClaim.parse(answer)
+        return claim
+
+    def start(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
+        """Start the claimed attempt."""
+        self._send("POST", self._path(workload_id, "start"), _fence(claim_id, fencing_token))
+
+    def heartbeat(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        *,
+        extend_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim:
+        """Extend the lease by ``extend_ms`` from now; the extended claim."""
+        body = {**_fence(claim_id, fencing_token), "extend_ms": extend_ms}
+        claim: WorkloadClaim = WorkloadClaim.parse(
+            self._ask("POST", self._path(workload_id, "heartbeat"), body)
+        )
+        return claim
+
+    def execution_context(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        secret_references: Iterable[str] = (),
+    ) -> WorkloadExecutionContext:
+        """What the claiming worker needs: input, scopes and every committed checkpoint."""
+        body = {**_fence(claim_id, fencing_token), "secret_references": list(secret_references)}
+        found: WorkloadExecutionContext = WorkloadExecutionContext.parse(
+            self._ask("POST", self._path(workload_id, "context"), body)
+        )
+        return found
+
+    def checkpoint(
+        self, workload_id: str, claim_id: str, fencing_token: int, state: Any
+    ) -> WorkloadCheckpoint:
+        """Commit progress of the attempt."""
+        body = {**_fence(claim_id, fencing_token), "state": state}
+        saved: WorkloadCheckpoint = WorkloadCheckpoint.parse(
+            self._ask("POST", self._path(workload_id, "checkpoint"), body)
+        )
+        return saved
+
+    def complete(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        result_id: str,
+        output: Any,
+        artifacts: Iterable[str] = (),
+        schema_version: int = 1,
+    ) -> WorkloadResult:
+        """Record the result; the same report repeated answers the recorded result."""
+        body = {
+            **_fence(claim_id, fencing_token),
+            "result_id": result_id,
+            "output": output,
+            "artifacts": list(artifacts),
+            "schema_version": schema_version,
+        }
+        result: WorkloadResult = WorkloadResult.parse(
+            self._ask("POST", self._path(workload_id, "complete"), body)
+        )
+        return result
+
+    def fail(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        kind: str,
+        error: str,
+        *,
+        effect: str | None = None,
+    ) -> WorkloadState:
+        """Report the attempt failed; the state it led to (``READY`` for a retry,
+        ``DEAD_LETTER``, …). ``effect``: ``"none"`` or ``"unknown"``.
+        """
+        body = {**_fence(claim_id, fencing_token), "kind": kind, "error": error}
+        if effect is not None:
+            body["effect"] = effect
+        answer = self._ask("POST", self._path(workload_id, "fail"), body)
+        return WorkloadState(answer["state"])
+
+    def confirm_cancel(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
+        """Confirm a requested cancellation of the claimed work."""
+        self._send(
+            "POST", self._path(workload_id, "confirm-cancel"), _fence(claim_id, fencing_token)
+        )
+
+    # -------------------------------------------------------------- operators and approvers
+
+    def retry(self, workload_id: str, reason: str | None = None) -> Workload:
+        """Re-arm failed or dead-lettered work; the workload as re-armed (the store's
+        ``retry`` answers nothing; the server answers the workload, passed on here).
+        """
+        body = {"reason": reason} if reason is not None else {}
+        workload: Workload = Workload.parse(
+            self._ask("POST", self._path(workload_id, "retry"), body)
+        )
+        return workload
+
+    def decide(
+        self,
+        workload_id: str,
+        outcome: ApprovalOutcome | str,
+        reason: str | None,
+        input_hash: str,
+    ) -> tuple[ApprovalDecision, bool]:
+        """Approve or reject, bound to the input the decider reviewed; the decision and
+        whether it replays one already committed. The decider is the token's subject.
+        """
+        body = {"outcome": str(outcome), "reason": reason, "input_hash": input_hash}
+        answer = self._ask("POST", self._path(workload_id, "decision"), body)
+        decision: ApprovalDecision = ApprovalDecision.parse(answer["decision"])
+        return decision, bool(answer["replayed"])
+
+
+def _refusal(answer: httpx.Response, where: str) -> ClientError:
+    """The :class:`ClientError` an unsuccessful answer stands for."""
+    status = answer.status_code
+    retry_after = _retry_after(answer.headers.get("Retry-After"))
+    code: Any = None
+    try:
+        document = answer.json()
+        error = document["error"]
+        code, message, details = error["code"], error["message"], error.get("details")
+        if isinstance(code, str) and code in ErrorCode.__members__ and isinstance(message, str):
+            return ClientError(
+                code,
+                message,
+                details if isinstance(details, dict) else None,
+                status=status,
+                retry_after=retry_after,
+            )
+    except (ValueError, KeyError, TypeError):
+        pass
+    return ClientError(
+        ErrorCode.WORKLOAD_STORAGE_FAILURE,
+        f"the feltdb server at {where} answered {status} "
+        + (f"({code})" if isinstance(code, str) else "without an error body"),
+        {"url": where, "status": status, "code": code if isinstance(code, str) else None},
+        status=status,
+        retry_after=retry_after,
+    )
+
+
+def _retry_after(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None

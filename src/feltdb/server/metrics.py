@@ -1,0 +1,276 @@
+"""``/metrics``: the server's Prometheus counters, and the access log of every request.
+
+Each app has its own :class:`Metrics` (a private ``CollectorRegistry``, never the global
+default one), so several apps in one process do not clash and a test's app starts at zero.
+
+What is counted, and where:
+
+- ``feltdb_admissions_total``, ``feltdb_claims_total``, ``feltdb_completions_total``,
+  ``feltdb_failures_total{kind}`` and ``feltdb_dead_letters_total`` count the outcomes of
+  this server's store calls, through :class:`MeteredStore` (the store the routes and the
+  maintenance loop call): an admission that created work (a replay is not counted), a
+  claim granted (``claim`` and ``claim_next`` when it found work), a result recorded, a
+  failure report by the worker's ``kind`` (at most :data:`MAX_FAILURE_KINDS` distinct
+  kinds; further ones are counted as ``other``), and work this server moved to
+  ``DEAD_LETTER`` by a failure report, a recovery or a timeout.
+- ``feltdb_timeouts_total`` and ``feltdb_recoveries_total``: what the maintenance passes
+  timed out and recovered.
+- ``feltdb_request_seconds{method,route,status}``: latency of every request, labelled by
+  the route's template (``/v1/workloads/{workload_id}``), never the raw path, so the
+  label set stays bounded; a path no route matches is ``route="unmatched"``.
+
+Caveats: counters are this process's (sum them over servers); a failure report or a
+result repeated by a worker replays its outcome in the store without committing, and is
+counted again; a workload that ``claim_next`` itself settles (past a deadline, out of
+attempts) on its way to a claimable one is not counted. There is deliberately no
+``feltdb_workloads{state}`` gauge: the storage layer has no count query, and counting by
+listing rows at scrape time would scan the whole collection on every scrape.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from feltdb.errors import WorkloadError
+from feltdb.work.models import CreateWorkload, Workload, WorkloadClaim, WorkloadResult
+from feltdb.work.states import WorkloadState
+from feltdb.work.store import DEFAULT_LEASE_MS, WorkloadStore
+
+access_log = logging.getLogger("feltdb.access")
+
+MAX_FAILURE_KINDS = 50
+"""Distinct ``kind`` labels of ``feltdb_failures_total``; workers choose kinds freely, so
+the label set is capped (later kinds count as ``other``)."""
+
+REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Seconds; up to 30 s, the longest long-poll of ``POST /v1/claims``."""
+
+UNMATCHED = "unmatched"
+
+
+class Metrics:
+    """The counters and the latency histogram of one app, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.admissions = Counter(
+            "feltdb_admissions", "Workloads admitted (created, not replayed)", registry=r
+        )
+        self.claims = Counter("feltdb_claims", "Claims granted to workers", registry=r)
+        self.completions = Counter("feltdb_completions", "Results recorded", registry=r)
+        self.failures = Counter(
+            "feltdb_failures", "Failure reports by workers, by kind", ["kind"], registry=r
+        )
+        self.dead_letters = Counter(
+            "feltdb_dead_letters", "Workloads moved to DEAD_LETTER by this server", registry=r
+        )
+        self.recoveries = Counter(
+            "feltdb_recoveries", "Expired leases recovered by maintenance", registry=r
+        )
+        self.timeouts = Counter(
+            "feltdb_timeouts", "Workloads timed out by maintenance (deadlines)", registry=r
+        )
+        self.request_seconds = Histogram(
+            "feltdb_request_seconds",
+            "HTTP request latency in seconds, by method, route template and status",
+            ["method", "route", "status"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
+        self._kinds: set[str] = set()
+        self._kinds_lock = threading.Lock()
+
+    def failure(self, kind: str) -> None:
+        """Count a failure report of ``kind`` (capped at :data:`MAX_FAILURE_KINDS` labels)."""
+        with self._kinds_lock:
+            if kind not in self._kinds:
+                if len(self._kinds) >= MAX_FAILURE_KINDS:
+                    kind = "other"
+                else:
+                    self._kinds.add(kind)
+        self.failures.labels(kind=kind).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition (Prometheus text format) and its content type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class MeteredStore(WorkloadStore):
+    """The app's store, counting outcomes into :class:`Metrics`.
+
+    A second :class:`WorkloadStore` over the same database (it holds no state of its own
+    beyond the database), so every method the routes call is the store's own; the counted
+    ones call it and then count what it answered. It never closes the database.
+    """
+
+    def __init__(self, store: WorkloadStore, metrics: Metrics) -> None:
+        """Act on ``store``'s database, counting into ``metrics``."""
+        super().__init__(store.db)
+        self._pinned = store._pinned
+        self.metrics = metrics
+
+    def admit(self, request: CreateWorkload) -> tuple[Workload, bool]:  # noqa: D102
+        workload, created = super().admit(request)
+        if created:
+            self.metrics.admissions.inc()
+        return workload, created
+
+    def claim(  # noqa: D102
+        self,
+        workload_id: str,
+        worker: str,
+        capabilities: Iterable[str],
+        now: int | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim:
+        granted = super().claim(workload_id, worker, capabilities, now, lease_ms)
+        self.metrics.claims.inc()
+        return granted
+
+    def claim_next(  # noqa: D102
+        self,
+        tenant_id: str,
+        application_id: str,
+        worker: str,
+        capabilities: Iterable[str],
+        now: int | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim | None:
+        granted = super().claim_next(tenant_id, application_id, worker, capabilities, now, lease_ms)
+        if granted is not None:
+            self.metrics.claims.inc()
+        return granted
+
+    def complete(  # noqa: D102
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        result_id: str,
+        output: Any,
+        artifacts: Iterable[str] = (),
+        schema_version: int = 1,
+        now: int | None = None,
+    ) -> WorkloadResult:
+        result = super().complete(
+            workload_id,
+            claim_id,
+            worker,
+            fencing_token,
+            result_id,
+            output,
+            artifacts,
+            schema_version,
+            now,
+        )
+        self.metrics.completions.inc()
+        return result
+
+    def fail(  # noqa: D102
+        self,
+        workload_id: str,
+        claim_id: str,
+        worker: str,
+        fencing_token: int,
+        kind: str,
+        error: str,
+        now: int | None = None,
+        effect: str | None = None,
+    ) -> WorkloadState:
+        state = super().fail(workload_id, claim_id, worker, fencing_token, kind, error, now, effect)
+        self.metrics.failure(kind)
+        if state == WorkloadState.DEAD_LETTER:
+            self.metrics.dead_letters.inc()
+        return state
+
+    def enforce_deadlines(self, now: int | None = None) -> builtins.list[str]:  # noqa: D102
+        timed_out = super().enforce_deadlines(now)
+        self.metrics.timeouts.inc(len(timed_out))
+        self._count_dead_letters(timed_out)
+        return timed_out
+
+    def recover_expired(self, now: int | None = None) -> builtins.list[str]:  # noqa: D102
+        recovered = super().recover_expired(now)
+        self.metrics.recoveries.inc(len(recovered))
+        self._count_dead_letters(recovered)
+        return recovered
+
+    def _count_dead_letters(self, workload_ids: builtins.list[str]) -> None:
+        # The sweeps answer ids only: one keyed read per workload acted on (none on a pass
+        # that did nothing) tells which of them the policy dead-lettered.
+        for workload_id in workload_ids:
+            try:
+                if self.get(workload_id).state == WorkloadState.DEAD_LETTER:
+                    self.metrics.dead_letters.inc()
+            except WorkloadError:
+                continue  # unreadable now: not counted rather than failing the pass
+
+
+class RequestMetrics:
+    """ASGI middleware: times every HTTP request into ``feltdb_request_seconds`` and writes
+    one access-log record (logger ``feltdb.access``) with ``method``, ``path``, ``status``
+    and ``duration_ms`` as record attributes.
+
+    A plain ASGI middleware (not ``BaseHTTPMiddleware``), so long-polls and disconnects
+    pass through untouched. A request that raised before answering is recorded ``500``,
+    as the server answers it.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: D102
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def recording(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording)
+        finally:
+            elapsed = time.perf_counter() - started
+            method = str(scope.get("method", ""))
+            self.metrics.request_seconds.labels(
+                method=method, route=_route_template(scope), status=str(status)
+            ).observe(elapsed)
+            path = str(scope.get("path", ""))
+            duration_ms = round(elapsed * 1000, 3)
+            access_log.info(
+                "%s %s %d %.1f ms",
+                method,
+                path,
+                status,
+                duration_ms,
+                extra={
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "duration_ms": duration_ms,
+                },
+            )
+
+
+def _route_template(scope: Scope) -> str:
+    """The matched route's path template (the router records it in the scope)."""
+    route = scope.get("route")
+    path = getattr(route, "path_format", None) or getattr(route, "path", None)
+    return path if isinstance(path, str) and path else UNMATCHED
