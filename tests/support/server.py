@@ -77,6 +77,8 @@ class Server:
     keyring: Keyring
     process: subprocess.Popen[bytes]
     log: Path
+    backend: str = "sqlite"
+    """The store it serves: ``"sqlite"`` (a file) or ``"postgres"`` (a database)."""
 
     def grant(
         self,

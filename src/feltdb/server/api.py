@@ -65,7 +65,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from feltdb.auth import Grant, SignedGrant
 from feltdb.auth.policy import (
@@ -83,9 +83,18 @@ from feltdb.auth.policy import (
 from feltdb.auth.tokens import Keyring, decode_token
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_SAFE_INTEGER
-from feltdb.server.errors import Unauthenticated
+from feltdb.server.errors import Unauthenticated, error_responses
+from feltdb.storage.base import CommittedTransaction
 from feltdb.work.identities import workload_id_for
-from feltdb.work.models import CreateWorkload, Workload
+from feltdb.work.models import (
+    ApprovalDecision,
+    CreateWorkload,
+    Workload,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadExecutionContext,
+    WorkloadResult,
+)
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import DEFAULT_LEASE_MS, Cursor, WorkloadStore
 
@@ -248,6 +257,134 @@ class DecisionBody(_Body):
     input_hash: str
 
 
+# ---------------------------------------------------------------------- the OpenAPI
+
+SubmitWorkload: type[BaseModel] = create_model(
+    "SubmitWorkload",
+    __config__=ConfigDict(extra="forbid"),
+    __doc__="``POST /v1/workloads``: a CreateWorkload without the fields the token and the"
+    " server supply (tenant, application, requester, authorization snapshot, created_at).",
+    **{
+        name: (info.annotation, info)
+        for name, info in CreateWorkload.model_fields.items()
+        if name not in (*FROM_THE_TOKEN, "created_at")
+    },
+)  # type: ignore[call-overload]
+"""The declared submission body. The body is still parsed by ``CreateWorkload.parse`` (with
+the token's fields added), so the OpenAPI schema is this model's and the rules are one."""
+
+
+def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``#/$defs/...`` references replaced by the definitions (an OpenAPI
+    operation cannot point into a schema's own ``$defs``).
+    """
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                return {**resolve(defs[ref.removeprefix("#/$defs/")]), **resolve(rest)}
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    return resolve(schema)  # type: ignore[no-any-return]
+
+
+def _submission_schema() -> dict[str, Any]:
+    """:data:`SubmitWorkload`'s schema, with what admission checks beyond the model's types
+    (``validate_admission``): the identifiers and the key hold a non-blank character, and a
+    timeout given is at least 1 ms. What the schema still cannot say (``approval_ms`` needs
+    an approval policy, no secrets in the input, the token covering the new workload) is
+    answered 422 or 403, as declared.
+    """
+    schema = _inline(SubmitWorkload.model_json_schema())
+    properties = schema["properties"]
+    for name in ("environment", "definition_id", "idempotency_key"):
+        properties[name]["pattern"] = r"\S"
+    for timeout in properties["timeouts"]["properties"].values():
+        for option in timeout.get("anyOf", [timeout]):
+            if option.get("type") == "integer":
+                option["minimum"] = 1
+    return schema
+
+
+_SUBMIT_EXAMPLE = {
+    "environment": "production",
+    "definition_id": "send-welcome-email",
+    "definition_revision": "1",
+    "trigger": "api",
+    "input": {"to": "user@example.com"},
+    "capability_snapshot": ["email:send"],
+    "idempotency_key": "welcome-42",
+}
+
+_SUBMIT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": _submission_schema(), "example": _SUBMIT_EXAMPLE}
+        },
+    }
+}
+
+
+class StateAnswer(BaseModel):
+    """A workload's state after a cancel or a failure report."""
+
+    workload_id: str
+    state: WorkloadState
+
+
+class DecisionAnswer(BaseModel):
+    """The decision recorded, and whether it replays an earlier identical one."""
+
+    decision: ApprovalDecision
+    replayed: bool
+
+
+class WorkloadPage(BaseModel):
+    """A page of a list; follow ``next_cursor`` until it is null."""
+
+    items: list[Workload]
+    next_cursor: str | None
+
+
+class AuditPage(BaseModel):
+    """Committed transactions; continue with ``after=next_after``."""
+
+    items: list[CommittedTransaction]
+    next_after: int
+
+
+class RevokeAnswer(BaseModel):
+    """The grant, and whether this request revoked it (false: it already was)."""
+
+    grant_id: str
+    revoked: bool
+
+
+def _answers(
+    model: type[BaseModel] | None, *errors: int, status: int = 200
+) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses=``: its success answer's model and its error statuses."""
+    answers = error_responses(*errors)
+    if model is not None:
+        answers[status] = {"model": model}
+    return answers
+
+
+_AUTH = (401, 403, 503)
+"""Every /v1 route: the token is checked (401/403) against the store's revocations (503)."""
+_ON_WORKLOAD = (*_AUTH, 404, 409, 422)
+"""A route acting on one workload: absent or foreign (404), refused by its state (409),
+or given an invalid request (422)."""
+_WITH_BODY = (*_ON_WORKLOAD, 413)
+
+
 # ---------------------------------------------------------------------- the routes
 
 
@@ -321,7 +458,16 @@ def build_router(ctx: Context) -> APIRouter:
 
     # -------------------------------------------------------------- requesters
 
-    @router.post("/workloads", status_code=201, summary="Admit a workload (200 on a replay)")
+    @router.post(
+        "/workloads",
+        status_code=201,
+        summary="Admit a workload (200 on a replay)",
+        responses={
+            **_answers(Workload, *_WITH_BODY, 425, status=201),
+            200: {"model": Workload, "description": "A replay: the workload already admitted"},
+        },
+        openapi_extra=_SUBMIT_BODY,
+    )
     def submit(caller: Auth, body: Annotated[dict[str, Any], Body()]) -> JSONResponse:
         grant = caller.grant
         authorize(grant, SUBMIT, grant.tenant_id, grant.application_id)
@@ -353,12 +499,20 @@ def build_router(ctx: Context) -> APIRouter:
             ctx.wakeup.notify()
         return JSONResponse(workload.to_json(), status_code=201 if created else 200)
 
-    @router.get("/workloads/{workload_id}", summary="Read a committed workload")
+    @router.get(
+        "/workloads/{workload_id}",
+        summary="Read a committed workload",
+        responses=_answers(Workload, *_AUTH, 404, 422),
+    )
     def read(caller: Auth, workload_id: str) -> JSONResponse:
         allow(caller.grant, READ, workload_id)
         return JSONResponse(owned(caller.grant, workload_id).to_json())
 
-    @router.post("/workloads/{workload_id}/cancel", summary="Cancel, or request cancellation")
+    @router.post(
+        "/workloads/{workload_id}/cancel",
+        summary="Cancel, or request cancellation",
+        responses=_answers(StateAnswer, *_ON_WORKLOAD),
+    )
     def cancel(caller: Auth, workload_id: str) -> JSONResponse:
         allow(caller.grant, CANCEL, workload_id)
         owned(caller.grant, workload_id)
@@ -370,7 +524,10 @@ def build_router(ctx: Context) -> APIRouter:
     @router.post(
         "/claims",
         summary="Claim the next eligible workload (204 when none); long-polls up to wait_ms",
-        responses={204: {"description": "No claimable work (within wait_ms)"}},
+        responses={
+            **_answers(WorkloadClaim, *_AUTH, 413, 422),
+            204: {"description": "No claimable work (within wait_ms)"},
+        },
     )
     async def claim_next(
         caller: Auth, request: Request, body: ClaimNextBody | None = None
@@ -400,20 +557,33 @@ def build_router(ctx: Context) -> APIRouter:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(signal.wait(), min(remaining, RECHECK_S))
 
-    @router.post("/workloads/{workload_id}/claim", summary="Claim a given workload")
+    @router.post(
+        "/workloads/{workload_id}/claim",
+        summary="Claim a given workload",
+        responses=_answers(WorkloadClaim, *_WITH_BODY, 425),
+    )
     def claim(caller: Auth, workload_id: str, body: ClaimBody | None = None) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         lease_ms = body.lease_ms if body is not None else DEFAULT_LEASE_MS
         granted = store.claim(workload_id, worker, caller.grant.capabilities, ctx.clock(), lease_ms)
         return JSONResponse(granted.to_json())
 
-    @router.post("/workloads/{workload_id}/start", status_code=204, summary="Start the attempt")
+    @router.post(
+        "/workloads/{workload_id}/start",
+        status_code=204,
+        summary="Start the attempt",
+        responses=_answers(None, *_WITH_BODY),
+    )
     def start(caller: Auth, workload_id: str, body: FenceBody) -> Response:
         worker = as_worker(caller.grant, workload_id)
         store.start(workload_id, body.claim_id, worker, body.fencing_token, ctx.clock())
         return Response(status_code=204)
 
-    @router.post("/workloads/{workload_id}/heartbeat", summary="Extend the lease")
+    @router.post(
+        "/workloads/{workload_id}/heartbeat",
+        summary="Extend the lease",
+        responses=_answers(WorkloadClaim, *_WITH_BODY),
+    )
     def heartbeat(caller: Auth, workload_id: str, body: HeartbeatBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         extended = store.heartbeat(
@@ -421,7 +591,11 @@ def build_router(ctx: Context) -> APIRouter:
         )
         return JSONResponse(extended.to_json())
 
-    @router.post("/workloads/{workload_id}/context", summary="The execution context")
+    @router.post(
+        "/workloads/{workload_id}/context",
+        summary="The execution context",
+        responses=_answers(WorkloadExecutionContext, *_WITH_BODY),
+    )
     def context(caller: Auth, workload_id: str, body: ContextBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         found = store.execution_context(
@@ -434,7 +608,11 @@ def build_router(ctx: Context) -> APIRouter:
         )
         return JSONResponse(found.to_json())
 
-    @router.post("/workloads/{workload_id}/checkpoint", summary="Commit progress")
+    @router.post(
+        "/workloads/{workload_id}/checkpoint",
+        summary="Commit progress",
+        responses=_answers(WorkloadCheckpoint, *_WITH_BODY),
+    )
     def checkpoint(caller: Auth, workload_id: str, body: CheckpointBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         saved = store.checkpoint(
@@ -442,7 +620,11 @@ def build_router(ctx: Context) -> APIRouter:
         )
         return JSONResponse(saved.to_json())
 
-    @router.post("/workloads/{workload_id}/complete", summary="Record the result")
+    @router.post(
+        "/workloads/{workload_id}/complete",
+        summary="Record the result",
+        responses=_answers(WorkloadResult, *_WITH_BODY),
+    )
     def complete(caller: Auth, workload_id: str, body: CompleteBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         result = store.complete(
@@ -459,7 +641,11 @@ def build_router(ctx: Context) -> APIRouter:
         ctx.wakeup.notify()  # work depending on this one may be claimable now
         return JSONResponse(result.to_json())
 
-    @router.post("/workloads/{workload_id}/fail", summary="Report the attempt failed")
+    @router.post(
+        "/workloads/{workload_id}/fail",
+        summary="Report the attempt failed",
+        responses=_answers(StateAnswer, *_WITH_BODY),
+    )
     def fail(caller: Auth, workload_id: str, body: FailBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         state = store.fail(
@@ -479,6 +665,7 @@ def build_router(ctx: Context) -> APIRouter:
         "/workloads/{workload_id}/confirm-cancel",
         status_code=204,
         summary="Confirm a requested cancellation",
+        responses=_answers(None, *_WITH_BODY),
     )
     def confirm_cancel(caller: Auth, workload_id: str, body: FenceBody) -> Response:
         worker = as_worker(caller.grant, workload_id)
@@ -487,7 +674,11 @@ def build_router(ctx: Context) -> APIRouter:
 
     # -------------------------------------------------------------- operators and approvers
 
-    @router.post("/workloads/{workload_id}/retry", summary="Re-arm failed or dead-lettered work")
+    @router.post(
+        "/workloads/{workload_id}/retry",
+        summary="Re-arm failed or dead-lettered work",
+        responses=_answers(Workload, *_WITH_BODY),
+    )
     def retry(caller: Auth, workload_id: str, body: RetryBody | None = None) -> JSONResponse:
         allow(caller.grant, OPERATE, workload_id)
         owned(caller.grant, workload_id)
@@ -496,7 +687,11 @@ def build_router(ctx: Context) -> APIRouter:
         ctx.wakeup.notify()
         return JSONResponse(store.get(workload_id).to_json())
 
-    @router.post("/workloads/{workload_id}/decision", summary="Approve or reject")
+    @router.post(
+        "/workloads/{workload_id}/decision",
+        summary="Approve or reject",
+        responses=_answers(DecisionAnswer, *_WITH_BODY),
+    )
     def decide(caller: Auth, workload_id: str, body: DecisionBody) -> JSONResponse:
         grant = caller.grant
         allow(grant, APPROVE, workload_id)
@@ -542,6 +737,7 @@ def build_router(ctx: Context) -> APIRouter:
     @router.get(
         "/workloads",
         summary="List the application's workloads, a page at a time",
+        responses=_answers(WorkloadPage, *_AUTH, 422),
         description=(
             "Priority descending, then oldest first. `definition` filters each page as read:"
             " a page may hold fewer than `limit` items while `next_cursor` is set."
@@ -559,14 +755,22 @@ def build_router(ctx: Context) -> APIRouter:
             caller.grant, state.value if state is not None else None, definition, cursor, limit
         )
 
-    @router.get("/approvals", summary="Workloads awaiting approval, a page at a time")
+    @router.get(
+        "/approvals",
+        summary="Workloads awaiting approval, a page at a time",
+        responses=_answers(WorkloadPage, *_AUTH, 422),
+    )
     def approvals(
         caller: Auth, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
     ) -> JSONResponse:
         whole_application(caller.grant, APPROVE)
         return listed(caller.grant, WorkloadState.AWAITING_APPROVAL.value, None, cursor, limit)
 
-    @router.get("/dead-letters", summary="Dead-lettered workloads, a page at a time")
+    @router.get(
+        "/dead-letters",
+        summary="Dead-lettered workloads, a page at a time",
+        responses=_answers(WorkloadPage, *_AUTH, 422),
+    )
     def dead_letters(
         caller: Auth, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
     ) -> JSONResponse:
@@ -576,6 +780,7 @@ def build_router(ctx: Context) -> APIRouter:
     @router.get(
         "/audit",
         summary="Committed transactions of the application after a revision",
+        responses=_answers(AuditPage, *_AUTH, 422),
         description=(
             "Oldest first. Continue with `after=next_after`; one request reads a bounded"
             " stretch of the log, so a page may be empty while later entries exist: an"
@@ -599,6 +804,7 @@ def build_router(ctx: Context) -> APIRouter:
     @router.post(
         "/grants/{grant_id}/revoke",
         summary="Revoke a grant of this tenant and application",
+        responses=_answers(RevokeAnswer, *_AUTH, 422),
         description="Idempotent: `revoked` is false when it already was revoked.",
     )
     def revoke(caller: Auth, grant_id: str) -> JSONResponse:

@@ -29,6 +29,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -79,6 +80,57 @@ class Unauthenticated(WorkloadError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.WORKLOAD_UNAUTHORIZED, message)
+
+
+class ErrorDetail(BaseModel):
+    """What was refused: a stable code, a message for people, and structured details."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: ErrorCode
+    message: str
+    details: dict[str, Any] | None
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer (``4xx`` and ``503``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: ErrorDetail
+
+
+ERROR_DESCRIPTIONS: dict[int, str] = {
+    401: "No bearer token, or one that cannot be decoded (WORKLOAD_UNAUTHORIZED)",
+    403: "The token does not verify, was revoked, or does not cover this request",
+    404: "No such workload in the token's tenant and application (WORKLOAD_NOT_FOUND)",
+    409: "The request conflicts with the workload's committed state",
+    413: "The request body is over the 1 MiB limit (WORKLOAD_INVALID)",
+    422: "The request is invalid (WORKLOAD_INVALID, WORKLOAD_SECRET_REJECTED)",
+    425: "The workload is not yet eligible; Retry-After says when (WORKLOAD_NOT_YET_ELIGIBLE)",
+    503: "The store could not be read or written (WORKLOAD_STORAGE_FAILURE)",
+}
+"""The error statuses the server answers, as the OpenAPI describes them."""
+
+_ERROR_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"description": "Bearer", "required": True,
+                               "schema": {"type": "string"}}},
+    425: {"Retry-After": {"description": "Seconds until the work is eligible", "required": True,
+                          "schema": {"type": "string"}}},
+}  # fmt: skip
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` entries of the error ``statuses`` a route may answer, each
+    with the :class:`ErrorBody` schema (for FastAPI's ``responses=``).
+    """
+    answers: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        answer: dict[str, Any] = {"model": ErrorBody, "description": ERROR_DESCRIPTIONS[status]}
+        if status in _ERROR_HEADERS:
+            answer["headers"] = _ERROR_HEADERS[status]
+        answers[status] = answer
+    return answers
 
 
 def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

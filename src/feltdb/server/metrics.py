@@ -22,9 +22,16 @@ What is counted, and where:
 Caveats: counters are this process's (sum them over servers); a failure report or a
 result repeated by a worker replays its outcome in the store without committing, and is
 counted again; a workload that ``claim_next`` itself settles (past a deadline, out of
-attempts) on its way to a claimable one is not counted. There is deliberately no
-``feltdb_workloads{state}`` gauge: the storage layer has no count query, and counting by
-listing rows at scrape time would scan the whole collection on every scrape.
+attempts) on its way to a claimable one is not counted.
+
+Work by state is a gauge, ``feltdb_workloads{state}``: every tenant's workloads in each
+state (every state is listed, 0 when none), read from the store at scrape time by one
+``GROUP BY`` over the scheduling index (:meth:`WorkloadStore.count_by_state`), never by
+listing rows. Unlike the counters it is the store's, not this process's: every server on
+one database answers the same counts (do not sum them). The answer is cached for
+:data:`STATE_COUNT_TTL_S` per app, so frequent scrapes (or several scrapers) cost one query
+per period, and a count may be that much older than the scrape; a count that fails is
+logged and leaves the gauge without samples until the next period.
 """
 
 from __future__ import annotations
@@ -33,11 +40,13 @@ import builtins
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import WorkloadError
@@ -46,6 +55,7 @@ from feltdb.work.states import WorkloadState
 from feltdb.work.store import DEFAULT_LEASE_MS, WorkloadStore
 
 access_log = logging.getLogger("feltdb.access")
+log = logging.getLogger(__name__)
 
 MAX_FAILURE_KINDS = 50
 """Distinct ``kind`` labels of ``feltdb_failures_total``; workers choose kinds freely, so
@@ -56,9 +66,70 @@ REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 UNMATCHED = "unmatched"
 
+STATE_COUNT_TTL_S = 5.0
+"""How long one app reuses a ``feltdb_workloads{state}`` count before querying again."""
+
+StateCounter = Callable[[], dict[WorkloadState, int]]
+
+
+class WorkloadsByState(Collector):
+    """The ``feltdb_workloads{state}`` gauge, counted by the store at most once per
+    :attr:`ttl_s` (on the monotonic :attr:`clock`), whatever the scrape rate.
+
+    Registering it queries nothing (:meth:`describe` answers the family without samples);
+    until :meth:`bind` gives it a counter, it answers no samples either.
+    """
+
+    NAME = "feltdb_workloads"
+    HELP = "Workloads in each state, every tenant's (the store's count, cached up to 5 s)"
+
+    def __init__(
+        self, ttl_s: float = STATE_COUNT_TTL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._count: StateCounter | None = None
+        self._counted: dict[WorkloadState, int] | None = None
+        self._counted_at: float | None = None
+        self._lock = threading.Lock()
+
+    def bind(self, count: StateCounter) -> None:
+        """Count with ``count`` from now on (forgetting any cached answer)."""
+        with self._lock:
+            self._count = count
+            self._counted = None
+            self._counted_at = None
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:  # noqa: D102
+        return [GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:  # noqa: D102
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])
+        for state, count in self.counts().items():
+            family.add_metric([state.value], count)
+        yield family
+
+    def counts(self) -> dict[WorkloadState, int]:
+        """The cached count, refreshed first if it is :attr:`ttl_s` old (empty when none
+        could be read). Concurrent scrapes share one query: the lock is held across it.
+        """
+        with self._lock:
+            now = self.clock()
+            fresh = self._counted_at is not None and now - self._counted_at < self.ttl_s
+            if self._count is not None and not fresh:
+                try:
+                    self._counted = self._count()
+                except WorkloadError as error:
+                    log.warning("counting workloads by state failed: %s", error)
+                    self._counted = None
+                self._counted_at = now
+            return dict(self._counted or {})
+
 
 class Metrics:
-    """The counters and the latency histogram of one app, in a registry of its own."""
+    """The counters, the latency histogram and the work-by-state gauge of one app, in a
+    registry of its own (the gauge counts once a :class:`MeteredStore` binds it).
+    """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -87,6 +158,8 @@ class Metrics:
             buckets=REQUEST_BUCKETS,
             registry=r,
         )
+        self.workloads = WorkloadsByState()
+        r.register(self.workloads)
         self._kinds: set[str] = set()
         self._kinds_lock = threading.Lock()
 
@@ -118,6 +191,7 @@ class MeteredStore(WorkloadStore):
         super().__init__(store.db)
         self._pinned = store._pinned
         self.metrics = metrics
+        metrics.workloads.bind(self.count_by_state)
 
     def admit(self, request: CreateWorkload) -> tuple[Workload, bool]:  # noqa: D102
         workload, created = super().admit(request)

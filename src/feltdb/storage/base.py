@@ -259,6 +259,13 @@ class Database(Protocol):
         """Rows whose index ``result_id`` equals ``result_id``."""
         ...
 
+    def count_by_state(self, collection: str) -> dict[str, int]:
+        """How many rows of ``collection`` are in each index ``state`` (rows without one
+        are not counted; a state with no rows is absent), in one query that reads the
+        ``state`` index column, never the documents.
+        """
+        ...
+
     def current_revision(self) -> int:
         """The greatest revision readable from the log (0 before any commit):
         ``committed_transactions_after(current_revision())`` is empty.

@@ -752,6 +752,21 @@ class PostgresDatabase:
             _Q["rows_with_result_id"], {"collection": collection, "result_id": result_id}
         )
 
+    def count_by_state(self, collection: str) -> dict[str, int]:
+        """How many rows of ``collection`` are in each index ``state`` (states with no
+        rows, and rows without a state, are absent), by one ``GROUP BY`` over the
+        ``state`` column of ``rows_by_state`` (an index-only scan where the planner
+        prefers one; over most of a small table a sequential scan is cheaper).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` if the store cannot be read.
+        """
+        fetched = self._one_statement(
+            "read",
+            lambda c: c.execute(_Q["count_by_state"], {"collection": collection}).fetchall(),
+        )
+        return {str(state): int(count) for state, count in fetched}
+
     def current_revision(self) -> int:
         """The greatest logged revision every reader can see, 0 before any.
 

@@ -584,6 +584,23 @@ class SQLiteDatabase:
             _Q["rows_with_result_id"], {"collection": collection, "result_id": result_id}
         )
 
+    def count_by_state(self, collection: str) -> dict[str, int]:
+        """How many rows of ``collection`` are in each index ``state`` (states with no
+        rows, and rows without a state, are absent), by one ``GROUP BY`` over the
+        covering index ``rows_by_state`` (its entries only, never the table).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` if the store cannot be read.
+        """
+        self._ensure_open()
+        with self._translate_errors("read"):
+            fetched = (
+                self._connection()
+                .execute(_Q["count_by_state"], {"collection": collection})
+                .fetchall()
+            )
+        return {str(state): int(count) for state, count in fetched}
+
     def current_revision(self) -> int:
         """The revision of the latest commit, 0 before any.
 

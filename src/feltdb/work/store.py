@@ -946,6 +946,16 @@ class WorkloadStore:
         key = revoked_grant_key(tenant_id, application_id, grant_id)
         return self.db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None
 
+    def count_by_state(self) -> dict[WorkloadState, int]:
+        """How many workloads there are in each state, every tenant's (a state with none
+        is counted 0). One ``GROUP BY`` over the scheduling index, never the documents.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        counted = self.db.count_by_state(DURABLE_WORK_COLLECTION)
+        return {state: counted.get(state.value, 0) for state in WorkloadState}
+
     # ---------------------------------------------------------------- maintenance
 
     def enforce_deadlines(self, now: int | None = None) -> builtins.list[str]:

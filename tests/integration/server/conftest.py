@@ -1,15 +1,23 @@
-"""One real ``feltdb serve`` process for every test of this package.
+"""One real ``feltdb serve`` process per backend for the tests of this package.
 
-It serves a fresh SQLite store and a keyring written here, on a free loopback port. Tests
-mint their tokens with the same keyring, each in its own application (the ``app`` fixture),
-so the tests sharing the process never see each other's work. The process is terminated
-(then killed) at teardown even when a test failed.
+``backend`` is overridden here at package scope, so every test that uses ``server`` (or
+``http``) runs twice: against a server on a fresh SQLite file, and against one on a fresh
+PostgreSQL database (``pg_databases`` of tests/conftest.py; skipped without
+``FELTDB_TEST_PG``, failed on CI). Being a ``backend`` parameter, the PostgreSQL runs are
+marked ``postgres`` by tests/conftest.py like every other test on that backend, and pytest
+groups the tests by backend, so each server starts once and stops before the other starts.
+
+Both serve a keyring written here, on a free loopback port. Tests mint their tokens with the
+same keyring, each in its own application (the ``app`` fixture), so the tests sharing a
+process never see each other's work. The process is terminated (then killed) at teardown
+even when a test failed, and its PostgreSQL database dropped.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,18 +25,44 @@ from support.server import Server, start_server, stop, wait_until_healthy
 
 from feltdb.auth.tokens import Keyring
 
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(scope="package", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend of this run (tests/conftest.py's fixture, widened to the package's scope
+    so its server is shared); also what ``new_target`` uses in this package.
+    """
+    if request.param == "postgres":
+        request.getfixturevalue("pg_admin_url")
+    name: str = request.param
+    return name
+
 
 @pytest.fixture(scope="package")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home = tmp_path_factory.mktemp("server")
+def server(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Server]:
+    home = tmp_path_factory.mktemp(f"server-{backend}")
+    if backend != "postgres":
+        yield from serve(home, str(home / "work.db"), backend)
+        return
+    pg_databases = request.getfixturevalue("pg_databases")
+    database = pg_databases.create("server")
+    try:
+        yield from serve(home, pg_databases.url_of(database), backend)
+    finally:
+        pg_databases.drop(database)
+
+
+def serve(home: Path, target: str, backend: str) -> Iterator[Server]:
+    """``feltdb serve --db TARGET`` with a new keyring, until the generator is closed."""
     keyring = Keyring.generate()
     keyring.save(home / "keyring.json")
-    process, url, log = start_server(
-        home, "--db", str(home / "work.db"), "--keyring", str(home / "keyring.json")
-    )
+    process, url, log = start_server(home, "--db", target, "--keyring", str(home / "keyring.json"))
     try:
         wait_until_healthy(url, process, log)
-        yield Server(url, keyring, process, log)
+        yield Server(url, keyring, process, log, backend)
     finally:
         stop(process)
 

@@ -12,8 +12,8 @@ from feltdb.server.maintenance import Maintenance
 
 
 @pytest.fixture
-def store(tmp_path):
-    with WorkloadStore.open(tmp_path / "work.db") as opened:
+def store(new_target):
+    with WorkloadStore.open(new_target()) as opened:
         yield opened
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 from support.factories import CAPABILITIES, make_request
 from support.server import WORK_CAPABILITY, Server, submission
@@ -16,6 +19,9 @@ from feltdb import Subject, WorkloadStore
 from feltdb.auth.policy import CLAIM, READ, SUBMIT
 from feltdb.auth.tokens import Keyring
 from feltdb.server.app import create_app
+from feltdb.server.metrics import STATE_COUNT_TTL_S
+from feltdb.storage import open_database
+from feltdb.work.states import WorkloadState
 
 REQUESTER = {"subject": Subject.agent("a1"), "capabilities": [SUBMIT, READ]}
 WAIT_S = 20.0
@@ -194,3 +200,106 @@ def test_each_app_has_its_own_registry_and_counts_its_maintenance(store):
     assert value(counted, "feltdb_dead_letters_total") >= 1
     for name in ("feltdb_recoveries_total", "feltdb_timeouts_total", "feltdb_dead_letters_total"):
         assert value(untouched, name) == 0
+
+
+# --- work by state -------------------------------------------------------------------------
+
+
+class CountingDatabase:
+    """A database that counts the state-count queries it answers."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.state_counts = 0
+
+    def count_by_state(self, collection: str) -> dict[str, int]:
+        self.state_counts += 1
+        return self.db.count_by_state(collection)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def scrape_app(app: FastAPI) -> Samples:
+    """``GET /metrics`` of an in-process app, through its route (no lifespan: no loop)."""
+
+    async def get() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+            return await client.get("/metrics")
+
+    answer = asyncio.run(get())
+    assert answer.status_code == 200, answer.text
+    return parse(answer.text)
+
+
+def workloads(samples: Samples) -> dict[str, float]:
+    return {
+        dict(labels)["state"]: number
+        for (name, labels), number in samples.items()
+        if name == "feltdb_workloads"
+    }
+
+
+def test_work_by_state_is_counted_by_the_store_at_most_once_per_period(
+    new_target: Callable[..., str],
+):
+    counting = CountingDatabase(open_database(new_target("metrics")))
+    store = WorkloadStore(counting)  # type: ignore[arg-type]
+    try:
+        one = create_app(store, Keyring.generate(), clock=lambda: 100, maintenance_interval_s=None)
+        assert counting.state_counts == 0  # building the app and its registry counts nothing
+        clock = [1000.0]
+        one.state.metrics.workloads.clock = lambda: clock[0]
+        held = store.create(make_request(idempotency_key="held"))
+        store.create(make_request(idempotency_key="waiting"))
+        store.create(make_request("a2", idempotency_key="other"))
+        store.claim(held.workload_id, "w1", CAPABILITIES, now=100, lease_ms=1000)
+
+        first = workloads(scrape_app(one))
+        # Every state is answered, 0 when none (the contract test counts across tenants).
+        assert set(first) == {state.value for state in WorkloadState}
+        assert first["READY"] == 2 and first["CLAIMED"] == 1
+        assert sum(first.values()) == 3
+        assert counting.state_counts == 1
+
+        # Frequent scrapes within the period reuse the count: one query, a stale answer.
+        store.create(make_request(idempotency_key="later"))
+        clock[0] += STATE_COUNT_TTL_S - 0.1
+        for _ in range(5):
+            assert workloads(scrape_app(one)) == first
+        assert counting.state_counts == 1
+
+        # Once the period has passed, the next scrape counts again.
+        clock[0] += 0.1
+        assert workloads(scrape_app(one))["READY"] == 3
+        assert counting.state_counts == 2
+
+        # Another app over the same store keeps its own cache.
+        two = create_app(store, Keyring.generate(), maintenance_interval_s=None)
+        assert workloads(parse(two.state.metrics.render()[0].decode()))["READY"] == 3
+        assert counting.state_counts == 3
+    finally:
+        store.close()
+
+
+def test_a_failed_state_count_leaves_the_gauge_empty_and_metrics_answering(store):
+    one = create_app(store, Keyring.generate(), maintenance_interval_s=None)
+    clock = [0.0]
+    one.state.metrics.workloads.clock = lambda: clock[0]
+    store.create(make_request(idempotency_key="a"))
+    assert workloads(parse(one.state.metrics.render()[0].decode()))["READY"] == 1
+    store.db.close()
+    clock[0] += STATE_COUNT_TTL_S
+    samples = scrape_app(one)
+    assert workloads(samples) == {}
+    assert "feltdb_admissions_total" in {name for name, _ in samples}
+
+
+def test_the_real_server_answers_work_by_state(server: Server, http: httpx.Client, app):
+    http.post(
+        "/v1/workloads", json=submission("by-state"), headers=server.headers(app, **REQUESTER)
+    ).raise_for_status()
+    counted = workloads(scrape(http))
+    assert set(counted) == {state.value for state in WorkloadState}
+    assert all(number >= 0 for number in counted.values())

@@ -7,19 +7,19 @@ invalid (negative) requests, about :data:`BUDGET` in all, generated with ``deran
 a valid token of all capabilities, in an application of this test alone.
 
 Checks enabled: schemathesis's ``not_a_server_error``, ``response_schema_conformance``,
-``content_type_conformance`` and ``response_headers_conformance``; and ours,
-:func:`error_body_shape`: every 4xx answers ``{"error": {"code", "message", "details"}}``
-with a known code, and a 401 carries ``WWW-Authenticate``.
+``content_type_conformance``, ``response_headers_conformance`` and
+``status_code_conformance`` (every route declares the error statuses it answers, with the
+``{"error": {"code", "message", "details"}}`` schema, and its 2xx answer's schema); and
+ours, :func:`error_body_shape`: every 4xx answers that body with a known code, and a 401
+carries ``WWW-Authenticate``.
 
-Not enabled: ``status_code_conformance``, because the routes declare only 2xx and 422 while
-they answer 401/403/404/409/425 by design (the table of ``feltdb.server.errors``);
-declaring those statuses in the OpenAPI would let it run. Nor ``negative_data_rejection``:
-the valid token added to every request undoes schemathesis's negated ``Authorization``
-headers, and the server ignores unknown query parameters (as HTTP APIs commonly do), which
-that check counts as accepting invalid data.
+Not enabled: ``negative_data_rejection``: the valid token added to every request undoes
+schemathesis's negated ``Authorization`` headers, and the server ignores unknown query
+parameters (as HTTP APIs commonly do), which that check counts as accepting invalid data.
 
-Submissions reach validation only: ``POST /v1/workloads`` declares its body as any object,
-so generated bodies are refused 422 rather than admitted.
+Submissions reach the store: ``POST /v1/workloads`` declares its body as ``SubmitWorkload``
+(``CreateWorkload`` without the fields the token and the server supply), so generated
+bodies are admitted (201), which the test asserts.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ CHECKS = [
     openapi_checks.response_schema_conformance,
     openapi_checks.content_type_conformance,
     openapi_checks.response_headers_conformance,
+    openapi_checks.status_code_conformance,
 ]
 
 
@@ -73,6 +74,7 @@ def test_generated_requests_get_no_500_and_conforming_answers(server: Server, ap
     headers = server.headers(app)
     failures: dict[tuple[str, str], str] = {}
     sent: dict[str, int] = {}
+    statuses: dict[str, set[int]] = {}
 
     plan = [
         (operation, mode)
@@ -97,6 +99,7 @@ def test_generated_requests_get_no_500_and_conforming_answers(server: Server, ap
             label = case.operation.label
             response = case.call(headers=headers, timeout=15)
             sent[label] = sent.get(label, 0) + 1
+            statuses.setdefault(label, set()).add(response.status_code)
             for check in CHECKS:
                 try:
                     case.validate_response(response, checks=[check])
@@ -112,3 +115,5 @@ def test_generated_requests_get_no_500_and_conforming_answers(server: Server, ap
         f"{op} / {check}:\n{text}" for (op, check), text in failures.items()
     )
     assert set(sent) == {operation.label for operation in operations}
+    # The declared submission body is the real one: generated submissions are admitted.
+    assert 201 in statuses["POST /v1/workloads"], statuses["POST /v1/workloads"]

@@ -14,6 +14,7 @@ compare revisions with the ones commits returned, never with counts.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import re
 import sqlite3
@@ -39,10 +40,13 @@ from feltdb.storage import (
     open_database,
 )
 from feltdb.storage.base import RowReader
+from feltdb.storage.sql import load_queries
 
 STORAGE_FAILURE = ErrorCode.WORKLOAD_STORAGE_FAILURE.value
 INVALID = ErrorCode.WORKLOAD_INVALID.value
 JOIN_TIMEOUT_S = 120
+SQLITE_QUERIES = load_queries("sqlite")
+POSTGRES_QUERIES = load_queries("postgres")
 
 
 @pytest.fixture
@@ -1027,3 +1031,75 @@ def test_open_database_takes_postgresql_and_postgres_urls(
         assert row is not None and row.version == 1
     finally:
         database.close()
+
+
+# --- counting by state -------------------------------------------------------------------
+
+
+def test_count_by_state_counts_one_collection_by_its_index_state(db: Database) -> None:
+    assert db.count_by_state("work") == {}
+    for n in range(5):
+        put(db, f"r{n}", work_index("ready", tenant_id=f"t{n % 2}", application_id=f"a{n % 3}"))
+    put(db, "c", work_index("claimed"))
+    put(db, "s", work_index("succeeded"))
+    put(db, "unscheduled")  # no index fields: not counted
+    db.commit("other", [Mutation("other", "o", {}, work_index("ready"))])
+    assert db.count_by_state("work") == {"ready": 5, "claimed": 1, "succeeded": 1}
+    assert db.count_by_state("other") == {"ready": 1}
+    assert db.count_by_state("none") == {}
+
+    # The count follows the index: a row moved to another state, a deleted row.
+    put(db, "c", work_index("succeeded"))
+    db.commit("gone", [Mutation("work", "r0", None)])
+    assert db.update_index("work", "r1", work_index("failed"))
+    assert db.count_by_state("work") == {"ready": 3, "failed": 1, "succeeded": 2}
+
+
+COUNT_ROWS = 2000
+
+
+def test_count_by_state_reads_the_state_index_not_the_table(backend: str, target: str) -> None:
+    # The table holds mostly another collection's rows, so reading the index's entries of
+    # one collection is what a planner should prefer to scanning the table.
+    database = open_database(target)
+    try:
+        database.commit(
+            "fill",
+            [
+                Mutation(
+                    "other" if n % 20 else "work",
+                    f"k{n:05}",
+                    {},
+                    work_index(("ready", "claimed", "succeeded")[n % 3], n % 5, n),
+                )
+                for n in range(COUNT_ROWS)
+            ],
+        )
+        assert sum(database.count_by_state("work").values()) == COUNT_ROWS // 20
+    finally:
+        database.close()
+    if backend == "sqlite":
+        with contextlib.closing(sqlite3.connect(target)) as connection:
+            plan = [
+                row[3]
+                for row in connection.execute(
+                    "EXPLAIN QUERY PLAN " + SQLITE_QUERIES["count_by_state"],
+                    {"collection": "work"},
+                )
+            ]
+        # Only the covering index's entries are read (the GROUP BY sorts the states).
+        assert any("USING COVERING INDEX rows_by_state" in line for line in plan), plan
+        assert not any(line.startswith("SCAN") for line in plan), plan
+    else:
+        with psycopg.connect(target, autocommit=True) as connection:
+            # VACUUM sets the visibility map an index-only scan relies on; ANALYZE the
+            # statistics that make the planner prefer it.
+            connection.execute("VACUUM ANALYZE rows")
+            plan = "\n".join(
+                row[0]
+                for row in connection.execute(
+                    "EXPLAIN " + POSTGRES_QUERIES["count_by_state"], {"collection": "work"}
+                ).fetchall()
+            )
+        assert "Index Only Scan using rows_by_state" in plan, plan
+        assert "Seq Scan" not in plan, plan

@@ -949,6 +949,9 @@ def test_protocol_queries_never_scan_nor_sort(
 def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
     unchecked = {
         "list_rows",  # any filters: sorts the collection, as on SQLite
+        # Over most of the table (as here) a sequential scan is the cheaper plan; the
+        # contract test checks the index-only scan where the collection is a small part.
+        "count_by_state",
         "insert_row_if_absent",  # INSERT … VALUES: no scan to plan
         "upsert_row",
         "write_row_at_version",

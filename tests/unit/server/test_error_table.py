@@ -8,7 +8,15 @@ import pytest
 
 from feltdb import WorkloadError
 from feltdb.errors import ErrorCode
-from feltdb.server.errors import STATUS_BY_CODE, Unauthenticated, error_response, status_for
+from feltdb.server.errors import (
+    ERROR_DESCRIPTIONS,
+    STATUS_BY_CODE,
+    ErrorBody,
+    Unauthenticated,
+    error_response,
+    error_responses,
+    status_for,
+)
 
 
 @pytest.mark.parametrize("code", list(ErrorCode), ids=str)
@@ -60,3 +68,18 @@ def test_not_yet_eligible_says_when_to_retry(eligible_at, retry_after):
     response = error_response(WorkloadError("WORKLOAD_NOT_YET_ELIGIBLE", "early", details), 100)
     assert response.status_code == 425
     assert response.headers["Retry-After"] == retry_after
+
+
+def test_every_error_body_matches_the_declared_schema():
+    response = error_response(WorkloadError("WORKLOAD_CONFLICT", "lost", {"revision": 3}), 0)
+    ErrorBody.model_validate_json(response.body)
+    ErrorBody.model_validate_json(error_response(Unauthenticated("no token"), 0).body)
+
+
+def test_declared_error_responses_carry_the_schema_and_required_headers():
+    answers = error_responses(*ERROR_DESCRIPTIONS)
+    assert set(answers) == {401, 403, 404, 409, 413, 422, 425, 503}
+    assert all(answer["model"] is ErrorBody for answer in answers.values())
+    assert answers[401]["headers"]["WWW-Authenticate"]["required"] is True
+    assert answers[425]["headers"]["Retry-After"]["required"] is True
+    assert set(STATUS_BY_CODE.values()) <= set(answers)

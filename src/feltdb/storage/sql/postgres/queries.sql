@@ -203,6 +203,15 @@ WHERE collection = %(collection)s
   AND result_id = %(result_id)s
 ORDER BY key;
 
+-- name: count_by_state
+-- description: how many rows of a collection are in each state, read from the covering index rows_by_state (an index-only scan when the planner prefers it to a sequential one)
+SELECT state, count(*)
+FROM rows
+WHERE collection = %(collection)s
+  AND state IS NOT NULL
+GROUP BY state
+ORDER BY state;
+
 -- name: current_revision
 -- description: the latest logged revision below the snapshot's xmin (every older transaction has ended), 0 before any
 SELECT COALESCE(MAX(commit_revision), 0)

@@ -171,6 +171,15 @@ WHERE collection = :collection
   AND result_id = :result_id
 ORDER BY key;
 
+-- name: count_by_state
+-- description: how many rows of a collection are in each state, read from the covering index rows_by_state (never the table)
+SELECT state, count(*)
+FROM rows
+WHERE collection = :collection
+  AND state IS NOT NULL
+GROUP BY state
+ORDER BY state;
+
 -- name: current_revision
 -- description: the revision of the latest commit, 0 before any
 SELECT COALESCE(MAX(commit_revision), 0) FROM transactions;
