@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -48,7 +49,8 @@ def serve(
         Path | None,
         typer.Option(
             help="The keyring file (default: feltdb-keyring.json beside the store file); "
-            "created with an admin token when missing."
+            "created with an admin token when missing. FELTDB_KEYRING, when set, holds the "
+            "keyring itself (its JSON, e.g. from a secret manager) and takes precedence."
         ),
     ] = None,
     maintenance_interval: Annotated[
@@ -74,6 +76,7 @@ def serve(
 
     import uvicorn
 
+    from feltdb.auth.tokens import Keyring
     from feltdb.server.app import create_app, load_or_create_keyring, wall_clock
     from feltdb.server.logs import logging_config
     from feltdb.work.store import WorkloadStore
@@ -92,11 +95,18 @@ def serve(
         else:
             console.print(message)
 
-    keyring_path = keyring if keyring is not None else _default_keyring(db)
-    ring, admin_token = load_or_create_keyring(keyring_path, wall_clock())
+    from_env = os.environ.get(KEYRING_ENV)
+    if from_env:
+        # A keyring handed over by the environment is the operator's: nothing is written
+        # and no admin token is minted.
+        ring, admin_token = Keyring.from_json(from_env), None
+        say(f"keyring from {KEYRING_ENV}")
+    else:
+        keyring_path = keyring if keyring is not None else _default_keyring(db)
+        ring, admin_token = load_or_create_keyring(keyring_path, wall_clock())
     url = f"http://{host}:{port}"
     if admin_token is not None:
-        say(f"created keyring {keyring_path}")
+        say(f"created keyring {keyring_path}")  # only created when read from a file
         say("admin token (tenant default, application default, 30 days):")
         # Printed bare on stdout (no wrapping or markup, not a log line) so it can be
         # copied whole.
@@ -112,6 +122,10 @@ def serve(
             log_level=log_level.lower(),
             access_log=False,  # feltdb.access logs each request once, in either format
         )
+
+
+KEYRING_ENV = "FELTDB_KEYRING"
+"""The environment variable that may hold the server's keyring (its JSON)."""
 
 
 def _default_keyring(db: str) -> Path:

@@ -130,13 +130,17 @@ def submission(key: str = "one", **overrides: Any) -> dict[str, Any]:
     return body
 
 
-def start_server(home: Path, *args: str) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """Start ``feltdb serve ARGS --port <free>`` in ``home``; returns the process, its URL
-    and its log file. The caller must :func:`stop` it.
+def start_server(
+    home: Path, *args: str, env_extra: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """Start ``feltdb serve ARGS --port <free>`` in ``home`` (with ``env_extra`` added to a
+    clean environment); returns the process, its URL and its log file. The caller must
+    :func:`stop` it.
     """
     port = free_port()
     log = home / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FELTDB_")}
+    env.update(env_extra or {})
     with log.open("wb") as output:
         process = subprocess.Popen(
             serve_command(*args, "--port", str(port)),

@@ -8,6 +8,7 @@ import os
 import signal
 import stat
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -53,6 +54,29 @@ def test_a_first_start_creates_a_keyring_and_prints_a_working_admin_token(tmp_pa
         assert httpx.get(f"{url}/v1/workloads/x", headers=headers).status_code == 404
     finally:
         stop(again)
+
+
+def test_a_keyring_from_the_environment_is_used_and_nothing_is_written(tmp_path):
+    from feltdb.auth.tokens import Keyring
+    from feltdb.server.app import admin_grant
+
+    ring = Keyring.generate()
+    process, url, log = start_server(
+        tmp_path, "--db", "work.db", env_extra={"FELTDB_KEYRING": ring.to_json()}
+    )
+    try:
+        wait_until_healthy(url, process, log)
+        assert "fgt1." not in log.read_text()  # the operator's keyring: no admin token minted
+        token = ring.sign(admin_grant(int(time.time())))
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(f"{url}/v1/workloads", json=submission(), headers=headers)
+        assert created.status_code == 201, created.text
+        other = Keyring.generate().sign(admin_grant(int(time.time())))
+        refused = httpx.get(f"{url}/v1/workloads/x", headers={"Authorization": f"Bearer {other}"})
+        assert refused.status_code == 403, refused.text
+    finally:
+        stop(process)
+    assert not (tmp_path / "feltdb-keyring.json").exists()
 
 
 def test_serve_refuses_a_store_it_cannot_open(tmp_path):
