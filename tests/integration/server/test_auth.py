@@ -15,7 +15,17 @@ import pytest
 from support.server import Server, submission
 
 from feltdb import GrantStatus, Subject
-from feltdb.auth.policy import ALL_CAPABILITIES, APPROVE, CANCEL, CLAIM, OPERATE, READ, SUBMIT
+from feltdb.auth.policy import (
+    ALL_CAPABILITIES,
+    APPROVE,
+    AUDIT,
+    CANCEL,
+    CLAIM,
+    OPERATE,
+    READ,
+    REVOKE,
+    SUBMIT,
+)
 from feltdb.auth.tokens import Keyring, decode_token, encode_token
 
 FENCE = {"claim_id": "claim_x", "fencing_token": 1}
@@ -35,8 +45,15 @@ ENDPOINTS = [
     ("POST", "/v1/workloads/{id}/confirm-cancel", FENCE, CLAIM),
     ("POST", "/v1/workloads/{id}/retry", {"reason": "r"}, OPERATE),
     ("POST", "/v1/workloads/{id}/decision", {"outcome": "approved", "input_hash": "h"}, APPROVE),
+    ("GET", "/v1/workloads", None, READ),
+    ("GET", "/v1/approvals", None, APPROVE),
+    ("GET", "/v1/dead-letters", None, OPERATE),
+    ("GET", "/v1/audit", None, AUDIT),
+    ("POST", "/v1/grants/g-someone/revoke", None, REVOKE),
 ]
 WORKLOAD_ENDPOINTS = [e for e in ENDPOINTS if "{id}" in e[1]]
+# Revoking a grant is scoped to the tenant and application, not to a workload resource.
+RESOURCE_ENDPOINTS = [e for e in ENDPOINTS if e[3] != REVOKE]
 
 
 def ids(endpoint) -> str:
@@ -100,6 +117,18 @@ def test_a_token_that_fails_verification_is_403(server: Server, http, app, endpo
         assert answer.json()["error"]["code"] == "WORKLOAD_UNAUTHORIZED", reason
 
 
+def test_a_grant_revoked_in_the_store_is_refused_by_every_endpoint_from_then_on(
+    server: Server, http, app
+):
+    grant = server.grant(app)
+    headers = {"Authorization": f"Bearer {server.keyring.sign(grant)}"}
+    assert call(http, ENDPOINTS[1], headers).status_code == 404  # accepted: no such workload
+    revoked = http.post(f"/v1/grants/{grant.id}/revoke", headers=server.headers(app))
+    assert revoked.status_code == 200, revoked.text
+    for endpoint in ENDPOINTS:
+        refusal(call(http, endpoint, headers), 403)
+
+
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=ids)
 def test_a_grant_without_the_endpoints_capability_is_403(server: Server, http, app, endpoint):
     capability = endpoint[3]
@@ -109,7 +138,7 @@ def test_a_grant_without_the_endpoints_capability_is_403(server: Server, http, a
     assert answer.json()["error"]["details"] == {"missing": "capability"}
 
 
-@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=ids)
+@pytest.mark.parametrize("endpoint", RESOURCE_ENDPOINTS, ids=ids)
 def test_a_grant_whose_resources_do_not_cover_the_workload_is_403(
     server: Server, http, app, endpoint
 ):
