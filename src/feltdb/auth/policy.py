@@ -29,9 +29,7 @@ AUDIT: Final = "audit:read"
 REVOKE: Final = "grant:revoke"
 """Revoke a grant of one's own tenant and application (``POST /v1/grants/{id}/revoke``)."""
 
-ALL_CAPABILITIES: Final = frozenset(
-    {SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE}
-)
+ALL_CAPABILITIES: Final = frozenset({SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE})
 """Every capability the server checks (an administrator's grant holds them all)."""
 
 
