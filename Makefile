@@ -43,6 +43,7 @@ test-fast: $(VENV)/.installed-dev
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src
