@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import secrets
 import string
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, LiteralString
 
 from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
@@ -154,3 +154,37 @@ def committed(
         if mutation.document is not None and version is not None
     ]
     return Commit(revision, transaction_id, rows)
+
+
+def keyset_page(
+    select: Callable[[LiteralString, Mapping[str, Any]], list[StoredRow]],
+    queries: Mapping[str, LiteralString],
+    collection: str,
+    tenant_id: str,
+    application_id: str,
+    state: str | None,
+    after: tuple[int, int, str],
+    limit: int,
+) -> list[StoredRow]:
+    """The rows after a cursor, by two keyset seeks over the index (the same named queries
+    in every dialect): the rest of ``after``'s priority on ``(priority, created_at, key)``,
+    then, if the page is not full, the lower priorities. Neither reads a row before the
+    cursor.
+    """
+    scope = "by_application" if state is None else "by_state"
+    priority, created_at, key = after
+    params: dict[str, Any] = {
+        "collection": collection,
+        "tenant_id": tenant_id,
+        "application_id": application_id,
+        "state": state,
+        "priority": priority,
+        "created_at": created_at,
+        "key": key,
+        "limit": limit,
+    }
+    rows = select(queries[f"page_rows_{scope}_same_priority"], params)
+    if len(rows) < limit:
+        params["limit"] = limit - len(rows)
+        rows += select(queries[f"page_rows_{scope}_lower_priority"], params)
+    return rows

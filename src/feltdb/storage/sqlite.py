@@ -45,6 +45,7 @@ from feltdb.storage.encoding import (
     document_json,
     index_params,
     invalid,
+    keyset_page,
     logged_provenance,
     new_transaction_id,
     stored_row,
@@ -492,9 +493,7 @@ class SQLiteDatabase:
         """One page of :meth:`list_rows` after a cursor, by two keyset seeks over the index.
 
         ``after`` is the ``(priority, created_at, key)`` of the previous page's last row
-        (``None``: the first page). The rest of ``after``'s priority is one seek on
-        ``(priority, created_at, key)``; if the page is not full, the lower priorities are
-        a second seek. Neither reads a row before the cursor.
+        (``None``: the first page); see :func:`~feltdb.storage.encoding.keyset_page`.
 
         Raises:
             WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` if the store cannot be read.
@@ -509,23 +508,9 @@ class SQLiteDatabase:
                 state=state,
                 limit=limit,
             )
-        scope = "by_application" if state is None else "by_state"
-        priority, created_at, key = after
-        params: dict[str, Any] = {
-            "collection": collection,
-            "tenant_id": tenant_id,
-            "application_id": application_id,
-            "state": state,
-            "priority": priority,
-            "created_at": created_at,
-            "key": key,
-            "limit": limit,
-        }
-        rows = self._select(_Q[f"page_rows_{scope}_same_priority"], params)
-        if len(rows) < limit:
-            params["limit"] = limit - len(rows)
-            rows += self._select(_Q[f"page_rows_{scope}_lower_priority"], params)
-        return rows
+        return keyset_page(
+            self._select, _Q, collection, tenant_id, application_id, state, after, limit
+        )
 
     def claimable_rows(
         self,
