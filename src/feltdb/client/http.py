@@ -348,18 +348,26 @@ class Client:
     # -------------------------------------------------------------- workers
 
     def claim_next(
-        self, *, lease_ms: int = DEFAULT_LEASE_MS, wait_ms: int = 0
+        self,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        wait_ms: int = 0,
+        capabilities: Iterable[str] | None = None,
     ) -> WorkloadClaim | None:
         """Claim the next eligible workload of the token's application that this token's
         capabilities can run; ``None`` when there is none.
 
         With ``wait_ms`` (at most 30 000) the server long-polls: it answers as soon as
-        work becomes claimable, or ``None`` once ``wait_ms`` has passed.
+        work becomes claimable, or ``None`` once ``wait_ms`` has passed. ``capabilities``
+        narrows the token's: only work they cover is claimed.
         """
+        body: dict[str, Any] = {"lease_ms": lease_ms, "wait_ms": wait_ms}
+        if capabilities is not None:
+            body["capabilities"] = sorted(capabilities)
         answer = self._send(
             "POST",
             "/v1/claims",
-            {"lease_ms": lease_ms, "wait_ms": wait_ms},
+            body,
             timeout=self.timeout + wait_ms / 1000,
         )
         if answer.status_code == 204:

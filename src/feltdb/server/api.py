@@ -193,6 +193,11 @@ class ClaimNextBody(_Body):
 
     lease_ms: int = Field(default=DEFAULT_LEASE_MS, ge=1000, le=MAX_SAFE_INTEGER)
     wait_ms: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
+    capabilities: list[str] | None = Field(
+        default=None,
+        description="Claim only work these capabilities cover (they narrow the grant's; "
+        "one the grant does not hold is ignored). Default: the grant's.",
+    )
 
 
 class ClaimBody(_Body):
@@ -505,8 +510,18 @@ def build_router(ctx: Context) -> APIRouter:
         responses=_answers(Workload, *_AUTH, 404, 422),
     )
     def read(caller: Auth, workload_id: str) -> JSONResponse:
-        allow(caller.grant, READ, workload_id)
-        return JSONResponse(owned(caller.grant, workload_id).to_json())
+        grant = caller.grant
+        try:
+            allow(grant, READ, workload_id)
+        except WorkloadError:
+            # A worker may read the work it holds (its definition, timeouts and state:
+            # whether cancellation was requested) without workload:read on the application.
+            allow(grant, CLAIM, workload_id)
+            held = owned(grant, workload_id)
+            if held.current_claim is None or held.current_claim.worker_id != grant.subject.id:
+                raise
+            return JSONResponse(held.to_json())
+        return JSONResponse(owned(grant, workload_id).to_json())
 
     @router.post(
         "/workloads/{workload_id}/cancel",
@@ -536,6 +551,9 @@ def build_router(ctx: Context) -> APIRouter:
         # claim_next may pick any workload of the application, so the grant must cover all.
         allow(grant, CLAIM, "*")
         options = body if body is not None else ClaimNextBody()
+        held = set(grant.capabilities)
+        if options.capabilities is not None:
+            held &= set(options.capabilities)
         ctx.wakeup.bind(asyncio.get_running_loop())
         deadline = time.monotonic() + options.wait_ms / 1000
         while True:
@@ -545,7 +563,7 @@ def build_router(ctx: Context) -> APIRouter:
                 grant.tenant_id,
                 grant.application_id,
                 grant.subject.id,
-                grant.capabilities,
+                held,
                 ctx.clock(),
                 options.lease_ms,
             )

@@ -1,0 +1,130 @@
+"""The ``feltdb worker MODULE:OBJECT`` command: load a :class:`~feltdb.worker.Worker`
+and run it until SIGTERM or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging.config
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from feltdb.worker import Worker
+
+worker_app = typer.Typer(add_completion=False)
+"""Holds the ``worker`` command; ``cli.py`` adds it without a name (a top-level command)."""
+
+
+def load_worker(target: str) -> Worker:
+    """The :class:`Worker` named by ``MODULE:OBJECT`` (a module importable from the
+    current directory, e.g. ``tasks:worker`` for ``./tasks.py``).
+
+    Raises:
+        typer.BadParameter: the target is malformed, does not import, or is not a Worker.
+    """
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise typer.BadParameter(f"expected MODULE:OBJECT, got {target!r}", param_hint="TARGET")
+    # Like `python -m`: the working directory's modules are importable.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise typer.BadParameter(
+            f"cannot import {module_name!r}: {error}", param_hint="TARGET"
+        ) from None
+    found = getattr(module, attribute, None)
+    if not isinstance(found, Worker):
+        what = "nothing" if found is None else type(found).__name__
+        raise typer.BadParameter(
+            f"{target} is {what}, not a feltdb.worker.Worker", param_hint="TARGET"
+        )
+    return found
+
+
+@worker_app.command("worker")
+def worker_command(
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE:OBJECT",
+            help="The Worker to run, e.g. tasks:worker for `worker = Worker(...)` in ./tasks.py.",
+        ),
+    ],
+    url: Annotated[
+        str | None,
+        typer.Option(envvar="FELTDB_URL", help="The feltdb server (overrides the Worker's)."),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="FELTDB_TOKEN",
+            help="The worker's token: a grant with workload:claim (overrides the Worker's).",
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(help="Work on this store directly (embedded), with no server."),
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="With --db: the tenant whose work is claimed.")
+    ] = None,
+    application: Annotated[
+        str | None, typer.Option(help="With --db: the application whose work is claimed.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Handlers run at once (overrides the Worker's).")
+    ] = None,
+    grace_period: Annotated[
+        float | None,
+        typer.Option(
+            min=0,
+            help="Seconds running handlers get to finish after SIGTERM/Ctrl-C before they "
+            "are reported failed (overrides the Worker's; default 30).",
+        ),
+    ] = None,
+    log_json: Annotated[
+        bool, typer.Option("--log-json", help="Log one JSON object per line.")
+    ] = False,
+    log_level: Annotated[
+        str, typer.Option(help="The least severe level logged: debug, info, warning, error.")
+    ] = "info",
+) -> None:
+    """Run a worker: claim work its handlers can run, heartbeat, and report results, until
+    SIGTERM or Ctrl-C (then running handlers get a grace period; a second signal ends it).
+    """
+    from feltdb.server.logs import logging_config
+
+    if log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
+    logging.config.dictConfig(logging_config(json_lines=log_json, level=log_level))
+    worker = load_worker(target)
+    if concurrency is not None:
+        worker.concurrency = concurrency
+    if grace_period is not None:
+        worker.grace_period_s = grace_period
+    if tenant is not None:
+        worker.tenant = tenant
+    if application is not None:
+        worker.application = application
+    if db is not None:
+        from feltdb.work.store import WorkloadStore
+
+        with WorkloadStore.open(db) as store:
+            worker.connect(store=store)
+            worker.run()
+        return
+    if url is not None or token is not None:
+        worker.connect(url, token=token)
+    if worker.store is None and not (worker.url and worker.token):
+        typer.echo(
+            "error: no authority to work for: give --url and --token (or FELTDB_URL and "
+            "FELTDB_TOKEN), or --db",
+            err=True,
+        )
+        raise typer.Exit(2)  # a usage error
+    worker.run()
