@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 
 from feltdb.cli_auth import auth_app
+from feltdb.cli_ops import ops_app
+from feltdb.cli_worker import worker_app
 from feltdb.errors import WorkloadError
 
 app = typer.Typer(
@@ -21,6 +23,8 @@ app = typer.Typer(
 console = Console()
 errors = Console(stderr=True)
 app.add_typer(auth_app)  # `feltdb keys ...` and `feltdb grant ...`
+app.add_typer(ops_app)  # submit, ls, show, approve, ..., audit, migrate-legacy
+app.add_typer(worker_app)  # `feltdb worker MODULE:OBJECT`
 
 
 @app.command()
@@ -77,7 +81,13 @@ def serve(
     import uvicorn
 
     from feltdb.auth.tokens import Keyring
-    from feltdb.server.app import create_app, load_or_create_keyring, wall_clock
+    from feltdb.server.app import (
+        KEYRING_ENV,
+        create_app,
+        default_keyring_path,
+        load_or_create_keyring,
+        wall_clock,
+    )
     from feltdb.server.logs import logging_config
     from feltdb.work.store import WorkloadStore
 
@@ -102,7 +112,7 @@ def serve(
         ring, admin_token = Keyring.from_json(from_env), None
         say(f"keyring from {KEYRING_ENV}")
     else:
-        keyring_path = keyring if keyring is not None else _default_keyring(db)
+        keyring_path = keyring if keyring is not None else default_keyring_path(db)
         ring, admin_token = load_or_create_keyring(keyring_path, wall_clock())
     url = f"http://{host}:{port}"
     if admin_token is not None:
@@ -122,19 +132,6 @@ def serve(
             log_level=log_level.lower(),
             access_log=False,  # feltdb.access logs each request once, in either format
         )
-
-
-KEYRING_ENV = "FELTDB_KEYRING"
-"""The environment variable that may hold the server's keyring (its JSON)."""
-
-
-def _default_keyring(db: str) -> Path:
-    """``feltdb-keyring.json`` beside an embedded store's file, else in the current directory."""
-    if "://" not in db:
-        return Path(db).parent / "feltdb-keyring.json"
-    if db.startswith("sqlite:///"):
-        return Path(db.removeprefix("sqlite:///")).parent / "feltdb-keyring.json"
-    return Path("feltdb-keyring.json")
 
 
 @app.callback()

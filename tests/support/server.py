@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,3 +150,23 @@ def start_server(
             cwd=home,
         )
     return process, f"http://127.0.0.1:{port}", log
+
+
+def serve(
+    home: Path, target: str | None = None, *args: str, backend: str = "sqlite"
+) -> Iterator[Server]:
+    """``feltdb serve --db TARGET ARGS`` (default target: ``home/work.db``) with a new
+    keyring written to ``home``; yields the healthy server and stops it when the generator
+    is closed, even after a failure. For fixtures: ``yield from serve(home)``.
+    """
+    keyring = Keyring.generate()
+    keyring.save(home / "keyring.json")
+    where = target if target is not None else str(home / "work.db")
+    process, url, log = start_server(
+        home, "--db", where, "--keyring", str(home / "keyring.json"), *args
+    )
+    try:
+        wait_until_healthy(url, process, log)
+        yield Server(url, keyring, process, log, backend)
+    finally:
+        stop(process)

@@ -456,6 +456,16 @@ def build_router(ctx: Context) -> APIRouter:
             raise _not_found(workload_id)
         return w
 
+    def held_by(grant: Grant, workload_id: str) -> Workload | None:
+        # The workload, if the grant may claim it and its subject holds its current claim.
+        try:
+            allow(grant, CLAIM, workload_id)
+            w = owned(grant, workload_id)
+        except WorkloadError:
+            return None
+        claim = w.current_claim
+        return w if claim is not None and claim.worker_id == grant.subject.id else None
+
     def as_worker(grant: Grant, workload_id: str) -> str:
         allow(grant, CLAIM, workload_id)
         owned(grant, workload_id)
@@ -516,9 +526,10 @@ def build_router(ctx: Context) -> APIRouter:
         except WorkloadError:
             # A worker may read the work it holds (its definition, timeouts and state:
             # whether cancellation was requested) without workload:read on the application.
-            allow(grant, CLAIM, workload_id)
-            held = owned(grant, workload_id)
-            if held.current_claim is None or held.current_claim.worker_id != grant.subject.id:
+            # Anything else is the refusal for the missing capability, never a 404 that
+            # would tell a grant without workload:read whether the workload exists.
+            held = held_by(grant, workload_id)
+            if held is None:
                 raise
             return JSONResponse(held.to_json())
         return JSONResponse(owned(grant, workload_id).to_json())

@@ -139,6 +139,21 @@ def admin_grant(now: int) -> Grant:
     )
 
 
+KEYRING_ENV = "FELTDB_KEYRING"
+"""The environment variable that may hold the server's keyring (its JSON)."""
+
+
+def default_keyring_path(db: str) -> Path:
+    """Where the keyring of a server on ``db`` lives by default: ``feltdb-keyring.json``
+    beside an embedded store's file, else in the current directory.
+    """
+    if "://" not in db:
+        return Path(db).parent / "feltdb-keyring.json"
+    if db.startswith("sqlite:///"):
+        return Path(db.removeprefix("sqlite:///")).parent / "feltdb-keyring.json"
+    return Path("feltdb-keyring.json")
+
+
 def load_or_create_keyring(path: Path, now: int) -> tuple[Keyring, str | None]:
     """The keyring at ``path``; when there is none, a new one saved there, with an admin
     token signed by it (see :func:`admin_grant`), returned as the second item.

@@ -11,24 +11,12 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from support.server import Server, start_server, stop, wait_until_healthy
-
-from feltdb.auth.tokens import Keyring
+from support.server import Server, serve
 
 
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home = tmp_path_factory.mktemp("client-server")
-    keyring = Keyring.generate()
-    keyring.save(home / "keyring.json")
-    process, url, log = start_server(
-        home, "--db", str(home / "work.db"), "--keyring", str(home / "keyring.json")
-    )
-    try:
-        wait_until_healthy(url, process, log)
-        yield Server(url, keyring, process, log)
-    finally:
-        stop(process)
+    yield from serve(tmp_path_factory.mktemp("client-server"))
 
 
 @pytest.fixture

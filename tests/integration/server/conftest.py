@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
-from support.server import Server, start_server, stop, wait_until_healthy
-
-from feltdb.auth.tokens import Keyring
+from support.server import Server, serve
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -45,26 +42,14 @@ def server(
 ) -> Iterator[Server]:
     home = tmp_path_factory.mktemp(f"server-{backend}")
     if backend != "postgres":
-        yield from serve(home, str(home / "work.db"), backend)
+        yield from serve(home, backend=backend)
         return
     pg_databases = request.getfixturevalue("pg_databases")
     database = pg_databases.create("server")
     try:
-        yield from serve(home, pg_databases.url_of(database), backend)
+        yield from serve(home, pg_databases.url_of(database), backend=backend)
     finally:
         pg_databases.drop(database)
-
-
-def serve(home: Path, target: str, backend: str) -> Iterator[Server]:
-    """``feltdb serve --db TARGET`` with a new keyring, until the generator is closed."""
-    keyring = Keyring.generate()
-    keyring.save(home / "keyring.json")
-    process, url, log = start_server(home, "--db", target, "--keyring", str(home / "keyring.json"))
-    try:
-        wait_until_healthy(url, process, log)
-        yield Server(url, keyring, process, log, backend)
-    finally:
-        stop(process)
 
 
 @pytest.fixture(scope="package")

@@ -1,0 +1,231 @@
+"""How the operator commands show records: rich tables, a workload's page, audit lines.
+
+Rendering only: every function takes records and a console and prints; none reads a store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from feltdb.storage import CommittedTransaction
+from feltdb.work.models import Workload, WorkloadEvent
+from feltdb.work.states import WorkloadState
+
+PIPE_WIDTH = 200
+"""The width of tables written to a pipe or file, where no terminal says how wide: wide
+enough that ids are never folded across lines (so ``grep`` finds them)."""
+
+STATE_STYLES: Mapping[WorkloadState, str] = {
+    WorkloadState.READY: "cyan",
+    WorkloadState.CLAIMED: "blue",
+    WorkloadState.RUNNING: "blue",
+    WorkloadState.CHECKPOINTED: "blue",
+    WorkloadState.SUCCEEDED: "green",
+    WorkloadState.FAILED: "red",
+    WorkloadState.DEAD_LETTER: "bold red",
+    WorkloadState.TIMED_OUT: "red",
+    WorkloadState.REJECTED: "red",
+    WorkloadState.CANCELLED: "dim",
+    WorkloadState.CANCELLATION_REQUESTED: "yellow",
+    WorkloadState.AWAITING_APPROVAL: "yellow",
+    WorkloadState.RECOVERING: "magenta",
+}
+
+
+def stdout_console() -> Console:
+    """A console on stdout, made per command so it sees this invocation's ``COLUMNS`` and
+    stream; a pipe gets :data:`PIPE_WIDTH` columns unless ``COLUMNS`` says otherwise.
+    """
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(highlight=False, width=PIPE_WIDTH)
+    return console
+
+
+def when(at: float | None) -> str:
+    """A unix time as ``YYYY-MM-DD HH:MM:SS`` UTC; ``-`` for none."""
+    if at is None:
+        return "-"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def state_text(state: WorkloadState | None) -> Text:
+    """A state, coloured by what it means for the work."""
+    if state is None:
+        return Text("-")
+    return Text(state.value, style=STATE_STYLES.get(state, ""))
+
+
+def print_json(document: Any) -> None:
+    """Print ``document`` as one JSON text on stdout, nothing else (no rich markup, no
+    wrapping), for machines.
+    """
+    print(json.dumps(document, sort_keys=True), flush=True)
+
+
+def workload_table(console: Console, workloads: Iterable[Workload], title: str) -> None:
+    """A table of workloads: id, definition, state, priority, attempts, created."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("id", no_wrap=True)
+    table.add_column("definition")
+    table.add_column("state", no_wrap=True)
+    table.add_column("priority", justify="right")
+    table.add_column("attempts", justify="right")
+    table.add_column("created", no_wrap=True)
+    count = 0
+    for w in workloads:
+        count += 1
+        table.add_row(
+            w.workload_id,
+            f"{w.definition_id}@{w.definition_revision}",
+            state_text(w.state),
+            str(w.priority),
+            str(w.attempt_count),
+            when(w.created_at),
+        )
+    if count == 0:
+        console.print(f"{title}: none")
+        return
+    console.print(table)
+
+
+def evidence_summary(evidence: Mapping[str, str], width: int = 60) -> str:
+    """``key=value`` pairs of an event's evidence, shortened to about ``width`` characters."""
+    text = " ".join(f"{key}={value}" for key, value in sorted(evidence.items()))
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def timeline(events: Iterable[WorkloadEvent]) -> Table:
+    """A workload's committed transitions, in order: time, event, from → to, actor, evidence."""
+    table = Table(title="timeline", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("time", no_wrap=True)
+    table.add_column("event")
+    table.add_column("transition", no_wrap=True)
+    table.add_column("actor")
+    table.add_column("evidence")
+    for event in events:
+        transition = Text.assemble(state_text(event.from_state), " → ", state_text(event.to))
+        table.add_row(
+            str(event.sequence),
+            when(event.at),
+            event.event_type,
+            transition,
+            event.actor,
+            evidence_summary(event.evidence),
+        )
+    return table
+
+
+def show_workload(console: Console, w: Workload) -> None:
+    """Everything an operator asks about one workload: its header, attempts, checkpoints,
+    result, approval, and the timeline of its history.
+    """
+    header = Table.grid(padding=(0, 2))
+    header.add_column(style="bold")
+    header.add_column()
+    rows: list[tuple[str, Text | str]] = [
+        ("state", state_text(w.state)),
+        ("definition", f"{w.definition_id} (revision {w.definition_revision})"),
+        ("tenant / app", f"{w.tenant_id} / {w.application_id}"),
+        ("environment", w.environment),
+        ("trigger", w.trigger),
+        ("requested by", str(w.requested_by)),
+        ("grant", w.authorization_snapshot.grant.id),
+        ("priority", str(w.priority)),
+        ("capabilities", ", ".join(sorted(w.capability_snapshot)) or "-"),
+        ("idempotency key", w.idempotency_key),
+        ("created / updated", f"{when(w.created_at)} / {when(w.updated_at)}"),
+        (
+            "attempts",
+            f"{w.attempt_count} of {w.retry_policy.max_attempts} (retries {w.retry_count})",
+        ),
+        ("next attempt at", when(w.next_attempt_at)),
+        ("fencing token", str(w.fencing_token)),
+        ("input hash", w.input_hash),
+        ("input", json.dumps(w.input, sort_keys=True)),
+    ]
+    if w.last_failure:
+        rows.append(("last failure", w.last_failure))
+    if w.current_claim is not None:
+        claim = w.current_claim
+        rows.append(("held by", f"{claim.worker_id} until {when(claim.expires_at)}"))
+    for name, value in rows:
+        header.add_row(name, value)
+    parts: list[Any] = [header]
+
+    if w.attempts:
+        attempts = Table(title="attempts", title_justify="left")
+        for column in ("attempt", "worker", "fence", "status", "started", "ended", "error"):
+            attempts.add_column(column)
+        for a in w.attempts:
+            attempts.add_row(
+                a.attempt_id,
+                a.worker_id,
+                str(a.fencing_token),
+                a.status.value,
+                when(a.started_at),
+                when(a.ended_at),
+                a.error or "",
+            )
+        parts.append(attempts)
+    if w.checkpoints:
+        checkpoints = Table(title="checkpoints", title_justify="left")
+        for column in ("#", "attempt", "at", "state"):
+            checkpoints.add_column(column)
+        for c in w.checkpoints:
+            checkpoints.add_row(
+                str(c.sequence), c.attempt_id, when(c.created_at), json.dumps(c.state)
+            )
+        parts.append(checkpoints)
+    if w.result is not None:
+        r = w.result
+        parts.append(
+            Text(
+                f"result {r.result_id} ({r.status}) by {r.produced_by} at {when(r.created_at)}: "
+                + json.dumps(r.output, sort_keys=True)
+            )
+        )
+    if w.approval is not None:
+        policy = w.approval.policy
+        who = ", ".join(sorted(str(s) for s in policy.approvers)) or "any"
+        line = f"approval: kinds {', '.join(sorted(policy.approver_kinds))}; approvers {who}"
+        decision = w.approval.decision
+        if decision is None:
+            line += "; undecided"
+        else:
+            line += (
+                f"; {decision.outcome.value} by {decision.decided_by} at "
+                f"{when(decision.decided_at)}"
+                + (f" ({decision.reason})" if decision.reason else "")
+            )
+        parts.append(Text(line))
+    parts.append(timeline(w.execution_history))
+    console.print(Panel(Group(*parts), title=w.workload_id, title_align="left", expand=False))
+
+
+def audit_line(transaction: CommittedTransaction) -> str:
+    """One committed transaction on one line: revision, time, actor, kind/event, work and
+    the rows written.
+    """
+    audit = transaction.audit or {}
+    actor = audit.get("actor") or audit.get("subject") or "-"
+    kind = audit.get("kind") or "-"
+    event = audit.get("event_type")
+    what = f"{kind}/{event}" if event else str(kind)
+    state = audit.get("state")
+    work = transaction.work_id or audit.get("grant_id") or "-"
+    keys = ",".join(transaction.keys) or "-"
+    return (
+        f"{transaction.commit_revision}\t{when(transaction.committed_at)}\t{actor}\t{what}"
+        f"{' → ' + str(state) if state else ''}\t{work}\t{keys}"
+    )
