@@ -23,10 +23,11 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
-## run: install and start the server (`feltdb serve` on ./feltdb.sqlite3, http://127.0.0.1:8700;
-## a first start prints an admin token); the tour of the authority is `$(BIN)/feltdb demo`
+## run: install, then start the server (./feltdb.sqlite3, http://127.0.0.1:8700), a sample
+## worker (examples/hello_worker.py) and a trickle of submitted work, so that work flows;
+## Ctrl-C stops them. The tour of the authority alone is `$(BIN)/feltdb demo`.
 run: $(VENV)/.installed
-	$(BIN)/feltdb serve
+	BIN=$(BIN) scripts/run-sample
 
 ## test: install everything, lint, type-check, and run every test on SQLite and on a
 ## throwaway PostgreSQL cluster (scripts/with-postgres starts it, and stops it at the end)
@@ -42,8 +43,8 @@ test-fast: $(VENV)/.installed-dev
 	scripts/with-postgres $(BIN)/pytest -m "not multiprocess"
 
 lint: $(VENV)/.installed-dev
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src
