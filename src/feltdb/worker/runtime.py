@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import logging
 import os
@@ -211,7 +212,6 @@ class Worker:
         self._idle = threading.Condition(self._active_lock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
-        self._authority: Authority | None = None
         self.completed = 0
         """Attempts this worker completed (work that succeeded here)."""
 
@@ -338,10 +338,15 @@ class Worker:
         self._stopping.clear()
         self._hurry.clear()
         authority = self._open_authority()
-        self._authority = authority
+        # Per run, so that a heartbeat thread of a previous run can never outlive it.
+        beating = threading.Event()
         beats = threading.Thread(
-            target=self._heartbeat_loop, args=(authority,), name="feltdb-heartbeat", daemon=True
+            target=self._heartbeat_loop,
+            args=(authority, beating),
+            name="feltdb-heartbeat",
+            daemon=True,
         )
+        beating.set()
         beats.start()
         started = 0
         delays = _Backoff()
@@ -375,8 +380,11 @@ class Worker:
         finally:
             self._stopping.set()
             self._shut_down(authority)
+            # Leases are kept through the grace period; only then do heartbeats stop.
+            beating.clear()
+            beats.join(timeout=5)
+            self._close_event_loop()
             authority.close()
-            self._authority = None
         return started
 
     def _wait_for_slot(self) -> bool:
@@ -463,7 +471,16 @@ class Worker:
                 )
                 self._report_failure(authority, attempt, report)
             return
-        if self._call(attempt, lambda: authority.start(claim), done=True) is None:
+        try:
+            if self._call(attempt, lambda: authority.start(claim), done=True) is None:
+                return
+        except WorkloadError as error:
+            # Cancelled between the claim and the start: confirm it, or the claim is left
+            # held (and the work unfinished) until its lease runs out.
+            if not self._cancelled_meanwhile(authority, attempt, error):
+                raise
+            if attempt.take_report():
+                self._confirm_cancel(authority, attempt)
             return
         found = self._call(attempt, lambda: authority.execution_context(claim))
         if found is None:
@@ -509,6 +526,24 @@ class Worker:
                 ).start()
                 self._loop = loop
             return self._loop
+
+    def _close_event_loop(self) -> None:
+        """Cancel what still runs on the async handlers' loop (handlers abandoned at
+        shutdown), then stop and close it; the next run starts a new one.
+        """
+        with self._loop_lock:
+            loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        for _ in range(100):  # up to 5 s for run_forever to return
+            if not loop.is_running():
+                loop.close()
+                return
+            time.sleep(0.05)
+        log.warning("an async handler ignores cancellation; its event loop is left running")
 
     def _after_return(
         self, authority: Authority, attempt: _Attempt, output: Any, took_s: float
@@ -650,10 +685,10 @@ class Worker:
 
     # ------------------------------------------------------------------ heartbeats
 
-    def _heartbeat_loop(self, authority: Authority) -> None:
-        # Runs until the worker has stopped and every attempt has ended (a shutdown still
-        # needs leases kept while handlers use their grace period).
-        while not (self._stopping.is_set() and self._authority is None):
+    def _heartbeat_loop(self, authority: Authority, beating: threading.Event) -> None:
+        # Runs while `beating` is set: through a shutdown's grace period too, since running
+        # handlers still need their leases kept.
+        while beating.is_set():
             with self._active_lock:
                 due = [
                     a
@@ -686,6 +721,14 @@ class Worker:
 
 async def _awaited(coroutine: Awaitable[T]) -> T:
     return await coroutine
+
+
+async def _cancel_all() -> None:
+    """Cancel every other task of the running loop and wait for them to end."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _Backoff:
