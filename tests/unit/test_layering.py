@@ -18,6 +18,8 @@ EDGE_AND_DRIVERS = (
     "feltdb.server",
     "feltdb.client",
     "feltdb.cli",
+    "feltdb.worker",
+    "feltdb.testing",
     "fastapi",
     "httpx",
     "psycopg",
