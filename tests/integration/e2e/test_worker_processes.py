@@ -42,6 +42,22 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     yield from serve(tmp_path_factory.mktemp("e2e"), None, "--maintenance-interval", "0.2")
 
 
+@pytest.fixture(scope="module")
+def pg_server(pg_databases: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The same, serving a fresh PostgreSQL database (marked ``postgres``)."""
+    database = pg_databases.create("e2e")
+    try:
+        yield from serve(
+            tmp_path_factory.mktemp("e2e-pg"),
+            pg_databases.url_of(database),
+            "--maintenance-interval",
+            "0.2",
+            backend="postgres",
+        )
+    finally:
+        pg_databases.drop(database)
+
+
 class Workers:
     """The ``feltdb worker`` processes of one test, and the log their handlers write."""
 
@@ -175,6 +191,25 @@ def in_state(client: Client, workload_id: str, *states: WorkloadState) -> Callab
 def test_two_workers_run_200_workloads_each_exactly_once(
     server: Server, app: str, workers: Workers, operator: Client
 ) -> None:
+    two_workers_run_200_workloads(server, app, workers, operator)
+
+
+def test_two_workers_run_200_workloads_each_exactly_once_on_postgresql(
+    pg_server: Server, app: str, tmp_path: Path
+) -> None:
+    workers = Workers(pg_server, app, tmp_path)
+    token = pg_server.token(app, subject=Subject.human("ops"))
+    try:
+        with Client(pg_server.url, token) as operator:
+            two_workers_run_200_workloads(pg_server, app, workers, operator)
+    finally:
+        workers.close()
+
+
+def two_workers_run_200_workloads(
+    server: Server, app: str, workers: Workers, operator: Client
+) -> None:
+    """Two worker processes drain 200 workloads: each succeeds, its handler ran once."""
     workers.start("w1")
     workers.start("w2")
     submitted = {submit(operator, "echo", {"n": n}).workload_id: n for n in range(200)}
