@@ -27,7 +27,9 @@ def load_worker(target: str) -> Worker:
     """
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
-        raise typer.BadParameter(f"expected MODULE:OBJECT, got {target!r}", param_hint="TARGET")
+        raise typer.BadParameter(
+            f"expected MODULE:OBJECT, got {target!r}", param_hint="MODULE:OBJECT"
+        )
     # Like `python -m`: the working directory's modules are importable.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -35,13 +37,13 @@ def load_worker(target: str) -> Worker:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise typer.BadParameter(
-            f"cannot import {module_name!r}: {error}", param_hint="TARGET"
+            f"cannot import {module_name!r}: {error}", param_hint="MODULE:OBJECT"
         ) from None
     found = getattr(module, attribute, None)
     if not isinstance(found, Worker):
-        what = "nothing" if found is None else type(found).__name__
+        what = "missing" if found is None else f"an instance of {type(found).__name__}"
         raise typer.BadParameter(
-            f"{target} is {what}, not a feltdb.worker.Worker", param_hint="TARGET"
+            f"{target} is {what}, not a feltdb.worker.Worker", param_hint="MODULE:OBJECT"
         )
     return found
 
