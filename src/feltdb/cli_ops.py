@@ -35,6 +35,7 @@ from feltdb.cli_target import (
     open_store_target,
 )
 from feltdb.errors import WorkloadError
+from feltdb.storage import sqlite_path
 from feltdb.work.models import ApprovalPolicy, WorkloadRetryPolicy, WorkloadTimeouts
 from feltdb.work.states import ApprovalOutcome, BackoffPolicy, WorkloadState
 from feltdb.work.store import WorkloadStore
@@ -125,14 +126,25 @@ def open_target(
     tenant: str = "default",
     application: str = "default",
     subject: str | None = None,
+    *,
+    create: bool = False,
 ) -> Target:
     """The target the options name: the store ``db`` when given, else the server ``url``.
+    A SQLite store file that does not exist is created only with ``create`` (by the
+    commands that add work): for the others a mistyped path is an error, not an empty store.
 
     Raises:
-        typer.Exit: (2, after saying why) neither is given, or ``url`` without ``token``.
+        typer.Exit: (2, after saying why) neither is given, ``url`` without ``token``, or
+            no store file at ``db`` without ``create``.
         WorkloadError: the store cannot be opened.
     """
     if db:
+        path = sqlite_path(db)
+        if path is not None and not create and not path.exists():
+            raise usage_error(
+                f"no store at {path} (--db): check the path; submitting work there "
+                "(feltdb submit --db) or feltdb serve creates one"
+            )
         who = None
         if subject:
             try:
@@ -155,10 +167,12 @@ def connected(
     tenant: str = "default",
     application: str = "default",
     subject: str | None = None,
+    *,
+    create: bool = False,
 ) -> Iterator[Target]:
     """:func:`open_target`, closed on exit, with refusals turned into exit 1."""
     with _refusals():
-        target = open_target(url, token, db, tenant, application, subject)
+        target = open_target(url, token, db, tenant, application, subject, create=create)
         try:
             yield target
         finally:
@@ -354,7 +368,7 @@ def submit(
     }
     document = parse_input(input)
     eligible = parse_not_before(not_before, int(time.time())) if not_before else None
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, create=True) as target:
         request = Submission(
             environment=environment,
             definition_id=definition,

@@ -62,7 +62,9 @@ class Mode:
 
 
 def db_mode(tmp_path: Path) -> Mode:
+    """A store file that exists (read commands refuse a path with no store)."""
     db = str(tmp_path / "work.db")
+    WorkloadStore.open(db).close()
 
     def kill(workload_id: str) -> WorkloadState:
         with WorkloadStore.open(db) as store:

@@ -34,6 +34,7 @@ from feltdb.server.api import Context, Wakeup, build_router
 from feltdb.server.errors import MAX_BODY_BYTES, BodyLimit, install_error_handlers
 from feltdb.server.maintenance import Maintenance
 from feltdb.server.metrics import MeteredStore, Metrics, RequestMetrics
+from feltdb.storage import sqlite_path
 from feltdb.work.store import WorkloadStore
 
 log = logging.getLogger("feltdb.server")
@@ -147,11 +148,8 @@ def default_keyring_path(db: str) -> Path:
     """Where the keyring of a server on ``db`` lives by default: ``feltdb-keyring.json``
     beside an embedded store's file, else in the current directory.
     """
-    if "://" not in db:
-        return Path(db).parent / "feltdb-keyring.json"
-    if db.startswith("sqlite:///"):
-        return Path(db.removeprefix("sqlite:///")).parent / "feltdb-keyring.json"
-    return Path("feltdb-keyring.json")
+    path = sqlite_path(db)
+    return (path.parent if path is not None else Path()) / "feltdb-keyring.json"
 
 
 def load_or_create_keyring(path: Path, now: int) -> tuple[Keyring, str | None]:

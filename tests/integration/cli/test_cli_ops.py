@@ -266,6 +266,21 @@ def test_bad_options_are_usage_errors(mode: Mode, args: list[str]):
     assert result.stdout == ""
 
 
+def test_a_read_of_a_store_that_does_not_exist_is_a_usage_error_and_creates_nothing(
+    tmp_path: Path,
+):
+    missing = tmp_path / "typo.db"
+    for args in (["ls"], ["show", "x"], ["inbox"], ["audit"], ["cancel", "x"]):
+        result = invoke(*args, "--db", str(missing))
+        assert result.exit_code == 2, result.output
+        assert f"no store at {missing}" in " ".join(result.stderr.split())
+    assert list(tmp_path.iterdir()) == []  # neither a store nor a keyring
+    made = invoke("submit", "send", "--db", f"sqlite:///{missing}")  # submit creates it
+    assert made.exit_code == 0, made.stderr
+    assert missing.exists()
+    assert invoke("ls", "--db", str(missing)).exit_code == 0
+
+
 def test_no_target_is_a_usage_error():
     for args in (["ls"], ["show", "x"], ["submit", "send"], ["audit"]):
         result = invoke(*args)
@@ -283,6 +298,7 @@ def test_the_target_may_come_from_the_environment(server: Server, tmp_path: Path
     assert made.exit_code == 0, made.stderr
     assert made.stdout.split()[1] in invoke("ls", env=env).stdout
     # --db wins over a server named by the environment.
+    WorkloadStore.open(tmp_path / "w.db").close()
     local = invoke("ls", "--json", "--db", str(tmp_path / "w.db"), env=env)
     assert local.exit_code == 0, local.stderr
     assert json.loads(local.stdout) == []

@@ -26,6 +26,7 @@ from feltdb.storage import (
     RowIndex,
     StorageConflict,
     open_database,
+    sqlite_path,
 )
 from feltdb.storage.sql import load_queries, load_schema, parse_queries
 from feltdb.storage.sqlite import (
@@ -466,6 +467,17 @@ def test_open_database_takes_paths_and_sqlite_urls(
     assert _opened_path(f"sqlite:///{tmp_path}/abs.db") == f"{tmp_path}/abs.db"
     assert (tmp_path / "abs.db").exists()
     assert _opened_path(f"SQLITE:///{tmp_path}/upper.db") == f"{tmp_path}/upper.db"
+
+
+def test_sqlite_path_names_the_file_of_a_target_and_none_for_postgresql(tmp_path: Path) -> None:
+    assert sqlite_path(tmp_path / "a.db") == tmp_path / "a.db"
+    assert sqlite_path("relative.db") == Path("relative.db")
+    assert sqlite_path("sqlite:///via-url.db") == Path("via-url.db")
+    assert sqlite_path(f"sqlite:///{tmp_path}/abs.db") == tmp_path / "abs.db"
+    assert sqlite_path("postgresql://u@h/db") is None
+    assert sqlite_path("postgresql+psycopg://u@h/db") is None
+    with pytest.raises(WorkloadError):
+        sqlite_path("mysql://h/db")
 
 
 @pytest.mark.parametrize(
