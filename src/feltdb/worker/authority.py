@@ -15,12 +15,12 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from feltdb.auth.tokens import decode_token
 from feltdb.client import Client
 from feltdb.work.models import (
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
-    WorkloadExecutionContext,
     WorkloadResult,
 )
 from feltdb.work.states import WorkloadState
@@ -47,10 +47,6 @@ class Authority(Protocol):
 
     def start(self, claim: WorkloadClaim) -> None:
         """Start the claimed attempt."""
-        ...
-
-    def execution_context(self, claim: WorkloadClaim) -> WorkloadExecutionContext:
-        """Input, scopes and every committed checkpoint."""
         ...
 
     def heartbeat(self, claim: WorkloadClaim, extend_ms: int) -> WorkloadClaim:
@@ -86,8 +82,6 @@ class ServerAuthority:
     """
 
     def __init__(self, url: str, token: str, capabilities: Iterable[str] | None = None) -> None:
-        from feltdb.auth.tokens import decode_token
-
         self.client = Client(url, token)
         self.worker_id = decode_token(token).grant.subject.id
         self.capabilities = None if capabilities is None else sorted(capabilities)
@@ -105,10 +99,6 @@ class ServerAuthority:
     def start(self, claim: WorkloadClaim) -> None:
         """As :meth:`Authority.start`."""
         self.client.start(claim.workload_id, claim.claim_id, claim.fencing_token)
-
-    def execution_context(self, claim: WorkloadClaim) -> WorkloadExecutionContext:
-        """As :meth:`Authority.execution_context`."""
-        return self.client.execution_context(claim.workload_id, claim.claim_id, claim.fencing_token)
 
     def heartbeat(self, claim: WorkloadClaim, extend_ms: int) -> WorkloadClaim:
         """As :meth:`Authority.heartbeat`."""
@@ -198,12 +188,6 @@ class StoreAuthority:
     def start(self, claim: WorkloadClaim) -> None:
         """As :meth:`Authority.start`."""
         self.store.start(claim.workload_id, claim.claim_id, self.worker_id, claim.fencing_token)
-
-    def execution_context(self, claim: WorkloadClaim) -> WorkloadExecutionContext:
-        """As :meth:`Authority.execution_context`."""
-        return self.store.execution_context(
-            claim.workload_id, claim.claim_id, self.worker_id, claim.fencing_token
-        )
 
     def heartbeat(self, claim: WorkloadClaim, extend_ms: int) -> WorkloadClaim:
         """As :meth:`Authority.heartbeat`."""

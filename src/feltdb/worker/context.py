@@ -20,7 +20,7 @@ class Context:
     """The running attempt, as its handler sees it.
 
     Attributes:
-        workload: the workload as committed when this attempt started.
+        workload: the workload as committed when this attempt claimed it.
         claim: this worker's claim (its fencing token fences every report).
         input: the workload's input.
         checkpoints: every checkpoint committed so far, by this and earlier attempts, in

@@ -26,7 +26,7 @@ retries it, as it retries a worker that died."""
 INVALID_OUTPUT_KIND = "invalid_output"
 """The kind reported when the authority refuses the handler's return value as output."""
 
-SHUTDOWN_KIND = "worker_failure"
+SHUTDOWN_KIND = UNEXPECTED_KIND
 """The kind reported for a handler still running when the grace period of a shutdown ends."""
 
 WITHHELD = "the error text was withheld: the authority refused it as secret material"

@@ -102,6 +102,7 @@ class _Attempt:
         self.next_beat = 0.0
         self.cancel_requested = threading.Event()
         self.lost = threading.Event()
+        self.lost_by: WorkloadError | None = None  # the refusal that said so
         self.future: concurrent.futures.Future[Any] | None = None
         self._reported = False
         self._lock = threading.Lock()
@@ -134,6 +135,7 @@ class _Attempt:
         """This worker no longer holds the work: stop the handler, report nothing more."""
         if not self.lost.is_set():
             log.warning("lost %s: %s; its handler is stopped", self.workload_id, error)
+            self.lost_by = error
         self.lost.set()
         self.stop_handler()
 
@@ -208,8 +210,7 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._active: dict[str, _Attempt] = {}
-        self._active_lock = threading.Lock()
-        self._idle = threading.Condition(self._active_lock)
+        self._idle = threading.Condition()  # guards _active and completed; notified as attempts end
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
         self.completed = 0
@@ -406,7 +407,7 @@ class Worker:
 
     def _launch(self, authority: Authority, claim: WorkloadClaim) -> None:
         attempt = _Attempt(claim)
-        with self._active_lock:
+        with self._idle:
             self._active[claim.workload_id] = attempt
         thread = threading.Thread(
             target=self._run_attempt,
@@ -472,7 +473,7 @@ class Worker:
                 self._report_failure(authority, attempt, report)
             return
         try:
-            if self._call(attempt, lambda: authority.start(claim), done=True) is None:
+            if self._call(attempt, _answered(lambda: authority.start(claim))) is None:
                 return
         except WorkloadError as error:
             # Cancelled between the claim and the start: confirm it, or the claim is left
@@ -482,14 +483,13 @@ class Worker:
             if attempt.take_report():
                 self._confirm_cancel(authority, attempt)
             return
-        found = self._call(attempt, lambda: authority.execution_context(claim))
-        if found is None:
-            return
 
         def commit_checkpoint(state: Any) -> WorkloadCheckpoint:
             return self._checkpoint(authority, attempt, state)
 
-        ctx = Context(workload, claim, found.input, found.checkpoints, commit_checkpoint)
+        # The workload read after the claim already holds the input and every checkpoint
+        # (only this claim's holder can add one), so no second read is needed.
+        ctx = Context(workload, claim, workload.input, workload.checkpoints, commit_checkpoint)
         attempt.context = ctx
         if cancellation_requested(workload) or attempt.cancel_requested.is_set():
             ctx.cancelled.set()
@@ -570,7 +570,8 @@ class Worker:
                 log.error("%s: the completion was refused (%s)", attempt.workload_id, error)
             return
         if result is not None:
-            self.completed += 1
+            with self._idle:
+                self.completed += 1
             log.info("completed %s in %.3fs", attempt.workload_id, took_s)
 
     def _after_error(
@@ -617,7 +618,7 @@ class Worker:
     def _confirm_cancel(self, authority: Authority, attempt: _Attempt) -> None:
         claim = attempt.claim
         try:
-            if self._call(attempt, lambda: authority.confirm_cancel(claim), done=True):
+            if self._call(attempt, _answered(lambda: authority.confirm_cancel(claim))):
                 log.info("cancelled %s", attempt.workload_id)
         except WorkloadError as error:
             log.error("%s: confirming the cancellation was refused (%s)", claim.workload_id, error)
@@ -650,24 +651,20 @@ class Worker:
                 attempt.stop_handler()
             raise
         if saved is None:  # the lease is gone: unwind the handler
-            raise LeaseLost(
-                WorkloadError(
-                    ErrorCode.WORKLOAD_CLAIM_INVALID,
-                    f"this worker no longer holds {claim.workload_id}",
-                )
-            )
+            assert attempt.lost_by is not None  # _call answers None only after lose()
+            raise LeaseLost(attempt.lost_by)
         return saved
 
-    def _call(self, attempt: _Attempt, call: Callable[[], T], *, done: bool = False) -> T | None:
+    def _call(self, attempt: _Attempt, call: Callable[[], T]) -> T | None:
         """``call()`` for ``attempt``: resent while no answer arrives (until the lease runs
         out), ``None`` when the lease is lost (the attempt is then stopped); any other
-        refusal is raised. With ``done``, a call answering ``None`` returns ``True``.
+        refusal is raised.
         """
         delays = _Backoff()
         while True:
             try:
                 answer = call()
-                return True if done and answer is None else answer  # type: ignore[return-value]
+                return answer
             except WorkloadError as error:
                 if is_lease_lost(error):
                     attempt.lose(error)
@@ -689,7 +686,7 @@ class Worker:
         # Runs while `beating` is set: through a shutdown's grace period too, since running
         # handlers still need their leases kept.
         while beating.is_set():
-            with self._active_lock:
+            with self._idle:
                 due = [
                     a
                     for a in self._active.values()
@@ -717,6 +714,18 @@ class Worker:
         if cancellation_requested(workload) and not attempt.cancel_requested.is_set():
             log.info("cancellation of %s requested: stopping its handler", attempt.workload_id)
             attempt.request_cancel()
+
+
+def _answered(call: Callable[[], None]) -> Callable[[], bool]:
+    """``call`` answering ``True`` once it returned: for the calls that answer nothing,
+    since :meth:`Worker._call` answers ``None`` for a lost lease.
+    """
+
+    def run() -> bool:
+        call()
+        return True
+
+    return run
 
 
 async def _awaited(coroutine: Awaitable[T]) -> T:
