@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from feltdb.cli_auth import auth_app
+from feltdb.cli_logging import LogJsonOption, LogLevel, LogLevelOption, configure_logging
 from feltdb.cli_ops import ops_app
 from feltdb.cli_worker import worker_app
 from feltdb.errors import WorkloadError
@@ -60,23 +61,13 @@ def serve(
     maintenance_interval: Annotated[
         float, typer.Option(help="Seconds between maintenance passes (deadlines, leases).")
     ] = 1.0,
-    log_json: Annotated[
-        bool,
-        typer.Option(
-            "--log-json",
-            help="Log one JSON object per line (ts, level, logger, message; access records "
-            "add method, path, status, duration_ms) instead of human-readable lines.",
-        ),
-    ] = False,
-    log_level: Annotated[
-        str, typer.Option(help="The least severe level logged: debug, info, warning, error.")
-    ] = "info",
+    log_json: LogJsonOption = False,
+    log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
     """Serve the HTTP API (stops gracefully on SIGTERM or Ctrl-C). Logs go to stderr;
     ``GET /metrics`` answers Prometheus metrics without a token.
     """
     import logging
-    import logging.config
 
     import uvicorn
 
@@ -88,13 +79,9 @@ def serve(
         load_or_create_keyring,
         wall_clock,
     )
-    from feltdb.server.logs import logging_config
     from feltdb.work.store import WorkloadStore
 
-    if log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
-    config = logging_config(json_lines=log_json, level=log_level)
-    logging.config.dictConfig(config)
+    config = configure_logging(json_lines=log_json, level=log_level)
     log = logging.getLogger("feltdb.server")
 
     def say(message: str) -> None:
@@ -129,7 +116,7 @@ def serve(
             host=host,
             port=port,
             log_config=config,
-            log_level=log_level.lower(),
+            log_level=log_level.value,
             access_log=False,  # feltdb.access logs each request once, in either format
         )
 

@@ -5,13 +5,13 @@ and run it until SIGTERM or Ctrl-C.
 from __future__ import annotations
 
 import importlib
-import logging.config
 import os
 import sys
 from typing import Annotated
 
 import typer
 
+from feltdb.cli_logging import LogJsonOption, LogLevel, LogLevelOption, configure_logging
 from feltdb.worker import Worker
 
 worker_app = typer.Typer(add_completion=False)
@@ -89,21 +89,13 @@ def worker_command(
             "are reported failed (overrides the Worker's; default 30).",
         ),
     ] = None,
-    log_json: Annotated[
-        bool, typer.Option("--log-json", help="Log one JSON object per line.")
-    ] = False,
-    log_level: Annotated[
-        str, typer.Option(help="The least severe level logged: debug, info, warning, error.")
-    ] = "info",
+    log_json: LogJsonOption = False,
+    log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
     """Run a worker: claim work its handlers can run, heartbeat, and report results, until
     SIGTERM or Ctrl-C (then running handlers get a grace period; a second signal ends it).
     """
-    from feltdb.server.logs import logging_config
-
-    if log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise typer.BadParameter(f"unknown log level {log_level!r}", param_hint="--log-level")
-    logging.config.dictConfig(logging_config(json_lines=log_json, level=log_level))
+    configure_logging(json_lines=log_json, level=log_level)
     worker = load_worker(target)
     if concurrency is not None:
         worker.concurrency = concurrency

@@ -99,3 +99,11 @@ def test_a_worker_process_on_a_store_runs_submitted_work_and_stops_on_sigterm(
         if worker.poll() is None:
             worker.kill()
             worker.wait(timeout=10)
+
+
+@pytest.mark.parametrize("command", [["serve"], ["worker", "cli_tasks:worker"]])
+def test_an_unknown_log_level_is_a_usage_error(tasks: Path, command: list[str]) -> None:
+    result = invoke(*command, "--log-level", "loud", "--db", str(tasks / "w.db"))
+    assert result.exit_code == 2, result.output
+    assert "'loud' is not one of" in " ".join(result.output.split())
+    assert not (tasks / "w.db").exists()  # refused before anything started
