@@ -230,7 +230,7 @@ class Database(Protocol):
         application_id: str,
         state: str,
         now: int,
-        decide: Callable[[list[StoredRow], RowReader], PlannedCommit | None],
+        decide: Callable[[Sequence[StoredRow], RowReader], PlannedCommit | None],
         *,
         limit: int,
         offset: int = 0,

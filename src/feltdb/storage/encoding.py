@@ -9,7 +9,7 @@ import json
 import secrets
 import string
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, LiteralString
+from typing import Any, Final, LiteralString, overload
 
 from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
@@ -90,6 +90,74 @@ def stored_row(collection: str, key: str, version: int, revision: int, document:
         ) from error
     body[VERSION_FIELD] = version
     return StoredRow(collection, key, version, revision, body)
+
+
+class RowsDecodedOnRead(Sequence[StoredRow]):
+    """Selected rows, each decoded (:func:`stored_row`) only when it is first read.
+
+    A decision over a batch of candidates usually stops at the first one it can use, so
+    decoding the whole batch up front would parse documents nobody reads.
+    """
+
+    def __init__(self, fetched: Sequence[tuple[str, str, int, int, str]]) -> None:
+        self._fetched = fetched
+        self._decoded: dict[int, StoredRow] = {}
+
+    def __len__(self) -> int:
+        return len(self._fetched)
+
+    @overload
+    def __getitem__(self, index: int) -> StoredRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[StoredRow]: ...
+
+    def __getitem__(self, index: int | slice) -> StoredRow | Sequence[StoredRow]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        position = range(len(self))[index]  # IndexError, and negative indexes, as a list
+        row = self._decoded.get(position)
+        if row is None:
+            row = self._decoded[position] = stored_row(*self._fetched[position])
+        return row
+
+
+def prepare_writes(
+    operation_id: str, mutations: Sequence[Mutation], audit: Mapping[str, Any] | None
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], int]]:
+    """Validate a commit and serialize its writes, before any lock is taken: each write's
+    parameters (index columns, collection, key, document text or ``None`` for a delete),
+    and the position of each written address.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` for an operation id that is not a string (it
+            would poison every later read of the log), an address written twice, a
+            document that is not JSON, or an audit record that is not an object or whose
+            provenance fields are not strings.
+    """
+    if not isinstance(operation_id, str):
+        raise invalid(f"the operation id must be a string, not {operation_id!r}")
+    writes: list[dict[str, Any]] = []
+    written: dict[tuple[str, str], int] = {}
+    for position, mutation in enumerate(mutations):
+        address = (mutation.collection, mutation.key)
+        if address in written:
+            raise invalid(f"{mutation.collection}/{mutation.key} is written twice in one commit")
+        written[address] = position
+        params = index_params(mutation.index)
+        params["collection"] = mutation.collection
+        params["key"] = mutation.key
+        params["document"] = (
+            None
+            if mutation.document is None
+            else document_json(mutation.collection, mutation.key, mutation.document)
+        )
+        writes.append(params)
+    if audit is not None:
+        if not isinstance(audit, Mapping):
+            raise invalid("the audit record is not a JSON object")
+        check_provenance(audit)
+    return writes, written
 
 
 def check_provenance(audit: Mapping[str, Any]) -> None:

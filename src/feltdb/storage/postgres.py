@@ -54,7 +54,7 @@ from feltdb.storage.base import (
     storage_failure,
 )
 from feltdb.storage.encoding import (
-    check_provenance,
+    RowsDecodedOnRead,
     committed,
     conflict,
     document_json,
@@ -63,6 +63,7 @@ from feltdb.storage.encoding import (
     keyset_page,
     logged_provenance,
     new_transaction_id,
+    prepare_writes,
     stored_row,
     to_json,
 )
@@ -220,28 +221,7 @@ def _prepare(
     audit: Mapping[str, Any] | None,
 ) -> _Prepared:
     """Validate and serialize a commit, and plan its guards, before any connection is used."""
-    if not isinstance(operation_id, str):
-        raise invalid(f"the operation id must be a string, not {operation_id!r}")
-    writes: list[dict[str, Any]] = []
-    written: dict[tuple[str, str], int] = {}
-    for position, mutation in enumerate(mutations):
-        address = (mutation.collection, mutation.key)
-        if address in written:
-            raise invalid(f"{mutation.collection}/{mutation.key} is written twice in one commit")
-        written[address] = position
-        params = index_params(mutation.index)
-        params["collection"] = mutation.collection
-        params["key"] = mutation.key
-        params["document"] = (
-            None
-            if mutation.document is None
-            else document_json(mutation.collection, mutation.key, mutation.document)
-        )
-        writes.append(params)
-    if audit is not None:
-        if not isinstance(audit, Mapping):
-            raise invalid("the audit record is not a JSON object")
-        check_provenance(audit)
+    writes, written = prepare_writes(operation_id, mutations, audit)
     guarded = [p for p in preconditions if p.require_absent or p.expected_version is not None]
     guards: dict[tuple[str, str], list[Precondition]] = {}
     for precondition in guarded:
@@ -840,7 +820,7 @@ class PostgresDatabase:
         application_id: str,
         state: str,
         now: int,
-        decide: Callable[[list[StoredRow], RowReader], PlannedCommit | None],
+        decide: Callable[[Sequence[StoredRow], RowReader], PlannedCommit | None],
         *,
         limit: int,
         offset: int = 0,
@@ -862,8 +842,9 @@ class PostgresDatabase:
         params = _claimable_params(collection, tenant_id, application_id, state, now, limit, offset)
 
         def work(connection: _Connection) -> tuple[_Prepared, int, list[int | None]] | None:
-            fetched = connection.execute(_Q["claimable_rows_locked"], params).fetchall()
-            rows = [stored_row(*row) for row in fetched]
+            rows = RowsDecodedOnRead(
+                connection.execute(_Q["claimable_rows_locked"], params).fetchall()
+            )
 
             def read(row_collection: str, key: str) -> StoredRow | None:
                 found = connection.execute(

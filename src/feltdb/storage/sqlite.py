@@ -39,7 +39,7 @@ from feltdb.storage.base import (
     storage_failure,
 )
 from feltdb.storage.encoding import (
-    check_provenance,
+    RowsDecodedOnRead,
     committed,
     conflict,
     document_json,
@@ -48,6 +48,7 @@ from feltdb.storage.encoding import (
     keyset_page,
     logged_provenance,
     new_transaction_id,
+    prepare_writes,
     stored_row,
     to_json,
 )
@@ -667,7 +668,7 @@ class SQLiteDatabase:
         application_id: str,
         state: str,
         now: int,
-        decide: Callable[[list[StoredRow], RowReader], PlannedCommit | None],
+        decide: Callable[[Sequence[StoredRow], RowReader], PlannedCommit | None],
         *,
         limit: int,
         offset: int = 0,
@@ -695,7 +696,7 @@ class SQLiteDatabase:
         }
 
         def work(connection: sqlite3.Connection) -> tuple[_Prepared, int, list[int | None]] | None:
-            rows = [stored_row(*row) for row in connection.execute(_Q["claimable_rows"], params)]
+            rows = RowsDecodedOnRead(connection.execute(_Q["claimable_rows"], params).fetchall())
 
             def read(row_collection: str, key: str) -> StoredRow | None:
                 found = connection.execute(
@@ -726,28 +727,7 @@ class SQLiteDatabase:
         audit: Mapping[str, Any] | None,
     ) -> _Prepared:
         """Validate and serialize a commit before any lock is taken."""
-        seen: set[tuple[str, str]] = set()
-        writes: list[dict[str, Any]] = []
-        for mutation in mutations:
-            address = (mutation.collection, mutation.key)
-            if address in seen:
-                raise invalid(
-                    f"{mutation.collection}/{mutation.key} is written twice in one commit"
-                )
-            seen.add(address)
-            params = index_params(mutation.index)
-            params["collection"] = mutation.collection
-            params["key"] = mutation.key
-            params["document"] = (
-                None
-                if mutation.document is None
-                else document_json(mutation.collection, mutation.key, mutation.document)
-            )
-            writes.append(params)
-        if audit is not None:
-            if not isinstance(audit, Mapping):
-                raise invalid("the audit record is not a JSON object")
-            check_provenance(audit)
+        writes, _ = prepare_writes(operation_id, mutations, audit)
         transaction_id = new_transaction_id(operation_id)
         log = {
             "transaction_id": transaction_id,

@@ -15,7 +15,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -481,7 +481,7 @@ class WorkloadStore:
         granted: builtins.list[WorkloadClaim] = []
         examined = 0
 
-        def decide(rows: builtins.list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        def decide(rows: Sequence[StoredRow], read: RowReader) -> PlannedCommit | None:
             # Runs inside the selecting transaction, which holds the rows: the first
             # candidate this worker may run is claimed, or, if it turns out past a deadline
             # or out of attempts, settled as claim() would settle it. It may run again if

@@ -227,6 +227,27 @@ def test_a_non_string_provenance_field_is_refused_before_writing(db: Database) -
     assert db.current_revision() == 0
 
 
+def test_an_operation_id_that_is_not_a_string_is_refused_before_writing(db: Database) -> None:
+    # Committed, it would fail every later read of the log (CommittedTransaction types it).
+    with pytest.raises(WorkloadError) as raised:
+        db.commit(5, [Mutation("work", "w", {})])  # type: ignore[arg-type]
+    assert raised.value.code == INVALID
+    assert "operation id" in raised.value.message
+    assert db.get_row("work", "w") is None
+    assert db.current_revision() == 0
+    put(db, "after")
+    assert [t.operation_ids for t in db.committed_transactions_after(0)] == [["put:after"]]
+
+
+def test_a_key_written_twice_in_one_commit_is_refused_before_writing(db: Database) -> None:
+    with pytest.raises(WorkloadError) as raised:
+        db.commit("op", [Mutation("work", "w", {"n": 1}), Mutation("work", "w", {"n": 2})])
+    assert raised.value.code == INVALID
+    assert "written twice" in raised.value.message
+    assert db.get_row("work", "w") is None
+    assert db.current_revision() == 0
+
+
 def test_a_deletion_removes_the_row_and_is_not_among_the_written_rows(db: Database) -> None:
     put(db, "a")
     commit = db.commit("del", [Mutation("work", "a", None), Mutation("work", "b", {"n": 1})])
