@@ -281,13 +281,14 @@ class StoreTarget:
         """See :meth:`Target.list`."""
 
         def fetch(cursor: Any, size: int) -> tuple[builtins.list[Workload], Any]:
-            items, after = self.store.page(
-                self.tenant_id, self.application_id, state=state, after=cursor, limit=size
+            return self.store.page(
+                self.tenant_id,
+                self.application_id,
+                state=state,
+                definition=definition,
+                after=cursor,
+                limit=size,
             )
-            # The store filters by state only; the definition is filtered per page, as the
-            # server does.
-            kept = [w for w in items if definition is None or w.definition_id == definition]
-            return kept, after
 
         return collect(fetch, limit)
 

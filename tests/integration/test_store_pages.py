@@ -50,6 +50,21 @@ def test_pages_walk_the_list_order_and_end_with_no_cursor(store, limit):
     assert walk(store, limit, state=WorkloadState.CLAIMED) == [claim.workload_id]
 
 
+@pytest.mark.parametrize("limit", [1, 3, 50])
+def test_a_definition_filter_keeps_its_work_and_the_cursor_walks_everything(store, limit):
+    for n in range(9):
+        request = make_request(
+            idempotency_key=f"k{n}", definition_id="send" if n % 3 else "bill", created_at=10 + n
+        )
+        store.create(request)
+    expected = [w.workload_id for w in store.list("t", "app") if w.definition_id == "bill"]
+    assert len(expected) == 3
+    assert walk(store, limit, definition="bill") == expected
+    # A page can be empty while its cursor goes on: the filter applies after the read.
+    first, after = store.page("t", "app", definition="nothing", limit=2)
+    assert first == [] and after is not None
+
+
 def test_a_full_last_page_answers_no_cursor(store):
     for n in range(4):
         admit(store, n)

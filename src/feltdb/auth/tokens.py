@@ -257,7 +257,14 @@ class Keyring:
                 id, a bad signature, a suspended or revoked grant, or one that is not yet or
                 no longer valid.
         """
-        signed = decode_token(token)
+        return self.verify_signed(decode_token(token), now)
+
+    def verify_signed(self, signed: SignedGrant, now: int) -> Grant:
+        """:meth:`verify` for a token already decoded (:func:`decode_token`).
+
+        Raises:
+            WorkloadError: as :meth:`verify`, but for a malformed token.
+        """
         signer = self._signers.get(signed.key_id)
         if signer is None:
             raise _unauthorized("token was signed by a key this server does not hold")

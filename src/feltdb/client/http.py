@@ -195,22 +195,21 @@ class Client:
         *,
         params: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        answer = self._send(method, path, body, params=params)
+        return self._document(self._send(method, path, body, params=params), path)
+
+    def _document(self, answer: httpx.Response, path: str) -> dict[str, Any]:
+        """The JSON object a successful ``answer`` carries; anything else is a
+        ``WORKLOAD_STORAGE_FAILURE`` naming the URL and status.
+        """
         try:
             document = answer.json()
-        except ValueError as error:
-            raise ClientError(
-                ErrorCode.WORKLOAD_STORAGE_FAILURE,
-                f"the feltdb server at {self.url}{path} answered {answer.status_code} "
-                "with a body that is not JSON",
-                {"url": f"{self.url}{path}", "status": answer.status_code, "code": None},
-                status=answer.status_code,
-            ) from error
+        except ValueError:
+            document = None
         if not isinstance(document, dict):
             raise ClientError(
                 ErrorCode.WORKLOAD_STORAGE_FAILURE,
                 f"the feltdb server at {self.url}{path} answered {answer.status_code} "
-                "with JSON that is not an object",
+                "with a body that is not a JSON object",
                 {"url": f"{self.url}{path}", "status": answer.status_code, "code": None},
                 status=answer.status_code,
             )
@@ -275,7 +274,7 @@ class Client:
         if approval is not None:
             body["approval"] = _json(approval)
         answer = self._send("POST", "/v1/workloads", body)
-        workload: Workload = Workload.parse(answer.json())
+        workload: Workload = Workload.parse(self._document(answer, "/v1/workloads"))
         return workload, answer.status_code == 201
 
     def create(self, **fields: Any) -> Workload:
@@ -372,7 +371,7 @@ class Client:
         )
         if answer.status_code == 204:
             return None
-        claim: WorkloadClaim = WorkloadClaim.parse(answer.json())
+        claim: WorkloadClaim = WorkloadClaim.parse(self._document(answer, "/v1/claims"))
         return claim
 
     def claim(self, workload_id: str, *, lease_ms: int = DEFAULT_LEASE_MS) -> WorkloadClaim:

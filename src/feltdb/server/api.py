@@ -421,7 +421,7 @@ def build_router(ctx: Context) -> APIRouter:
             signed = decode_token(credentials.credentials)
         except WorkloadError as error:
             raise Unauthenticated(error.message) from error
-        grant = ctx.keyring.verify(credentials.credentials, ctx.clock())
+        grant = ctx.keyring.verify_signed(signed, ctx.clock())
         revoked = await run_in_threadpool(
             store.is_grant_revoked,
             grant.id,
@@ -445,13 +445,13 @@ def build_router(ctx: Context) -> APIRouter:
             workload_uri(grant.application_id, workload_id),
         )
 
+    def whole_application(grant: Grant, capability: str) -> None:
+        # A list, or claim_next, may touch any workload of the application, so the grant
+        # must cover them all.
+        allow(grant, capability, "*")
+
     def owned(grant: Grant, workload_id: str) -> Workload:
-        try:
-            w = store.get(workload_id)
-        except WorkloadError as error:
-            if error.code == ErrorCode.WORKLOAD_NOT_FOUND:
-                raise _not_found(workload_id) from None
-            raise
+        w = store.get(workload_id)  # its refusal of missing work is _not_found's wording
         if w.tenant_id != grant.tenant_id or w.application_id != grant.application_id:
             raise _not_found(workload_id)
         return w
@@ -559,8 +559,7 @@ def build_router(ctx: Context) -> APIRouter:
         caller: Auth, request: Request, body: ClaimNextBody | None = None
     ) -> Response:
         grant = caller.grant
-        # claim_next may pick any workload of the application, so the grant must cover all.
-        allow(grant, CLAIM, "*")
+        whole_application(grant, CLAIM)  # claim_next may pick any workload of the app
         options = body if body is not None else ClaimNextBody()
         held = set(grant.capabilities)
         if options.capabilities is not None:
@@ -739,10 +738,6 @@ def build_router(ctx: Context) -> APIRouter:
 
     # -------------------------------------------------------------- lists and audit
 
-    def whole_application(grant: Grant, capability: str) -> None:
-        # A list may hold any workload of the application, so the grant must cover all.
-        allow(grant, capability, "*")
-
     def listed(
         grant: Grant,
         state: str | None,
@@ -751,10 +746,10 @@ def build_router(ctx: Context) -> APIRouter:
         limit: int,
     ) -> JSONResponse:
         page, after = store.page(
-            grant.tenant_id, grant.application_id, state=state, after=_decode_cursor(cursor),
-            limit=limit,
+            grant.tenant_id, grant.application_id, state=state, definition=definition,
+            after=_decode_cursor(cursor), limit=limit,
         )  # fmt: skip
-        items = [w.to_json() for w in page if definition is None or w.definition_id == definition]
+        items = [w.to_json() for w in page]
         return JSONResponse({"items": items, "next_cursor": _encode_cursor(after)})
 
     Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page")]

@@ -37,8 +37,6 @@ class Maintenance:
         self.on_change = on_change
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.passes = 0
-        """Completed passes of the timer (for observation; tests call run_once)."""
 
     def run_once(self, now: int) -> tuple[list[str], list[str]]:
         """One pass at ``now``: time out work past its deadlines, then recover work whose
@@ -83,7 +81,6 @@ class Maintenance:
                 self.run_once(self.clock())
             except Exception:
                 log.exception("maintenance pass failed; retrying next interval")
-            self.passes += 1
             next_at += interval_s
             delay = next_at - time.monotonic()
             if delay < 0:  # a pass overran: start the next from now rather than catch up

@@ -189,7 +189,6 @@ class MeteredStore(WorkloadStore):
     def __init__(self, store: WorkloadStore, metrics: Metrics) -> None:
         """Act on ``store``'s database, counting into ``metrics``."""
         super().__init__(store.db)
-        self._pinned = store._pinned
         self.metrics = metrics
         metrics.workloads.bind(self.count_by_state)
 

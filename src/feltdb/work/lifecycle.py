@@ -580,7 +580,7 @@ def operator_retry(w: Workload, actor: str, now: int, reason: str | None) -> Non
         "operator_retry": str(previous + 1),
         "attempt_budget": str(w.retry_policy.max_attempts + previous + 1),
     }
-    if reason is not None and reason.strip():
+    if reason is not None:  # the store passes a stripped reason, or None for a blank one
         evidence["reason"] = reason[:256]
     # A re-arm never stands in for approval.
     waiting = w.approval is not None and not w.approval.approved()

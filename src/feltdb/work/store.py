@@ -363,11 +363,16 @@ class WorkloadStore:
         application_id: str,
         *,
         state: WorkloadState | str | None = None,
+        definition: str | None = None,
         after: Cursor | None = None,
         limit: int = 50,
     ) -> tuple[builtins.list[Workload], Cursor | None]:
         """One page of :meth:`list` (optionally of one ``state``), after ``after``, the
         cursor the previous page answered (``None``: the first page).
+
+        ``definition`` keeps only work of that definition id. The index does not hold the
+        definition, so it filters the page that was read: a filtered page may hold fewer
+        than ``limit`` workloads, even none, while the cursor goes on; follow it to the end.
 
         A keyset seek over the scheduling index (:meth:`Database.page_rows`), never an
         offset scan, so every page costs the same. Returns the page and the cursor of the
@@ -399,8 +404,11 @@ class WorkloadStore:
             )
             found = [_parse(row) for row in rows]
         page = found[:limit]
-        more = len(found) > limit
-        return page, (_cursor_of(page[-1]) if more and page else None)
+        # The cursor is the last workload read, kept or not, so no page is read twice.
+        following = _cursor_of(page[-1]) if len(found) > limit and page else None
+        if definition is not None:
+            page = [w for w in page if w.definition_id == definition]
+        return page, following
 
     def cancel(self, workload_id: str, actor: str, now: int | None = None) -> WorkloadState:
         """Cancel: at once when no worker holds it, otherwise by request to its worker.

@@ -4,6 +4,7 @@ answered with the library's records, refused with the server's codes.
 
 from __future__ import annotations
 
+import http.server
 import pickle
 import threading
 from collections.abc import Iterator
@@ -132,6 +133,51 @@ def test_an_unreachable_server_is_a_storage_failure_naming_the_url():
     assert down.value.status is None
     assert down.value.details == {"url": f"{url}/v1/workloads/w"}
     assert url in down.value.message
+
+
+@contextmanager
+def proxy_page() -> Iterator[str]:
+    """A real HTTP endpoint that answers every request ``200`` with an HTML page, as a
+    misconfigured proxy in front of the server would.
+    """
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b"<html>gateway</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page) as httpd:
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        finally:
+            httpd.shutdown()
+
+
+def test_a_success_answer_that_is_not_a_json_object_is_a_storage_failure():
+    with proxy_page() as url, Client(url, "token", timeout=5.0) as felt:
+        calls = {
+            "/v1/workloads": lambda: felt.admit(**submission("k")),
+            "/v1/claims": lambda: felt.claim_next(),
+            "/v1/workloads/w": lambda: felt.get("w"),
+        }
+        for path, call in calls.items():
+            with pytest.raises(ClientError) as odd:
+                call()
+            assert odd.value.code == "WORKLOAD_STORAGE_FAILURE", path
+            assert odd.value.status == 200
+            assert odd.value.details == {"url": f"{url}{path}", "status": 200, "code": None}
 
 
 def test_a_long_poll_answers_none_when_no_work_arrives(server: Server, app: str):
