@@ -20,12 +20,11 @@ from typing import Any, Protocol, TypeVar
 
 from feltdb.auth import (
     Keyring,
-    ResourceScope,
-    ResourceScopeKind,
     SignedGrant,
     Subject,
     decode_token,
 )
+from feltdb.auth.policy import ALL_CAPABILITIES, application_grant
 from feltdb.client import Client
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage import CommittedTransaction
@@ -357,23 +356,17 @@ def operator_grant(
     keyring: Keyring, subject: Subject, tenant_id: str, application_id: str, now: int
 ) -> SignedGrant:
     """A grant of every capability on ``application_id``'s workloads to ``subject``,
-    issued by itself and signed with ``keyring``: the development admin grant of
-    :func:`feltdb.server.app.admin_grant`, re-addressed to this operator.
+    issued by itself for as long as the development admin grant, signed with ``keyring``.
     """
-    from feltdb.server.app import admin_grant
+    from feltdb.server.app import ADMIN_TOKEN_LIFETIME_S
 
-    grant = admin_grant(now).model_copy(
-        update={
-            "issuer": subject,
-            "subject": subject,
-            "tenant_id": tenant_id,
-            "application_id": application_id,
-            "resources": (
-                ResourceScope(
-                    kind=ResourceScopeKind.WORKLOAD, uri=f"flow://{application_id}/workloads/*"
-                ),
-            ),
-        }
+    grant = application_grant(
+        subject,
+        tenant_id,
+        application_id,
+        ALL_CAPABILITIES,
+        issued_at=now,
+        expires_at=now + ADMIN_TOKEN_LIFETIME_S,
     )
     return decode_token(keyring.sign(grant))
 

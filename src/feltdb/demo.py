@@ -17,7 +17,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from feltdb.auth import Grant, GrantSigner, ResourceScope, ResourceScopeKind, Subject
+from feltdb.auth import GrantSigner, Subject
+from feltdb.auth.policy import SUBMIT, application_grant
 from feltdb.work.models import (
     DURABLE_WORK_COLLECTION,
     ApprovalPolicy,
@@ -95,18 +96,15 @@ def _request(
     now: int,
     **fields: object,
 ) -> CreateWorkload:
-    grant = Grant(
-        id=f"grant-{requester.id}",
-        issuer=Subject.human("ops-admin"),
-        subject=requester,
-        tenant_id=TENANT,
-        application_id=application,
-        capabilities={"workload:execute"},
-        resources=[
-            ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=f"flow://{application}/workloads/*")
-        ],
+    grant = application_grant(
+        requester,
+        TENANT,
+        application,
+        {SUBMIT},
         issued_at=now - 60,
         expires_at=now + 86_400,
+        issuer=Subject.human("ops-admin"),
+        grant_id=f"grant-{requester.id}",
     )
     values: dict[str, object] = {
         "tenant_id": TENANT,

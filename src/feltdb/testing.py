@@ -32,7 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from feltdb.auth import Grant, GrantSigner, ResourceScope, ResourceScopeKind, Subject
+from feltdb.auth import GrantSigner, Subject
+from feltdb.auth.policy import SUBMIT, application_grant
 from feltdb.work.models import (
     ApprovalPolicy,
     CreateWorkload,
@@ -96,18 +97,11 @@ class WorkerTestEnvironment:
         now unless ``not_before`` or ``approval`` say otherwise.
         """
         now = int(time.time())
-        grant = Grant(
-            id=f"grant-{uuid.uuid4().hex[:8]}",
-            issuer=REQUESTER,
-            subject=REQUESTER,
-            tenant_id=self.tenant,
-            application_id=self.application,
-            capabilities={"workload:execute"},
-            resources=[
-                ResourceScope(
-                    kind=ResourceScopeKind.WORKLOAD, uri=f"flow://{self.application}/workloads/*"
-                )
-            ],
+        grant = application_grant(
+            REQUESTER,
+            self.tenant,
+            self.application,
+            {SUBMIT},
             issued_at=now - 60,
             expires_at=now + 3600,
         )

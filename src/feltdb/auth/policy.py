@@ -6,10 +6,13 @@ out. The server decides which capability and resource each endpoint checks.
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import Final
 
-from feltdb.auth.grants import Grant
+from feltdb.auth.grants import Grant, ResourceScope, ResourceScopeKind
+from feltdb.auth.subjects import Subject
 from feltdb.errors import ErrorCode, WorkloadError
 
 SUBMIT: Final = "workload:execute"
@@ -36,6 +39,37 @@ ALL_CAPABILITIES: Final = frozenset({SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPRO
 def workload_uri(application_id: str, workload_id: str) -> str:
     """The resource URI of a workload, which grants' resource scopes are matched against."""
     return f"flow://{application_id}/workloads/{workload_id}"
+
+
+def application_grant(
+    subject: Subject,
+    tenant_id: str,
+    application_id: str,
+    capabilities: Iterable[str],
+    *,
+    issued_at: int,
+    expires_at: int,
+    issuer: Subject | None = None,
+    grant_id: str | None = None,
+) -> Grant:
+    """A grant to ``subject`` of ``capabilities`` on every workload of ``application_id``
+    (the scope ``workload_uri(application_id, "*")``), from ``issued_at`` until
+    ``expires_at``, issued by ``issuer`` (default: the subject itself), with a fresh
+    ``grant_…`` id unless ``grant_id`` is given.
+    """
+    return Grant(
+        id=grant_id if grant_id is not None else f"grant_{secrets.token_hex(8)}",
+        issuer=issuer if issuer is not None else subject,
+        subject=subject,
+        tenant_id=tenant_id,
+        application_id=application_id,
+        capabilities=frozenset(capabilities),
+        resources=(
+            ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=workload_uri(application_id, "*")),
+        ),
+        issued_at=issued_at,
+        expires_at=expires_at,
+    )
 
 
 def _refuse(message: str, missing: str) -> WorkloadError:

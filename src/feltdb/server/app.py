@@ -27,8 +27,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from feltdb import __version__
-from feltdb.auth import Grant, ResourceScope, ResourceScopeKind, Subject
-from feltdb.auth.policy import ALL_CAPABILITIES
+from feltdb.auth import Grant, Subject
+from feltdb.auth.policy import ALL_CAPABILITIES, application_grant
 from feltdb.auth.tokens import Keyring
 from feltdb.server.api import Context, Wakeup, build_router
 from feltdb.server.errors import MAX_BODY_BYTES, BodyLimit, install_error_handlers
@@ -126,17 +126,14 @@ def admin_grant(now: int) -> Grant:
     """The development admin grant of a first start: every capability on every workload
     of tenant ``default``, application ``default``, for 30 days.
     """
-    admin = Subject.human("admin")
-    return Grant(
-        id=f"admin-{secrets.token_hex(6)}",
-        issuer=admin,
-        subject=admin,
-        tenant_id="default",
-        application_id="default",
-        capabilities=ALL_CAPABILITIES,
-        resources=(ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://default/*"),),
+    return application_grant(
+        Subject.human("admin"),
+        "default",
+        "default",
+        ALL_CAPABILITIES,
         issued_at=now,
         expires_at=now + ADMIN_TOKEN_LIFETIME_S,
+        grant_id=f"admin-{secrets.token_hex(6)}",
     )
 
 

@@ -220,3 +220,20 @@ def test_authorize_allows_exactly_when_tenant_application_capability_and_scope_h
         assert not expected
     else:
         assert expected
+
+
+def test_an_application_grant_covers_every_workload_of_its_application_only() -> None:
+    from feltdb.auth.policy import application_grant
+
+    ada = Subject.human("ada")
+    grant = application_grant(ada, "t", "app", {READ}, issued_at=5, expires_at=50)
+    assert (grant.subject, grant.issuer, grant.issued_at, grant.expires_at) == (ada, ada, 5, 50)
+    assert grant.id.startswith("grant_") and grant.capabilities == {READ}
+    authorize(grant, READ, "t", "app", workload_uri("app", "workload_1"))
+    for tenant, app, capability in (("t", "other", READ), ("u", "app", READ), ("t", "app", CLAIM)):
+        with pytest.raises(WorkloadError):
+            authorize(grant, capability, tenant, app, workload_uri(app, "workload_1"))
+    named = application_grant(
+        ada, "t", "app", set(), issued_at=0, expires_at=1, issuer=Subject.human("h"), grant_id="g"
+    )
+    assert (named.id, named.issuer) == ("g", Subject.human("h"))
