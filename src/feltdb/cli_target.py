@@ -25,7 +25,7 @@ from feltdb.auth import (
     decode_token,
 )
 from feltdb.auth.policy import ALL_CAPABILITIES, application_grant
-from feltdb.client import Client
+from feltdb.client import Client, Page
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage import CommittedTransaction
 from feltdb.work.models import (
@@ -169,29 +169,33 @@ class ServerTarget:
         self, *, state: WorkloadState | None, definition: str | None, limit: int
     ) -> builtins.list[Workload]:
         """See :meth:`Target.list`."""
-
-        def fetch(cursor: str | None, size: int) -> tuple[builtins.list[Workload], str | None]:
-            page = self.client.list(state=state, definition=definition, limit=size, cursor=cursor)
-            return page.items, page.next_cursor
-
-        return collect(fetch, limit)
+        return self._collect(
+            lambda cursor, size: self.client.list(
+                state=state, definition=definition, limit=size, cursor=cursor
+            ),
+            limit,
+        )
 
     def approvals(self, limit: int) -> builtins.list[Workload]:
         """See :meth:`Target.approvals` (``GET /v1/approvals``: needs ``workload:approve``)."""
-
-        def fetch(cursor: str | None, size: int) -> tuple[builtins.list[Workload], str | None]:
-            page = self.client.approvals(limit=size, cursor=cursor)
-            return page.items, page.next_cursor
-
-        return collect(fetch, limit)
+        return self._collect(
+            lambda cursor, size: self.client.approvals(limit=size, cursor=cursor), limit
+        )
 
     def dead_letters(self, limit: int) -> builtins.list[Workload]:
         """See :meth:`Target.dead_letters` (``GET /v1/dead-letters``: needs
         ``workload:operate``).
         """
+        return self._collect(
+            lambda cursor, size: self.client.dead_letters(limit=size, cursor=cursor), limit
+        )
+
+    @staticmethod
+    def _collect(read: Callable[[str | None, int], Page], limit: int) -> builtins.list[Workload]:
+        """:func:`collect` over the client's pages, ``read(cursor, size)``."""
 
         def fetch(cursor: str | None, size: int) -> tuple[builtins.list[Workload], str | None]:
-            page = self.client.dead_letters(limit=size, cursor=cursor)
+            page = read(cursor, size)
             return page.items, page.next_cursor
 
         return collect(fetch, limit)
