@@ -9,6 +9,7 @@ import json
 import secrets
 import string
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, LiteralString, overload
 
 from feltdb.canonical import canonical_json
@@ -16,6 +17,7 @@ from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import (
     VERSION_FIELD,
     Commit,
+    CommittedTransaction,
     Mutation,
     Precondition,
     RowIndex,
@@ -172,11 +174,66 @@ def check_provenance(audit: Mapping[str, Any]) -> None:
             raise invalid(f"audit field {name!r} must be a string or null, not {value!r}")
 
 
-def logged_provenance(audit: dict[str, Any] | None) -> dict[str, Any]:
-    """The provenance fields of an audit record, as the log entry keeps them."""
-    if audit is None:
-        return {}
-    return {name: value for name in PROVENANCE_FIELDS if isinstance(value := audit.get(name), str)}
+@dataclass(frozen=True)
+class RestoredRow:
+    """What :meth:`Database.restore_row` writes and logs, prepared before any lock."""
+
+    version: int
+    text: str
+    params: dict[str, Any]
+    """The row's index columns, collection, key, document text and version."""
+    operation_id: str
+    transaction_id: str
+
+    @staticmethod
+    def plan(
+        collection: str, key: str, document: Mapping[str, Any], index: RowIndex | None
+    ) -> RestoredRow:
+        """The row to restore: its version is the document's ``"__version"`` (default 1).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` for a document that is not a JSON object or
+                a ``"__version"`` that is not a positive integer.
+        """
+        version = document.get(VERSION_FIELD, 1) if isinstance(document, Mapping) else 1
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise invalid(
+                f"the document at {collection}/{key} has {VERSION_FIELD} {version!r}, "
+                "not a positive integer"
+            )
+        text = document_json(collection, key, document)
+        params = index_params(index or RowIndex())
+        params.update(collection=collection, key=key, document=text, version=version)
+        operation_id = "restore:" + key
+        return RestoredRow(version, text, params, operation_id, new_transaction_id(operation_id))
+
+
+def logged_transaction(
+    commit_revision: int,
+    base_revision: int,
+    transaction_id: str,
+    committed_at: Any,
+    operation_ids: list[str],
+    keys: list[str],
+    audit: str | None,
+) -> CommittedTransaction:
+    """A log row read back: its audit record decoded, and the record's provenance fields
+    kept as the transaction's own.
+    """
+    record = None if audit is None else json.loads(audit)
+    provenance = {} if record is None else {
+        name: value for name in PROVENANCE_FIELDS if isinstance(value := record.get(name), str)
+    }  # fmt: skip
+    return CommittedTransaction(
+        transaction_id=transaction_id,
+        base_revision=base_revision,
+        commit_revision=commit_revision,
+        committed_at=committed_at,
+        operation_ids=operation_ids,
+        keys=keys,
+        audit=record,
+        **provenance,
+    )
 
 
 def conflict(precondition: Precondition, found: int | None) -> StorageConflict | None:

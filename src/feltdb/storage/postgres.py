@@ -21,7 +21,6 @@ Revisions are not dense here: see the comment block above :data:`_Q`.
 
 from __future__ import annotations
 
-import json
 import random
 import select
 import threading
@@ -41,7 +40,6 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from feltdb.canonical import canonical_json
 from feltdb.errors import WorkloadError
 from feltdb.storage.base import (
-    VERSION_FIELD,
     Commit,
     CommittedTransaction,
     Mutation,
@@ -54,14 +52,14 @@ from feltdb.storage.base import (
     storage_failure,
 )
 from feltdb.storage.encoding import (
+    RestoredRow,
     RowsDecodedOnRead,
     committed,
     conflict,
-    document_json,
     index_params,
     invalid,
     keyset_page,
-    logged_provenance,
+    logged_transaction,
     new_transaction_id,
     prepare_writes,
     stored_row,
@@ -769,22 +767,7 @@ class PostgresDatabase:
         fetched = self._one_statement(
             "read", lambda c: c.execute(_Q["transactions_after"], params).fetchall()
         )
-        transactions = []
-        for commit_revision, base, transaction_id, committed_at, ops, keys, audit in fetched:
-            audit_record = None if audit is None else json.loads(audit)
-            transactions.append(
-                CommittedTransaction(
-                    transaction_id=transaction_id,
-                    base_revision=base,
-                    commit_revision=commit_revision,
-                    committed_at=committed_at,
-                    operation_ids=ops,
-                    keys=keys,
-                    audit=audit_record,
-                    **logged_provenance(audit_record),
-                )
-            )
-        return transactions
+        return [logged_transaction(*row) for row in fetched]
 
     # --- writes ------------------------------------------------------------------------
 
@@ -887,17 +870,9 @@ class PostgresDatabase:
                 ``WORKLOAD_STORAGE_FAILURE`` for any database failure.
         """
         self._ensure_open()
-        version = document.get(VERSION_FIELD, 1) if isinstance(document, Mapping) else 1
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise invalid(
-                f"the document at {collection}/{key} has {VERSION_FIELD} {version!r}, "
-                "not a positive integer"
-            )
-        text = document_json(collection, key, document)
-        params = index_params(index or RowIndex())
-        params.update(collection=collection, key=key, document=text, version=version)
-        operation_id = "restore:" + key
-        transaction_id = new_transaction_id(operation_id)
+        restore = RestoredRow.plan(collection, key, document, index)
+        version, text, params = restore.version, restore.text, restore.params
+        operation_id, transaction_id = restore.operation_id, restore.transaction_id
         log = {
             "transaction_id": transaction_id,
             "operation_ids": [operation_id],
