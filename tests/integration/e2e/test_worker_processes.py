@@ -312,17 +312,19 @@ def test_sigterm_lets_a_running_handler_finish_then_exits(
     server: Server, app: str, workers: Workers, operator: Client
 ) -> None:
     worker = workers.start("w1", "--grace-period", "20")
-    slow = submit(operator, "slow", {"first": 2, "later": 2})
+    slow = submit(operator, "slow", {"first": 4, "later": 4})
     wait_for(lambda: workers.began(slow.workload_id), "the handler to begin")
     worker.send_signal(signal.SIGTERM)
+    wait_for(lambda: "SIGTERM: no more claims" in workers.log("w1"), "the signal to be handled")
+    time.sleep(1.5)  # longer than a long-poll (poll_wait_s=1) that was in flight at the signal
+    assert worker.poll() is None  # still finishing its handler, with slots free to claim
+    later = submit(operator, "echo", {"n": 1})
     assert worker.wait(timeout=30) == 0, workers.log("w1")
     workload = operator.get(slow.workload_id)
     assert workload.state is WorkloadState.SUCCEEDED, workers.log("w1")
-    assert workload.result is not None and workload.result.output == {"slept": 2}
-    # It claimed nothing after the signal.
-    assert len(operator.get(slow.workload_id).attempts) == 1
-    later = submit(operator, "echo", {"n": 1})
-    time.sleep(1.0)
+    assert workload.result is not None and workload.result.output == {"slept": 4}
+    assert len(workload.attempts) == 1
+    # Submitted while the worker was still running: it claimed nothing after the signal.
     assert operator.get(later.workload_id).state is WorkloadState.READY
 
 
