@@ -27,8 +27,13 @@ def canonical_json(value: Any) -> str:
 
 
 def sha256_hex(text: str) -> str:
-    """Lowercase hex SHA-256 of ``text`` encoded as UTF-8."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """Lowercase hex SHA-256 of ``text`` encoded as UTF-8.
+
+    Total: a lone surrogate, which UTF-8 cannot encode, is hashed by its code point
+    (``surrogatepass``) rather than raising, so deriving an id never fails before the
+    input's own check refuses it. Valid text hashes exactly as plain UTF-8.
+    """
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def content_hash(value: Any) -> str:

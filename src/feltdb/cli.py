@@ -61,6 +61,15 @@ def serve(
     maintenance_interval: Annotated[
         float, typer.Option(help="Seconds between maintenance passes (deadlines, leases).")
     ] = 1.0,
+    max_lease: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="The longest lease or heartbeat extension a worker may ask for, in seconds "
+            "(a crashed worker's work is recovered at most this long after its last "
+            "heartbeat). Default: a day.",
+        ),
+    ] = 24 * 3600,
     log_json: LogJsonOption = False,
     log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
@@ -108,7 +117,7 @@ def serve(
         # Printed bare on stdout (no wrapping or markup, not a log line) so it can be
         # copied whole.
         print(admin_token, flush=True)
-    with WorkloadStore.open(db) as store:
+    with WorkloadStore.open(db, max_lease_ms=max_lease * 1000) as store:
         api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
         say(f"feltdb serving {db} at {url}")
         uvicorn.run(

@@ -15,6 +15,7 @@ import typer
 
 from feltdb.auth import (
     Grant,
+    GrantConstraints,
     Keyring,
     ResourceScope,
     ResourceScopeKind,
@@ -100,6 +101,20 @@ def grant_issue(
     issuer: Annotated[
         str, typer.Option(help="Who issues the grant, as KIND:ID.")
     ] = "service:feltdb-cli",
+    environment: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Narrow the grant to work of this environment (repeatable): it may submit, "
+            "see, claim and act on no other. Default: every environment."
+        ),
+    ] = None,
+    definition: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Narrow the grant to work of this definition id (repeatable), as for "
+            "--environment. Default: every definition."
+        ),
+    ] = None,
 ) -> None:
     """Mint a signed grant and print it as a bearer token."""
     try:
@@ -118,6 +133,9 @@ def grant_issue(
         application_id=application,
         capabilities=capability,
         resources=tuple(resource_scope(uri, application) for uri in uris),
+        constraints=GrantConstraints(
+            environments=frozenset(environment or ()), definitions=frozenset(definition or ())
+        ),
         issued_at=now,
         expires_at=now + lifetime,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from feltdb.auth.policy import APPROVE, AUDIT, CANCEL, OPERATE, READ, SUBMIT
 from feltdb.cli_auth import parse_subject
 from feltdb.cli_render import (
     audit_line,
@@ -36,6 +37,7 @@ from feltdb.cli_target import (
 )
 from feltdb.errors import WorkloadError
 from feltdb.storage import sqlite_path
+from feltdb.work.disclosure import disclosed
 from feltdb.work.models import ApprovalPolicy, WorkloadRetryPolicy, WorkloadTimeouts
 from feltdb.work.states import ApprovalOutcome, BackoffPolicy, WorkloadState
 from feltdb.work.store import WorkloadStore
@@ -128,6 +130,7 @@ def open_target(
     subject: str | None = None,
     *,
     create: bool = False,
+    needs: Iterable[str] = (),
 ) -> Target:
     """The target the options name: the store ``db`` when given, else the server ``url``.
     A SQLite store file that does not exist is created only with ``create`` (by the
@@ -151,7 +154,7 @@ def open_target(
                 who = parse_subject(subject)
             except WorkloadError as error:
                 raise typer.BadParameter(error.message, param_hint="--as") from None
-        return open_store_target(db, tenant, application, who)
+        return open_store_target(db, tenant, application, who, capabilities=needs)
     if url and token:
         return ServerTarget(url, token)
     if url:
@@ -169,10 +172,16 @@ def connected(
     subject: str | None = None,
     *,
     create: bool = False,
+    needs: Iterable[str] = (),
 ) -> Iterator[Target]:
-    """:func:`open_target`, closed on exit, with refusals turned into exit 1."""
+    """:func:`open_target`, closed on exit, with refusals turned into exit 1. ``needs`` is
+    what the command does (capabilities): with ``--db``, the operator's grant holds only
+    these.
+    """
     with _refusals():
-        target = open_target(url, token, db, tenant, application, subject, create=create)
+        target = open_target(
+            url, token, db, tenant, application, subject, create=create, needs=needs
+        )
         try:
             yield target
         finally:
@@ -368,7 +377,9 @@ def submit(
     }
     document = parse_input(input)
     eligible = parse_not_before(not_before, int(time.time())) if not_before else None
-    with connected(url, token, db, tenant, application, as_, create=True) as target:
+    with connected(
+        url, token, db, tenant, application, as_, create=True, needs=(SUBMIT,)
+    ) as target:
         request = Submission(
             environment=environment,
             definition_id=definition,
@@ -385,7 +396,7 @@ def submit(
         )
         workload, created = target.admit(request)
     if json_output:
-        print_json({"created": created, "workload": workload.to_json()})
+        print_json({"created": created, "workload": disclosed(workload)})
         return
     verb = "submitted" if created else "already submitted"
     stdout_console().print(f"{verb} {workload.workload_id} {workload.state.value}")
@@ -407,7 +418,7 @@ def list_workloads(
     as_: AsOption = None,
 ) -> None:
     """List work, highest priority then oldest first."""
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(READ,)) as target:
         found = target.list(state=state, definition=definition, limit=limit)
     _print_list(found, "workloads", json_output)
 
@@ -424,7 +435,7 @@ def inbox(
     as_: AsOption = None,
 ) -> None:
     """List work awaiting an approval decision (decide with approve / reject)."""
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(APPROVE,)) as target:
         found = target.approvals(limit)
     _print_list(found, "awaiting approval", json_output)
 
@@ -441,14 +452,14 @@ def dead(
     as_: AsOption = None,
 ) -> None:
     """List dead-lettered work: it will not run again unless retried (see retry)."""
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(OPERATE,)) as target:
         found = target.dead_letters(limit)
     _print_list(found, "dead letters", json_output)
 
 
 def _print_list(found: list[Any], title: str, json_output: bool) -> None:
     if json_output:
-        print_json([w.to_json() for w in found])
+        print_json([disclosed(w) for w in found])
     else:
         workload_table(stdout_console(), found, title)
 
@@ -467,10 +478,10 @@ def show(
     """Show one workload: its fields, attempts, checkpoints, result, approval and the
     timeline of every committed transition.
     """
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(READ,)) as target:
         workload = target.get(workload_id)
     if json_output:
-        print_json(workload.to_json())
+        print_json(disclosed(workload))
     else:
         show_workload(stdout_console(), workload)
 
@@ -499,7 +510,7 @@ def approve(
     as_: AsOption = None,
 ) -> None:
     """Approve held work, bound to its current input: it becomes claimable."""
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(APPROVE,)) as target:
         _decide(target, workload_id, ApprovalOutcome.APPROVED, reason)
 
 
@@ -515,7 +526,7 @@ def reject(
     as_: AsOption = None,
 ) -> None:
     """Reject held work, bound to its current input: it will never run."""
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(APPROVE,)) as target:
         _decide(target, workload_id, ApprovalOutcome.REJECTED, reason)
 
 
@@ -530,7 +541,7 @@ def cancel(
     as_: AsOption = None,
 ) -> None:
     """Cancel work: at once when no worker holds it, else by request to its worker."""
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(CANCEL,)) as target:
         state = target.cancel(workload_id)
     stdout_console().print(f"cancel {workload_id}: {state.value}")
 
@@ -547,7 +558,7 @@ def retry(
     as_: AsOption = None,
 ) -> None:
     """Re-arm failed, dead-lettered or timed-out work for one more attempt."""
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(OPERATE,)) as target:
         workload = target.retry(workload_id, reason)
     stdout_console().print(f"retry {workload_id}: {workload.state.value}")
 
@@ -576,7 +587,7 @@ def audit(
     """Print the committed transactions of the application after a revision, oldest
     first, one a line: revision, time, actor, kind/event → state, workload, rows written.
     """
-    with connected(url, token, db, tenant, application, as_) as target:
+    with connected(url, token, db, tenant, application, as_, needs=(AUDIT,)) as target:
         after = since
         try:
             while True:

@@ -14,7 +14,7 @@ import builtins
 import getpass
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -22,9 +22,8 @@ from feltdb.auth import (
     Keyring,
     SignedGrant,
     Subject,
-    decode_token,
 )
-from feltdb.auth.policy import ALL_CAPABILITIES, application_grant
+from feltdb.auth.policy import application_grant
 from feltdb.client import Client, Page
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage import CommittedTransaction
@@ -356,30 +355,45 @@ def operator_keyring(db: str, now: int) -> Keyring:
     return load_or_create_keyring(default_keyring_path(db), now)[0]
 
 
-def operator_grant(
-    keyring: Keyring, subject: Subject, tenant_id: str, application_id: str, now: int
-) -> SignedGrant:
-    """A grant of every capability on ``application_id``'s workloads to ``subject``,
-    issued by itself for as long as the development admin grant, signed with ``keyring``.
-    """
-    from feltdb.server.app import ADMIN_TOKEN_LIFETIME_S
+OPERATOR_GRANT_LIFETIME_S = 300
+"""How long the grant of a ``--db`` operator lasts: one command's worth (five minutes)."""
 
+
+def operator_grant(
+    keyring: Keyring,
+    subject: Subject,
+    tenant_id: str,
+    application_id: str,
+    now: int,
+    capabilities: Iterable[str],
+) -> SignedGrant:
+    """The grant a ``--db`` operator acts under: ``capabilities`` (what the command does)
+    on ``application_id``'s workloads, to ``subject``, issued by itself, for
+    :data:`OPERATOR_GRANT_LIFETIME_S`, signed with ``keyring`` as evidence (the
+    ``authorization_snapshot`` of what it submits): never a token.
+    """
     grant = application_grant(
         subject,
         tenant_id,
         application_id,
-        ALL_CAPABILITIES,
+        capabilities,
         issued_at=now,
-        expires_at=now + ADMIN_TOKEN_LIFETIME_S,
+        expires_at=now + OPERATOR_GRANT_LIFETIME_S,
     )
-    return decode_token(keyring.sign(grant))
+    return keyring.evidence(grant)
 
 
 def open_store_target(
-    db: str, tenant_id: str, application_id: str, subject: Subject | None = None
+    db: str,
+    tenant_id: str,
+    application_id: str,
+    subject: Subject | None = None,
+    *,
+    capabilities: Iterable[str] = (),
 ) -> StoreTarget:
     """Open the store at ``db`` (a file or URL) for a local operator, ``subject`` (default
-    :func:`local_operator`) in ``tenant_id``'s ``application_id``.
+    :func:`local_operator`) in ``tenant_id``'s ``application_id``, under a short grant of
+    ``capabilities``.
 
     Raises:
         WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the store cannot be opened.
@@ -388,5 +402,5 @@ def open_store_target(
     who = subject if subject is not None else local_operator()
     now = int(time.time())
     keyring = operator_keyring(db, now)
-    grant = operator_grant(keyring, who, tenant_id, application_id, now)
+    grant = operator_grant(keyring, who, tenant_id, application_id, now, capabilities)
     return StoreTarget(WorkloadStore.open(db), tenant_id, application_id, who, grant)

@@ -48,3 +48,43 @@ Count = Annotated[StrictInt, Ge(0), Le(MAX_SAFE_INTEGER)]
 
 Priority = Annotated[StrictInt, Ge(-(2**31)), Le(2**31 - 1)]
 """A priority: a signed 32-bit integer, as in the reference; higher runs first."""
+
+MAX_ID_CHARS = 256
+"""The longest identifier, in characters: ids, keys, names, kinds, capabilities, tenants,
+applications, environments, definitions, subjects, workers, result ids."""
+
+MAX_SUBJECT_CHARS = MAX_ID_CHARS + len("connection:")
+"""The longest subject written ``KIND:ID`` (a worker name, an actor): an identifier and
+the longest kind."""
+
+MAX_PATH_CHARS = 1024
+"""The longest artifact path or URI."""
+
+MAX_TEXT_CHARS = 4096
+"""The longest free text, in characters: reasons and error messages."""
+
+MAX_LIST_ITEMS = 1024
+"""The most items of a list argument (capabilities, artifacts, dependencies, scopes)."""
+
+MAX_JSON_DEPTH = 64
+"""The deepest a JSON document (input, checkpoint state, output) may nest: a scalar at the
+top is depth 0, and each object or array around it adds one."""
+
+
+def text_problem(value: str, max_chars: int, *, identifier: bool) -> str | None:
+    """What makes ``value`` unacceptable as text of at most ``max_chars`` characters (an
+    ``identifier`` also refuses NUL), or ``None`` when nothing does.
+
+    Text must be valid Unicode: a lone surrogate (U+D800 to U+DFFF alone, which JSON's
+    escapes can produce) has no UTF-8 encoding, so it could be neither stored nor hashed.
+    """
+    if len(value) > max_chars:
+        return f"must be at most {max_chars} characters (got {len(value)})"
+    if identifier and "\x00" in value:
+        return "must not contain NUL"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "must be valid Unicode text (it holds a lone surrogate)"
+    return None

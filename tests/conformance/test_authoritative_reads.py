@@ -147,11 +147,14 @@ MUTATIONS = [
 def test_a_replay_matches_only_an_equivalent_request_and_names_every_conflicting_field(
     store, open_store
 ):
+    # The reference names dependencies "w1" and "w2" that do not exist; this port refuses a
+    # dependency on missing work at admission (issue 9, point 2), so they are admitted first.
+    w1, w2 = (store.create(make_request(idempotency_key=key)).workload_id for key in ("w1", "w2"))
     original = make_request(
         input={"a": 1, "b": 2},
         dependencies=[
-            WorkloadDependency(workload_id="w1", required_state=WorkloadState.SUCCEEDED),
-            WorkloadDependency(workload_id="w2", required_state=WorkloadState.SUCCEEDED),
+            WorkloadDependency(workload_id=w1, required_state=WorkloadState.SUCCEEDED),
+            WorkloadDependency(workload_id=w2, required_state=WorkloadState.SUCCEEDED),
         ],
     )
     first = store.create(original.model_copy(deep=True))
@@ -198,7 +201,7 @@ def test_a_replay_matches_only_an_equivalent_request_and_names_every_conflicting
     with pytest.raises(WorkloadError) as refused:
         reopened.admit(changed)
     assert refused.value.code == "IDEMPOTENCY_KEY_REUSED"
-    assert len(reopened.list("t", "app")) == 1, "nothing was created"
+    assert len(reopened.list("t", "app")) == 3, "nothing was created"  # w1, w2 and the work
 
 
 def test_concurrent_conflicting_admissions_admit_one_and_refuse_the_other(new_target, open_store):

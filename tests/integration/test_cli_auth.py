@@ -231,3 +231,22 @@ def test_an_operator_makes_a_keyring_and_mints_a_token_from_the_shell(tmp_path: 
     assert refused.returncode == 1
     assert "WORKLOAD_INVALID" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_grant_issue_narrows_to_environments_and_definitions(keyring_file: Path):
+    token = issue(
+        keyring_file,
+        "--capability",
+        CLAIM,
+        "--environment",
+        "staging",
+        "--definition",
+        "report",
+        "--definition",
+        "send",
+    )
+    constraints = decode_token(token).grant.constraints
+    assert constraints.environments == {"staging"}
+    assert constraints.definitions == {"report", "send"}
+    unconstrained = decode_token(issue(keyring_file, "--capability", CLAIM)).grant.constraints
+    assert not unconstrained.environments and not unconstrained.definitions

@@ -79,6 +79,9 @@ class Server:
     log: Path
     backend: str = "sqlite"
     """The store it serves: ``"sqlite"`` (a file) or ``"postgres"`` (a database)."""
+    target: str = ""
+    """The ``--db`` it serves (a file path or a PostgreSQL URL), to open the store behind
+    its back."""
 
     def grant(
         self,
@@ -167,6 +170,6 @@ def serve(
     )
     try:
         wait_until_healthy(url, process, log)
-        yield Server(url, keyring, process, log, backend)
+        yield Server(url, keyring, process, log, backend, where)
     finally:
         stop(process)

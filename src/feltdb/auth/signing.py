@@ -1,4 +1,19 @@
-"""Signing and verifying grants with HMAC-SHA256 over their canonical JSON."""
+"""Signing and verifying grants with HMAC-SHA256 over their canonical JSON, in two domains.
+
+A grant is signed for one of two purposes, and a signature made for one never verifies
+for the other:
+
+- **evidence** (:meth:`GrantSigner.sign`, :meth:`GrantSigner.verify`): the
+  ``authorization_snapshot`` kept with each workload and named in its audit records. The
+  HMAC covers the canonical JSON of the grant alone.
+- **bearer tokens** (:meth:`GrantSigner.sign_token`, :meth:`GrantSigner.verify_token`):
+  the credential a caller presents. The HMAC covers :data:`TOKEN_DOMAIN` followed by the
+  canonical JSON of the grant.
+
+Canonical JSON of a grant always begins with ``{``, and :data:`TOKEN_DOMAIN` does not, so
+no grant's evidence signature is any grant's token signature: a snapshot read from a
+workload, the audit feed or the database itself can never be replayed as a token.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +23,9 @@ import hmac
 from feltdb.auth.grants import Grant, GrantStatus, SignedGrant
 from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
+
+TOKEN_DOMAIN = b"feltdb bearer token v2\x00"
+"""What a token signature covers before the grant: it separates tokens from evidence."""
 
 MIN_SECRET_BYTES = 16
 """Shorter HMAC keys are refused: a guessable key makes every grant forgeable."""
@@ -33,27 +51,51 @@ class GrantSigner:
         self.key_id = key_id
         self._secret = bytes(secret)
 
-    def _signature(self, grant: Grant) -> str:
-        payload = canonical_json(grant.model_dump(mode="json")).encode("utf-8")
+    def _signature(self, grant: Grant, domain: bytes = b"") -> str:
+        payload = domain + canonical_json(grant.model_dump(mode="json")).encode("utf-8")
         return hmac.new(self._secret, payload, hashlib.sha256).hexdigest()
 
     def sign(self, grant: Grant) -> SignedGrant:
-        """Sign ``grant``: the signature covers every field of it."""
+        """Sign ``grant`` as evidence (an authorization snapshot): the signature covers
+        every field of it, and is never a valid token signature.
+        """
         return SignedGrant(grant=grant, key_id=self.key_id, signature=self._signature(grant))
 
+    def sign_token(self, grant: Grant) -> SignedGrant:
+        """Sign ``grant`` as a bearer token's credential (:data:`TOKEN_DOMAIN`)."""
+        signature = self._signature(grant, TOKEN_DOMAIN)
+        return SignedGrant(grant=grant, key_id=self.key_id, signature=signature)
+
     def verify(self, signed: SignedGrant, now: int) -> Grant:
-        """Return the grant if this key signed it, it is active and ``now`` is inside it.
+        """Return the grant if this key signed it as evidence, it is active and ``now`` is
+        inside it.
 
         Raises:
             WorkloadError: ``WORKLOAD_UNAUTHORIZED`` naming the failed check (key, signature,
                 status, not yet valid, expired).
         """
+        return self._verified(signed, now, b"")
+
+    def verify_token(self, signed: SignedGrant, now: int) -> Grant:
+        """:meth:`verify` for a bearer token's signed grant (:meth:`sign_token`): an
+        evidence signature does not verify here.
+
+        Raises:
+            WorkloadError: as :meth:`verify`.
+        """
+        return self._verified(signed, now, TOKEN_DOMAIN)
+
+    def _verified(self, signed: SignedGrant, now: int, domain: bytes) -> Grant:
         if signed.key_id != self.key_id:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_UNAUTHORIZED,
                 f"grant was signed by unknown key {signed.key_id!r}",
             )
-        if not hmac.compare_digest(signed.signature, self._signature(signed.grant)):
+        # Compared as bytes: compare_digest refuses str holding non-ASCII characters, and a
+        # signature is whatever the caller sent (issue 9, point 6).
+        expected = self._signature(signed.grant, domain).encode("ascii")
+        given = signed.signature.encode("utf-8", "surrogatepass")
+        if not hmac.compare_digest(given, expected):
             raise WorkloadError(ErrorCode.WORKLOAD_UNAUTHORIZED, "grant signature does not verify")
         grant = signed.grant
         if grant.status is not GrantStatus.ACTIVE:

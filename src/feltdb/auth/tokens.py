@@ -1,8 +1,14 @@
 """Bearer tokens: signed grants, compactly encoded, and the keyring that signs and checks them.
 
-A token is ``"fgt1."`` followed by the unpadded base64url of the canonical JSON of a
-:class:`~feltdb.auth.grants.SignedGrant`. The token carries the grant in the clear: it is
-signed, not encrypted, so a grant must hold nothing secret.
+A token is ``"fgt2."`` followed by the unpadded base64url of the canonical JSON of a
+:class:`~feltdb.auth.grants.SignedGrant` whose signature is a *token* signature
+(:meth:`~feltdb.auth.signing.GrantSigner.sign_token`). The token carries the grant in the
+clear: it is signed, not encrypted, so a grant must hold nothing secret.
+
+The evidence a workload keeps of the grant it was admitted under (its
+``authorization_snapshot``, :meth:`Keyring.evidence`) is signed in another domain, so it
+can never be presented as a token. Tokens of the retired ``fgt1.`` format, whose signature
+was the evidence signature, are refused.
 
 Everything here is pure except :meth:`Keyring.load` and :meth:`Keyring.save`, which read and
 write the keyring file.
@@ -28,8 +34,12 @@ from feltdb.auth.signing import GrantSigner
 from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
 
-TOKEN_PREFIX = "fgt1."
+TOKEN_PREFIX = "fgt2."
 """The version tag every token starts with; a new encoding gets a new tag."""
+
+RETIRED_PREFIXES = ("fgt1.",)
+"""Tags of token formats no longer accepted (``fgt1.`` signed tokens as evidence, so a
+stored snapshot was a working token)."""
 
 MAX_TOKEN_CHARS = 65_536
 """Longer tokens are refused before decoding: no grant needs 64 KiB, and a bound keeps a
@@ -39,6 +49,7 @@ KEY_BYTES = 32
 """The size of a generated secret: the HMAC-SHA256 block's worth of randomness."""
 
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+_SIGNATURE = re.compile(r"[0-9a-f]{64}")
 
 
 def _b64encode(data: bytes) -> str:
@@ -94,6 +105,11 @@ def decode_token(token: str) -> SignedGrant:
         raise _unauthorized("token is not a string")
     if len(token) > MAX_TOKEN_CHARS:
         raise _unauthorized(f"token is longer than {MAX_TOKEN_CHARS} characters")
+    if token.startswith(RETIRED_PREFIXES):
+        raise _unauthorized(
+            f"token format {token.split('.', 1)[0]!r} is retired: mint a new token"
+            f" ({TOKEN_PREFIX}…)"
+        )
     if not token.startswith(TOKEN_PREFIX):
         raise _unauthorized(f"token does not start with {TOKEN_PREFIX!r}")
     try:
@@ -105,9 +121,12 @@ def decode_token(token: str) -> SignedGrant:
     except (ValueError, RecursionError):
         raise _unauthorized("token does not hold JSON") from None
     try:
-        return SignedGrant.model_validate(document)
-    except (ValidationError, ValueError, TypeError, RecursionError):
+        signed = SignedGrant.model_validate(document)
+    except (ValidationError, ValueError, TypeError, RecursionError, WorkloadError):
         raise _unauthorized("token does not hold a valid signed grant") from None
+    if not _SIGNATURE.fullmatch(signed.signature):
+        raise _unauthorized("token signature is not 64 lowercase hex digits")
+    return signed
 
 
 class Keyring:
@@ -242,7 +261,19 @@ class Keyring:
 
     def sign(self, grant: Grant) -> str:
         """Sign ``grant`` with the active key and encode it as a bearer token."""
-        return encode_token(self._signers[self._active].sign(grant))
+        return encode_token(self._signers[self._active].sign_token(grant))
+
+    def evidence(self, grant: Grant, key_id: str | None = None) -> SignedGrant:
+        """``grant`` signed as evidence (an ``authorization_snapshot``), by ``key_id`` (the
+        key that verified the caller's token) or the active key. Evidence is never a token.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED`` for a key id this keyring lacks.
+        """
+        signer = self._signers.get(key_id if key_id is not None else self._active)
+        if signer is None:
+            raise _unauthorized("grant was signed by a key this keyring does not hold")
+        return signer.sign(grant)
 
     def verify(self, token: str, now: int) -> Grant:
         """Decode ``token`` and return its grant if a key of this keyring signed it, it is
@@ -259,6 +290,18 @@ class Keyring:
         """
         return self.verify_signed(decode_token(token), now)
 
+    def verify_evidence(self, signed: SignedGrant, now: int) -> Grant:
+        """The grant of an authorization snapshot (:meth:`evidence`), if a key of this
+        keyring signed it as evidence and it was valid at ``now``.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED`` as :meth:`verify`.
+        """
+        signer = self._signers.get(signed.key_id)
+        if signer is None:
+            raise _unauthorized("grant was signed by a key this keyring does not hold")
+        return signer.verify(signed, now)
+
     def verify_signed(self, signed: SignedGrant, now: int) -> Grant:
         """:meth:`verify` for a token already decoded (:func:`decode_token`).
 
@@ -268,4 +311,4 @@ class Keyring:
         signer = self._signers.get(signed.key_id)
         if signer is None:
             raise _unauthorized("token was signed by a key this server does not hold")
-        return signer.verify(signed, now)
+        return signer.verify_token(signed, now)

@@ -53,6 +53,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -61,13 +62,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from feltdb.auth import Grant, SignedGrant
+from feltdb.auth import Grant
 from feltdb.auth.policy import (
     APPROVE,
     AUDIT,
@@ -78,14 +79,20 @@ from feltdb.auth.policy import (
     REVOKE,
     SUBMIT,
     authorize,
+    authorize_application,
+    constrained,
+    within_constraints,
+    worker_name,
     workload_uri,
 )
 from feltdb.auth.tokens import Keyring, decode_token
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_SAFE_INTEGER
+from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
 from feltdb.server.errors import Unauthenticated, error_responses
 from feltdb.storage.base import CommittedTransaction
+from feltdb.work.disclosure import disclosed
 from feltdb.work.identities import workload_id_for
+from feltdb.work.inputs import Cursor
 from feltdb.work.models import (
     ApprovalDecision,
     CreateWorkload,
@@ -96,7 +103,7 @@ from feltdb.work.models import (
     WorkloadResult,
 )
 from feltdb.work.states import WorkloadState
-from feltdb.work.store import DEFAULT_LEASE_MS, Cursor, WorkloadStore
+from feltdb.work.store import DEFAULT_LEASE_MS, WorkloadStore
 
 log = logging.getLogger("feltdb.server")
 
@@ -173,10 +180,10 @@ class Context:
 
 @dataclass(frozen=True)
 class Caller:
-    """The verified grant of a request, and the signed grant the token carried."""
+    """The verified grant of a request, and the id of the key that signed its token."""
 
     grant: Grant
-    signed: SignedGrant
+    key_id: str
 
 
 # ---------------------------------------------------------------------- request bodies
@@ -188,10 +195,22 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+class EmptyBody(_Body):
+    """A route that takes no parameters: the body, if any, must be ``{}``."""
+
+
+_LEASE_DESCRIPTION = (
+    "Milliseconds; kept in whole seconds (under 1000 expires at once). At most the"
+    " server's lease cap (`feltdb serve --max-lease`, a day by default)."
+)
+
+
 class ClaimNextBody(_Body):
     """``POST /v1/claims``: a lease, and how long to wait for work (long-poll)."""
 
-    lease_ms: int = Field(default=DEFAULT_LEASE_MS, ge=1000, le=MAX_SAFE_INTEGER)
+    lease_ms: int = Field(
+        default=DEFAULT_LEASE_MS, ge=0, le=MAX_SAFE_INTEGER, description=_LEASE_DESCRIPTION
+    )
     wait_ms: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
     capabilities: list[str] | None = Field(
         default=None,
@@ -203,7 +222,9 @@ class ClaimNextBody(_Body):
 class ClaimBody(_Body):
     """``POST /v1/workloads/{id}/claim``."""
 
-    lease_ms: int = Field(default=DEFAULT_LEASE_MS, ge=1000, le=MAX_SAFE_INTEGER)
+    lease_ms: int = Field(
+        default=DEFAULT_LEASE_MS, ge=0, le=MAX_SAFE_INTEGER, description=_LEASE_DESCRIPTION
+    )
 
 
 class FenceBody(_Body):
@@ -216,7 +237,9 @@ class FenceBody(_Body):
 class HeartbeatBody(FenceBody):
     """``POST /v1/workloads/{id}/heartbeat``."""
 
-    extend_ms: int = Field(default=DEFAULT_LEASE_MS, ge=1000, le=MAX_SAFE_INTEGER)
+    extend_ms: int = Field(
+        default=DEFAULT_LEASE_MS, ge=0, le=MAX_SAFE_INTEGER, description=_LEASE_DESCRIPTION
+    )
 
 
 class ContextBody(FenceBody):
@@ -366,10 +389,18 @@ class AuditPage(BaseModel):
 
 
 class RevokeAnswer(BaseModel):
-    """The grant, and whether this request revoked it (false: it already was)."""
+    """What a revocation did: grant ``grant_id`` *of this tenant and application* is
+    revoked (``newly_revoked`` false: it already was). A grant of another tenant or
+    application is never affected, whatever its id; and since minted grants are not
+    recorded, the server cannot tell whether a grant of this id was ever issued.
+    """
 
     grant_id: str
+    tenant_id: str
+    application_id: str
     revoked: bool
+    newly_revoked: bool
+    message: str
 
 
 def _answers(
@@ -410,7 +441,7 @@ def build_router(ctx: Context) -> APIRouter:
     """The ``/v1`` routes over ``ctx``."""
     router = APIRouter(prefix="/v1")
     store = ctx.store
-    bearer = HTTPBearer(auto_error=False, description="A feltdb token (fgt1.…)")
+    bearer = HTTPBearer(auto_error=False, description="A feltdb token (fgt2.…)")
 
     async def caller(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
@@ -432,7 +463,7 @@ def build_router(ctx: Context) -> APIRouter:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_UNAUTHORIZED, "the grant was revoked", {"grant_id": grant.id}
             )
-        return Caller(grant, signed)
+        return Caller(grant, signed.key_id)
 
     Auth = Annotated[Caller, Depends(caller)]
 
@@ -447,12 +478,18 @@ def build_router(ctx: Context) -> APIRouter:
 
     def whole_application(grant: Grant, capability: str) -> None:
         # A list, or claim_next, may touch any workload of the application, so the grant
-        # must cover them all.
-        allow(grant, capability, "*")
+        # must cover them all: decided about its scopes, never by matching "*" against them.
+        authorize_application(grant, capability)
 
     def owned(grant: Grant, workload_id: str) -> Workload:
+        # Work of another tenant or application, or outside the grant's constraints, is
+        # answered as missing work is: the grant may not learn that it exists.
         w = store.get(workload_id)  # its refusal of missing work is _not_found's wording
-        if w.tenant_id != grant.tenant_id or w.application_id != grant.application_id:
+        if (
+            w.tenant_id != grant.tenant_id
+            or w.application_id != grant.application_id
+            or not within_constraints(grant, w.environment, w.definition_id)
+        ):
             raise _not_found(workload_id)
         return w
 
@@ -464,12 +501,13 @@ def build_router(ctx: Context) -> APIRouter:
         except WorkloadError:
             return None
         claim = w.current_claim
-        return w if claim is not None and claim.worker_id == grant.subject.id else None
+        held = claim is not None and claim.worker_id == worker_name(grant.subject)
+        return w if held else None
 
     def as_worker(grant: Grant, workload_id: str) -> str:
         allow(grant, CLAIM, workload_id)
         owned(grant, workload_id)
-        return grant.subject.id
+        return worker_name(grant.subject)
 
     # -------------------------------------------------------------- requesters
 
@@ -500,7 +538,8 @@ def build_router(ctx: Context) -> APIRouter:
                 "tenant_id": grant.tenant_id,
                 "application_id": grant.application_id,
                 "requested_by": grant.subject,
-                "authorization_snapshot": caller.signed,
+                # Evidence, signed in its own domain: never the token itself.
+                "authorization_snapshot": ctx.keyring.evidence(grant, caller.key_id),
                 "created_at": ctx.clock(),
             }
         )
@@ -512,7 +551,7 @@ def build_router(ctx: Context) -> APIRouter:
         workload, created = store.admit(request)
         if created:
             ctx.wakeup.notify()
-        return JSONResponse(workload.to_json(), status_code=201 if created else 200)
+        return JSONResponse(disclosed(workload), status_code=201 if created else 200)
 
     @router.get(
         "/workloads/{workload_id}",
@@ -531,15 +570,15 @@ def build_router(ctx: Context) -> APIRouter:
             held = held_by(grant, workload_id)
             if held is None:
                 raise
-            return JSONResponse(held.to_json())
-        return JSONResponse(owned(grant, workload_id).to_json())
+            return JSONResponse(disclosed(held))
+        return JSONResponse(disclosed(owned(grant, workload_id)))
 
     @router.post(
         "/workloads/{workload_id}/cancel",
         summary="Cancel, or request cancellation",
         responses=_answers(StateAnswer, *_ON_WORKLOAD),
     )
-    def cancel(caller: Auth, workload_id: str) -> JSONResponse:
+    def cancel(caller: Auth, workload_id: str, body: EmptyBody | None = None) -> JSONResponse:
         allow(caller.grant, CANCEL, workload_id)
         owned(caller.grant, workload_id)
         state = store.cancel(workload_id, str(caller.grant.subject), ctx.clock())
@@ -569,13 +608,17 @@ def build_router(ctx: Context) -> APIRouter:
         while True:
             signal = ctx.wakeup.signal()
             claim = await run_in_threadpool(
-                store.claim_next,
-                grant.tenant_id,
-                grant.application_id,
-                grant.subject.id,
-                held,
-                ctx.clock(),
-                options.lease_ms,
+                functools.partial(
+                    store.claim_next,
+                    grant.tenant_id,
+                    grant.application_id,
+                    worker_name(grant.subject),
+                    held,
+                    ctx.clock(),
+                    options.lease_ms,
+                    definitions=grant.constraints.definitions or None,
+                    environments=grant.constraints.environments or None,
+                )
             )
             if claim is not None:
                 return JSONResponse(claim.to_json())
@@ -713,7 +756,7 @@ def build_router(ctx: Context) -> APIRouter:
         reason = body.reason if body is not None else None
         store.retry(workload_id, str(caller.grant.subject), ctx.clock(), reason)
         ctx.wakeup.notify()
-        return JSONResponse(store.get(workload_id).to_json())
+        return JSONResponse(disclosed(store.get(workload_id)))
 
     @router.post(
         "/workloads/{workload_id}/decision",
@@ -749,7 +792,10 @@ def build_router(ctx: Context) -> APIRouter:
             grant.tenant_id, grant.application_id, state=state, definition=definition,
             after=_decode_cursor(cursor), limit=limit,
         )  # fmt: skip
-        items = [w.to_json() for w in page]
+        # A constrained grant sees only the work inside its constraints.
+        items = [
+            disclosed(w) for w in page if within_constraints(grant, w.environment, w.definition_id)
+        ]
         return JSONResponse({"items": items, "next_cursor": _encode_cursor(after)})
 
     Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page")]
@@ -818,6 +864,15 @@ def build_router(ctx: Context) -> APIRouter:
     ) -> JSONResponse:
         grant = caller.grant
         whole_application(grant, AUDIT)
+        if constrained(grant):
+            # The log is the whole application's: a grant narrowed to some environments or
+            # definitions cannot be given it.
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_UNAUTHORIZED,
+                "the audit is the whole application's: a grant constrained to environments"
+                " or definitions may not read it",
+                {"missing": "unconstrained grant"},
+            )
         entries, next_after = store.audit_after(grant.tenant_id, grant.application_id, after, limit)
         return JSONResponse(
             {"items": [e.model_dump(mode="json") for e in entries], "next_after": next_after}
@@ -829,9 +884,14 @@ def build_router(ctx: Context) -> APIRouter:
         "/grants/{grant_id}/revoke",
         summary="Revoke a grant of this tenant and application",
         responses=_answers(RevokeAnswer, *_AUTH, 422),
-        description="Idempotent: `revoked` is false when it already was revoked.",
+        description="Idempotent: `newly_revoked` is false when it already was revoked. The"
+        " revocation is scoped to the caller's tenant and application, as the answer says.",
     )
-    def revoke(caller: Auth, grant_id: str) -> JSONResponse:
+    def revoke(
+        caller: Auth,
+        grant_id: Annotated[str, Path(max_length=MAX_ID_CHARS)],
+        body: EmptyBody | None = None,
+    ) -> JSONResponse:
         grant = caller.grant
         authorize(grant, REVOKE, grant.tenant_id, grant.application_id)
         revoked = store.revoke_grant(
@@ -846,7 +906,22 @@ def build_router(ctx: Context) -> APIRouter:
                 "grant %s of %s/%s revoked by %s",
                 grant_id, grant.tenant_id, grant.application_id, grant.subject,
             )  # fmt: skip
-        return JSONResponse({"grant_id": grant_id, "revoked": revoked})
+        scope = f"tenant {grant.tenant_id!r}, application {grant.application_id!r}"
+        return JSONResponse(
+            {
+                "grant_id": grant_id,
+                "tenant_id": grant.tenant_id,
+                "application_id": grant.application_id,
+                "revoked": True,
+                "newly_revoked": revoked,
+                "message": (
+                    f"grant {grant_id} of {scope} is revoked"
+                    + ("" if revoked else " (it already was)")
+                    + ": requests under it are refused from now on. A grant of another"
+                    " tenant or application is not affected."
+                ),
+            }
+        )
 
     return router
 

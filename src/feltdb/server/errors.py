@@ -192,6 +192,17 @@ def install_error_handlers(app: FastAPI, clock: Callable[[], int]) -> None:
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            # FastAPI's answer to a body its JSON parser gave up on (nested past the
+            # parser's recursion limit, not UTF-8): malformed JSON like any other, 422.
+            return JSONResponse(
+                error_body(
+                    ErrorCode.WORKLOAD_INVALID,
+                    f"invalid request: body: not JSON this server can read ({exc.detail})",
+                    {"fields": ["body"]},
+                ),
+                422,
+            )
         code = (
             ErrorCode.WORKLOAD_NOT_FOUND if exc.status_code == 404 else ErrorCode.WORKLOAD_INVALID
         )

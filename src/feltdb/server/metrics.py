@@ -10,8 +10,8 @@ What is counted, and where:
   this server's store calls, through :class:`MeteredStore` (the store the routes and the
   maintenance loop call): an admission that created work (a replay is not counted), a
   claim granted (``claim`` and ``claim_next`` when it found work), a result recorded, a
-  failure report by the worker's ``kind`` (at most :data:`MAX_FAILURE_KINDS` distinct
-  kinds; further ones are counted as ``other``), and work this server moved to
+  failure report by the worker's ``kind`` (one of :data:`FAILURE_KIND_LABELS`, any
+  other counted as ``other``), and work this server moved to
   ``DEAD_LETTER`` by a failure report, a recovery or a timeout.
 - ``feltdb_timeouts_total`` and ``feltdb_recoveries_total``: what the maintenance passes
   timed out and recovered.
@@ -50,16 +50,24 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import WorkloadError
-from feltdb.work.models import CreateWorkload, Workload, WorkloadClaim, WorkloadResult
+from feltdb.work.models import (
+    DEFAULT_RETRY_ON,
+    CreateWorkload,
+    Workload,
+    WorkloadClaim,
+    WorkloadResult,
+)
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import DEFAULT_LEASE_MS, WorkloadStore
 
 access_log = logging.getLogger("feltdb.access")
 log = logging.getLogger(__name__)
 
-MAX_FAILURE_KINDS = 50
-"""Distinct ``kind`` labels of ``feltdb_failures_total``; workers choose kinds freely, so
-the label set is capped (later kinds count as ``other``)."""
+FAILURE_KIND_LABELS = DEFAULT_RETRY_ON | {"permanent", "no_handler", "invalid_output"}
+"""The ``kind`` label values of ``feltdb_failures_total``: the default retry policy's kinds
+and those the worker runtime reports. Workers choose kinds freely, and ``/metrics`` needs
+no token, so any other kind is counted as ``other``: a label never shows what a worker
+wrote (a secret, a 100 KB string)."""
 
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Seconds; up to 30 s, the longest long-poll of ``POST /v1/claims``."""
@@ -160,18 +168,12 @@ class Metrics:
         )
         self.workloads = WorkloadsByState()
         r.register(self.workloads)
-        self._kinds: set[str] = set()
-        self._kinds_lock = threading.Lock()
 
     def failure(self, kind: str) -> None:
-        """Count a failure report of ``kind`` (capped at :data:`MAX_FAILURE_KINDS` labels)."""
-        with self._kinds_lock:
-            if kind not in self._kinds:
-                if len(self._kinds) >= MAX_FAILURE_KINDS:
-                    kind = "other"
-                else:
-                    self._kinds.add(kind)
-        self.failures.labels(kind=kind).inc()
+        """Count a failure report of ``kind`` (``other`` unless in
+        :data:`FAILURE_KIND_LABELS`).
+        """
+        self.failures.labels(kind=kind if kind in FAILURE_KIND_LABELS else "other").inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition (Prometheus text format) and its content type."""
@@ -188,7 +190,7 @@ class MeteredStore(WorkloadStore):
 
     def __init__(self, store: WorkloadStore, metrics: Metrics) -> None:
         """Act on ``store``'s database, counting into ``metrics``."""
-        super().__init__(store.db)
+        super().__init__(store.db, max_lease_ms=store.max_lease_ms)
         self.metrics = metrics
         metrics.workloads.bind(self.count_by_state)
 
@@ -218,8 +220,20 @@ class MeteredStore(WorkloadStore):
         capabilities: Iterable[str],
         now: int | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
+        *,
+        definitions: Iterable[str] | None = None,
+        environments: Iterable[str] | None = None,
     ) -> WorkloadClaim | None:
-        granted = super().claim_next(tenant_id, application_id, worker, capabilities, now, lease_ms)
+        granted = super().claim_next(
+            tenant_id,
+            application_id,
+            worker,
+            capabilities,
+            now,
+            lease_ms,
+            definitions=definitions,
+            environments=environments,
+        )
         if granted is not None:
             self.metrics.claims.inc()
         return granted

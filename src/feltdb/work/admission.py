@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from feltdb.auth.policy import ensure_within_constraints
 from feltdb.canonical import canonical_json, content_hash
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_ID_CHARS, MAX_LIST_ITEMS, text_problem
 from feltdb.work.approvals import validate_approval_policy
 from feltdb.work.lifecycle import transition
 from feltdb.work.models import (
@@ -17,25 +20,40 @@ from feltdb.work.models import (
     WorkloadDependency,
     WorkloadTimeouts,
 )
-from feltdb.work.safety import ensure_safe
+from feltdb.work.safety import ensure_safe, ensure_safe_text
 from feltdb.work.states import WorkloadState
 
 ADMISSION_ACTOR = "feltdb"
 
 _REQUIRED_TEXT = ("tenant_id", "application_id", "environment", "definition_id", "idempotency_key")
+_BOUNDED_TEXT = (*_REQUIRED_TEXT, "definition_revision", "trigger", "session_id")
+_BOUNDED_LISTS = (
+    "capability_snapshot",
+    "connection_scopes",
+    "dependencies",
+    "retry_policy.retry_on",
+)
 
 
 def validate_admission(request: CreateWorkload) -> None:
     """Refuse a request that must not be admitted, before anything is read or written.
 
     Raises:
-        WorkloadError: ``WORKLOAD_SECRET_REJECTED`` for secret material in the input;
-            ``WORKLOAD_INVALID`` naming the field for an empty identifier or key, a zero
+        WorkloadError: ``WORKLOAD_SECRET_REJECTED`` for secret material in the input, the
+            idempotency key or the session id; ``WORKLOAD_INVALID`` naming the field for an
+            empty identifier or key, an identifier over its bound (see
+            :mod:`feltdb.fields`), input that is not JSON or nests too deep, a zero
             timeout, ``approval_ms`` without a policy, or an invalid policy;
             ``WORKLOAD_UNAUTHORIZED`` when the authorization snapshot does not bind the
-            requester, tenant and application.
+            requester, tenant and application, or its grant's constraints do not cover
+            the environment and definition.
     """
+    _check_bounds(request)
     ensure_safe(request.input, "input")
+    for name in ("idempotency_key", "session_id"):
+        value = getattr(request, name)
+        if value is not None:
+            ensure_safe_text(value, name)
     blank = [name for name in _REQUIRED_TEXT if not getattr(request, name).strip()]
     if blank:
         message = (
@@ -72,6 +90,53 @@ def validate_admission(request: CreateWorkload) -> None:
         raise WorkloadError(
             ErrorCode.WORKLOAD_UNAUTHORIZED, "authorization snapshot does not bind the requester"
         )
+    ensure_within_constraints(grant, request.environment, request.definition_id)
+
+
+def _text_fields(request: CreateWorkload) -> Iterator[tuple[str, str]]:
+    """Every identifier of a request, with the field that holds it."""
+    for name in _BOUNDED_TEXT:
+        value = getattr(request, name)
+        if value is not None:
+            yield name, value
+    yield "requested_by.id", request.requested_by.id
+    for name in ("capability_snapshot", "connection_scopes"):
+        for member in getattr(request, name):
+            yield name, member
+    for kind in request.retry_policy.retry_on:
+        yield "retry_policy.retry_on", kind
+    for index, dependency in enumerate(request.dependencies):
+        yield f"dependencies.{index}.workload_id", dependency.workload_id
+    if request.approval is not None:
+        for kind in request.approval.approver_kinds:
+            yield "approval.approver_kinds", kind
+        for approver in request.approval.approvers:
+            yield "approval.approvers", approver.id
+
+
+def _check_bounds(request: CreateWorkload) -> None:
+    """Refuse an identifier over :data:`~feltdb.fields.MAX_ID_CHARS`, holding NUL or not
+    valid Unicode, and a list over :data:`~feltdb.fields.MAX_LIST_ITEMS` items.
+    """
+    for name in _BOUNDED_LISTS:
+        if len(_members(request, name)) > MAX_LIST_ITEMS:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"{name}: must hold at most {MAX_LIST_ITEMS} items",
+                {"fields": [name]},
+            )
+    for field, value in _text_fields(request):
+        problem = text_problem(value, MAX_ID_CHARS, identifier=True)
+        if problem is not None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID, f"{field}: {problem}", {"fields": [field]}
+            )
+
+
+def _members(request: CreateWorkload, name: str) -> Any:
+    if name == "retry_policy.retry_on":
+        return request.retry_policy.retry_on
+    return getattr(request, name)
 
 
 def new_workload(request: CreateWorkload, workload_id: str) -> Workload:

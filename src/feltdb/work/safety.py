@@ -1,62 +1,163 @@
-"""Secret safety: plaintext secrets never enter workload state, errors or reasons."""
+"""Document safety: what may enter workload state, and the secret material that may not.
+
+Two rules, each one table:
+
+- :data:`SECRET_KEY_NAMES`: an object key names a secret when, normalized (lower case,
+  without ``-``, ``_``, ``.`` and spaces, so ``apiKey``, ``api-key`` and ``API_KEY`` are one
+  name), it is in this set. The reference's five names (``password``, ``secret``,
+  ``token``, ``api_key``, ``private_key``) are among them.
+- :data:`SECRET_VALUE_PATTERNS`: a string holds secret material when one of these
+  patterns occurs in it: private-key blocks, live API keys of common providers, bearer
+  credentials and feltdb's own tokens.
+
+:func:`check_document` walks a JSON document once, without recursion, checking its shape
+(JSON types only, at most :data:`~feltdb.fields.MAX_JSON_DEPTH` deep, valid Unicode text)
+and both rules; :func:`ensure_safe_text` applies the value rule to free text and to
+identifiers that are stored and shown (result ids, kinds, keys, sessions, artifacts).
+"""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
-from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_JSON_DEPTH, text_problem
 
-SECRET_KEYS = frozenset({"password", "secret", "token", "api_key", "private_key"})
-"""Object keys (compared case-insensitively) whose presence marks a value as a secret."""
+SECRET_KEY_NAMES = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "secret",
+        "token",
+        "apikey",
+        "privatekey",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "authtoken",
+        "sessiontoken",
+        "bearertoken",
+        "clientsecret",
+        "secretkey",
+        "secretaccesskey",
+        "authorization",
+        "cookie",
+    }
+)
+"""Object keys, normalized (:func:`normalized_key`), whose value is taken for a secret."""
+
+SECRET_VALUE_PATTERNS: dict[str, str] = {
+    "private key block": r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+    "OpenAI-style or Stripe key": r"(?<![A-Za-z0-9])[sr]k[-_](?=[A-Za-z0-9_-]*[0-9])"
+    r"[A-Za-z0-9_-]{10,}",
+    "feltdb live key": r"(?<![A-Za-z0-9])fdb_live_",
+    "AWS access key id": r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])",
+    "GitHub token": r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+    "Slack token": r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}",
+    "bearer credential": r"(?<![A-Za-z0-9])Bearer\s+[A-Za-z0-9._~+/=-]{12,}",
+    "feltdb token": r"(?<![A-Za-z0-9])fgt[0-9]+\.[A-Za-z0-9_-]{16,}",
+}
+"""What secret material looks like in a string: a name for each pattern (said in the
+refusal) and the pattern, searched anywhere in the text."""
+
+_SECRET_VALUE = re.compile("|".join(f"(?:{p})" for p in SECRET_VALUE_PATTERNS.values()))
+_KEY_SEPARATORS = str.maketrans("", "", "-_. ")
+_SHORTEST_SECRET = len("fdb_live_")
+"""No pattern matches fewer characters, so shorter strings are not searched."""
+
+
+def normalized_key(key: str) -> str:
+    """``key`` as :data:`SECRET_KEY_NAMES` holds names: lower case, no separators."""
+    return key.lower().translate(_KEY_SEPARATORS)
+
+
+def secret_key(key: str) -> bool:
+    """Whether an object key names a secret (``apiKey``, ``client_secret``, ``passwd``…)."""
+    return normalized_key(key) in SECRET_KEY_NAMES
 
 
 def sensitive_text(text: str) -> bool:
-    """Whether ``text`` looks like secret material (a private key or a live API key)."""
-    return "BEGIN PRIVATE KEY" in text or text.startswith(("sk-", "fdb_live_"))
+    """Whether ``text`` holds secret material (:data:`SECRET_VALUE_PATTERNS`)."""
+    return len(text) >= _SHORTEST_SECRET and _SECRET_VALUE.search(text) is not None
 
 
-def _contains_secret(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(
-            (isinstance(key, str) and key.lower() in SECRET_KEYS) or _contains_secret(item)
-            for key, item in value.items()
-        )
-    if isinstance(value, list | tuple):
-        return any(_contains_secret(item) for item in value)
-    if isinstance(value, str):
-        return sensitive_text(value)
-    return False
+def _invalid(field: str, message: str) -> WorkloadError:
+    return WorkloadError(ErrorCode.WORKLOAD_INVALID, f"{field} {message}", {"fields": [field]})
+
+
+def _secret(field: str) -> WorkloadError:
+    return WorkloadError(
+        ErrorCode.WORKLOAD_SECRET_REJECTED,
+        f"plaintext secrets are forbidden in workload state ({field})",
+        {"fields": [field]},
+    )
+
+
+def _check_string(text: str, field: str, max_chars: int) -> None:
+    problem = text_problem(text, max_chars, identifier=False)
+    if problem is not None:
+        raise _invalid(field, f"holds a string that {problem}")
+
+
+def check_document(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """Refuse a document (input, checkpoint state, output) that is not JSON, nests deeper
+    than ``max_depth``, holds text that is not valid Unicode, or carries secret material.
+
+    One walk with an explicit stack, so a document of any depth costs no recursion: the
+    depth limit is met before any deeper level is looked at.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming ``field`` (not JSON: a non-string key,
+            NaN or infinity, a type JSON lacks; too deep; a lone surrogate);
+            ``WORKLOAD_SECRET_REJECTED`` naming ``field`` for a secret key or value.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_string(item, field, len(item))
+            if sensitive_text(item):
+                raise _secret(field)
+        elif item is None or isinstance(item, bool | int):
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise _invalid(field, "must be JSON: NaN and infinity are not JSON numbers")
+        elif isinstance(item, dict | list | tuple):
+            if depth >= max_depth:
+                raise _invalid(field, f"nests deeper than {max_depth} levels")
+            if isinstance(item, dict):
+                for key, member in item.items():
+                    if not isinstance(key, str):
+                        raise _invalid(field, "must be JSON: object keys must be strings")
+                    _check_string(key, field, len(key))
+                    if secret_key(key) or sensitive_text(key):
+                        raise _secret(field)
+                    stack.append((member, depth + 1))
+            else:
+                stack.extend((member, depth + 1) for member in item)
+        else:
+            raise _invalid(field, f"must be JSON: {type(item).__name__} is not a JSON type")
 
 
 def ensure_safe(value: Any, field: str) -> None:
-    """Refuse a JSON value that is not JSON or that carries secret material.
-
-    Raises:
-        WorkloadError: ``WORKLOAD_INVALID`` naming ``field`` when it is not JSON;
-            ``WORKLOAD_SECRET_REJECTED`` when it holds a secret.
-    """
-    try:
-        canonical_json(value)
-    except ValueError as error:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_INVALID, f"{field} must be JSON: {error}", {"fields": [field]}
-        ) from error
-    if _contains_secret(value):
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_SECRET_REJECTED,
-            f"plaintext secrets are forbidden in workload state ({field})",
-            {"fields": [field]},
-        )
+    """:func:`check_document`, under the reference's name."""
+    check_document(value, field)
 
 
 def ensure_safe_text(text: str, what: str) -> None:
-    """Refuse free text (an error, a reason) that carries secret material.
+    """Refuse free text (an error, a reason) or a shown identifier that carries secret
+    material.
 
     Raises:
         WorkloadError: ``WORKLOAD_SECRET_REJECTED``.
     """
     if sensitive_text(text):
         raise WorkloadError(
-            ErrorCode.WORKLOAD_SECRET_REJECTED, f"{what} may not contain secret material"
+            ErrorCode.WORKLOAD_SECRET_REJECTED,
+            f"{what} may not contain secret material",
+            {"fields": [what]},
         )

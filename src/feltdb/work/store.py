@@ -11,6 +11,7 @@ read sees what the winner committed.
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import os
 import secrets
@@ -24,7 +25,7 @@ from pydantic import ValidationError
 from feltdb.auth import Subject
 from feltdb.canonical import canonical_json, content_hash, sha256_hex
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_SAFE_INTEGER
+from feltdb.fields import MAX_PATH_CHARS
 from feltdb.storage import open_database
 from feltdb.storage.base import (
     Commit,
@@ -37,11 +38,12 @@ from feltdb.storage.base import (
     StorageConflict,
     StoredRow,
 )
-from feltdb.work import lifecycle
+from feltdb.work import inputs, lifecycle
 from feltdb.work.admission import new_workload, replay, validate_admission
 from feltdb.work.approvals import decided_answer, ensure_approver_permitted
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.identities import legacy_idempotency_scope, workload_id_for
+from feltdb.work.inputs import DEFAULT_MAX_LEASE_MS, Cursor
 from feltdb.work.models import (
     DURABLE_WORK_COLLECTION,
     ApprovalDecision,
@@ -69,59 +71,6 @@ AUDIT_BATCH = 250
 """Log entries ``audit_after`` reads per query."""
 REVOKED_GRANTS_COLLECTION = "system_revoked_grants"
 """Where revoked grants are kept (see :meth:`WorkloadStore.revoke_grant`)."""
-Cursor = tuple[int, int, str]
-"""Where a page of :meth:`WorkloadStore.page` ends: (priority, created_at, workload_id)."""
-
-
-def _invalid(field: str, message: str) -> WorkloadError:
-    return WorkloadError(ErrorCode.WORKLOAD_INVALID, f"{field}: {message}", {"fields": [field]})
-
-
-def _text(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise _invalid(field, "must be a non-empty string")
-    return value
-
-
-def _integer(value: Any, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _invalid(field, "must be an integer")
-    if value < minimum:
-        raise _invalid(field, f"must be at least {minimum}")
-    if value > MAX_SAFE_INTEGER:
-        raise _invalid(field, f"must be at most {MAX_SAFE_INTEGER}")
-    return value
-
-
-def _strings(value: Any, field: str) -> builtins.list[str]:
-    # A bare string is refused rather than taken as a sequence of one-letter strings.
-    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise _invalid(field, "must be a list of strings")
-    items = builtins.list(value)
-    if not all(isinstance(item, str) and item for item in items):
-        raise _invalid(field, "must be a list of non-empty strings")
-    return items
-
-
-def _reason(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise _invalid("reason", "must be a string or None")
-    if value is None or not value.strip():
-        return None
-    return value.strip()
-
-
-def _capabilities(value: Iterable[str]) -> frozenset[str]:
-    return frozenset(_strings(value, "capabilities"))
-
-
-def _lease(value: Any, field: str) -> int:
-    # Leases are kept in whole seconds (API.md), so a lease under a second would expire at
-    # the instant it is granted.
-    lease = _integer(value, field, 1)
-    if lease < 1000:
-        raise _invalid(field, "a lease must last at least 1000 ms (leases are whole seconds)")
-    return lease
 
 
 def _parse(row: StoredRow) -> Workload:
@@ -155,9 +104,22 @@ def _plan(w: Workload, action: str, version: int | None) -> PlannedCommit:
     )
 
 
-def _state_in(read: RowReader, workload_id: str) -> WorkloadState | None:
+def _state_in(read: RowReader, dependent: Workload, workload_id: str) -> WorkloadState | None:
+    """The committed state of ``dependent``'s dependency ``workload_id``; ``None`` when no
+    workload of ``dependent``'s tenant and application has that id (another tenant's work
+    is never a dependency, so its existence can never be learnt through one).
+    """
     row = read(DURABLE_WORK_COLLECTION, workload_id)
-    return WorkloadState(row.document["state"]) if row is not None else None
+    if row is None or not _same_application(row.document, dependent):
+        return None
+    return WorkloadState(row.document["state"])
+
+
+def _same_application(document: dict[str, Any], w: Workload | CreateWorkload) -> bool:
+    return (
+        document.get("tenant_id") == w.tenant_id
+        and document.get("application_id") == w.application_id
+    )
 
 
 class WorkloadStore:
@@ -167,22 +129,32 @@ class WorkloadStore:
     are two writers of one store: each sees the other's commits at once.
     """
 
-    def __init__(self, db: Database) -> None:
-        """Act on ``db``. The store does not own it unless opened with :meth:`open`."""
+    def __init__(self, db: Database, *, max_lease_ms: int = DEFAULT_MAX_LEASE_MS) -> None:
+        """Act on ``db``. The store does not own it unless opened with :meth:`open`.
+
+        Args:
+            db: the database.
+            max_lease_ms: the longest lease or heartbeat extension granted (a day by
+                default); a longer one is refused ``WORKLOAD_INVALID``.
+        """
         self.db = db
+        self.max_lease_ms = inputs.integer(max_lease_ms, "max_lease_ms", 1000)
         self._owns_db = False
         # Test hook (see _pin_reads): id -> (document, version) as of the pin.
         self._pinned: dict[str, tuple[dict[str, Any], int]] | None = None
 
     @classmethod
-    def open(cls, target: str | os.PathLike[str]) -> WorkloadStore:
+    def open(
+        cls, target: str | os.PathLike[str], *, max_lease_ms: int = DEFAULT_MAX_LEASE_MS
+    ) -> WorkloadStore:
         """Open the store at ``target``: a file path or ``sqlite:///path`` (embedded SQLite),
         or ``postgresql://…``. Creates an embedded store that does not exist yet.
+        ``max_lease_ms`` is as for the constructor.
 
         Raises:
             WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the target cannot be opened.
         """
-        store = cls(open_database(target))
+        store = cls(open_database(target), max_lease_ms=max_lease_ms)
         store._owns_db = True
         return store
 
@@ -211,7 +183,7 @@ class WorkloadStore:
         return _parse(row), row.version
 
     def _load(self, workload_id: str) -> tuple[Workload, int]:
-        loaded = self._read(_text(workload_id, "workload_id"))
+        loaded = self._read(inputs.identifier(workload_id, "workload_id"))
         if loaded is None:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_NOT_FOUND,
@@ -309,6 +281,7 @@ class WorkloadStore:
         if not isinstance(request, CreateWorkload):
             request = CreateWorkload.parse(request)
         validate_admission(request)
+        self._ensure_dependencies_exist(request)
         workload_id = workload_id_for(
             request.tenant_id, request.application_id, request.requested_by, request.idempotency_key
         )
@@ -326,6 +299,20 @@ class WorkloadStore:
                 raise
             return replay(committed, request)
         return workload, True
+
+    def _ensure_dependencies_exist(self, request: CreateWorkload) -> None:
+        """Refuse a dependency on work that is not of the request's tenant and application.
+
+        The refusal is the same for missing and for foreign work, so no requester learns
+        whether another tenant's workload id exists.
+        """
+        for index, dependency in enumerate(request.dependencies):
+            row = self.db.get_row(DURABLE_WORK_COLLECTION, dependency.workload_id)
+            if row is None or not _same_application(row.document, request):
+                raise inputs.invalid(
+                    f"dependencies.{index}.workload_id",
+                    f"no workload {dependency.workload_id} in this tenant and application",
+                )
 
     def create(self, request: CreateWorkload) -> Workload:
         """:meth:`admit`, answering only the workload."""
@@ -352,8 +339,8 @@ class WorkloadStore:
             return found
         rows = self.db.list_rows(
             DURABLE_WORK_COLLECTION,
-            tenant_id=_text(tenant_id, "tenant_id"),
-            application_id=_text(application_id, "application_id"),
+            tenant_id=inputs.identifier(tenant_id, "tenant_id"),
+            application_id=inputs.identifier(application_id, "application_id"),
         )
         return [_parse(row) for row in rows]
 
@@ -383,16 +370,16 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_INVALID`` (a bad limit, state or cursor);
                 ``WORKLOAD_STORAGE_FAILURE``.
         """
-        tenant_id = _text(tenant_id, "tenant_id")
-        application_id = _text(application_id, "application_id")
-        limit = _integer(limit, "limit", 1)
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        limit = inputs.integer(limit, "limit", 1)
         if state is not None:
             try:
                 state = WorkloadState(state).value
             except ValueError:
-                raise _invalid("state", f"not a workload state: {state!r}") from None
+                raise inputs.invalid("state", f"not a workload state: {state!r}") from None
         if after is not None:
-            after = _cursor(after)
+            after = inputs.cursor(after)
         if self._pinned is not None:
             listed = [
                 w for w in self.list(tenant_id, application_id) if state in (None, w.state.value)
@@ -417,7 +404,7 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED`` for finished work.
         """
         at = _now(now)
-        actor = _text(actor, "actor")
+        actor = inputs.actor(actor)
         w, version = self._load(workload_id)
         if w.state is WorkloadState.CANCELLATION_REQUESTED:
             return w.state  # already requested: nothing to commit
@@ -445,9 +432,9 @@ class WorkloadStore:
                 ``WORKLOAD_CONFLICT``.
         """
         at = _now(now)
-        worker = _text(worker, "worker")
-        held = _capabilities(capabilities)
-        lease = _lease(lease_ms, "lease_ms")
+        worker = inputs.actor(worker, "worker")
+        held = inputs.capabilities(capabilities)
+        lease = inputs.lease(lease_ms, "lease_ms", self.max_lease_ms)
         w, version = self._load(workload_id)
         self._enforce_deadline(w, version, at)
         if lifecycle.budget_exhausted(w):
@@ -471,9 +458,16 @@ class WorkloadStore:
         capabilities: Iterable[str],
         now: int | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
+        *,
+        definitions: Iterable[str] | None = None,
+        environments: Iterable[str] | None = None,
     ) -> WorkloadClaim | None:
         """Claim the first eligible, dependency-satisfied, capability-matching workload of
         an application, in priority order; ``None`` when there is none.
+
+        ``definitions`` and ``environments`` (``None``: any) narrow the choice to work of
+        those definition ids and environments, as a worker serving some definitions, or a
+        grant constrained to them, needs. Work outside them is never claimed.
 
         Selection reads the scheduling index, never the whole collection. A candidate that
         turns out past a deadline or out of attempts is timed out or dead-lettered, as
@@ -481,11 +475,21 @@ class WorkloadStore:
         first.
         """
         at = _now(now)
-        worker = _text(worker, "worker")
-        held = _capabilities(capabilities)
-        lease = _lease(lease_ms, "lease_ms")
-        tenant_id = _text(tenant_id, "tenant_id")
-        application_id = _text(application_id, "application_id")
+        worker = inputs.actor(worker, "worker")
+        held = inputs.capabilities(capabilities)
+        lease = inputs.lease(lease_ms, "lease_ms", self.max_lease_ms)
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        served = (
+            None
+            if definitions is None
+            else frozenset(inputs.identifiers(definitions, "definitions"))
+        )
+        places = (
+            None
+            if environments is None
+            else frozenset(inputs.identifiers(environments, "environments"))
+        )
         granted: builtins.list[WorkloadClaim] = []
         examined = 0
 
@@ -499,8 +503,12 @@ class WorkloadStore:
             examined = len(rows)
             for row in rows:
                 w = _parse(row)
+                if (served is not None and w.definition_id not in served) or (
+                    places is not None and w.environment not in places
+                ):
+                    continue
                 if not w.capability_snapshot <= held or not dependencies_satisfied(
-                    w, lambda dependency: _state_in(read, dependency)
+                    w, functools.partial(_state_in, read, w)
                 ):
                     continue
                 breach = deadline_breach(w, at)
@@ -554,7 +562,8 @@ class WorkloadStore:
                 ``WORKLOAD_CONFLICT``.
         """
         at = _now(now)
-        token = _integer(fencing_token, "fencing_token", 0)
+        token = inputs.integer(fencing_token, "fencing_token", 0)
+        claim_id = inputs.identifier(claim_id, "claim_id")
         self._apply(workload_id, at, lambda w: lifecycle.start(w, claim_id, worker, token, at))
 
     def heartbeat(
@@ -572,8 +581,9 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TIMED_OUT``, the fence's codes, ``WORKLOAD_CONFLICT``.
         """
         at = _now(now)
-        token = _integer(fencing_token, "fencing_token", 0)
-        extend = _lease(extend_ms, "extend_ms")
+        token = inputs.integer(fencing_token, "fencing_token", 0)
+        claim_id = inputs.identifier(claim_id, "claim_id")
+        extend = inputs.lease(extend_ms, "extend_ms", self.max_lease_ms)
         return self._apply(
             workload_id, at, lambda w: lifecycle.heartbeat(w, claim_id, worker, token, at, extend)
         )
@@ -594,8 +604,9 @@ class WorkloadStore:
                 ``WORKLOAD_SECRET_REJECTED`` for anything but ``secret://`` references.
         """
         at = _now(now)
-        token = _integer(fencing_token, "fencing_token", 0)
-        references = _strings(secret_references, "secret_references")
+        token = inputs.integer(fencing_token, "fencing_token", 0)
+        claim_id = inputs.identifier(claim_id, "claim_id")
+        references = inputs.identifiers(secret_references, "secret_references")
         w, version = self._load(workload_id)
         self._enforce_deadline(w, version, at)
         return lifecycle.execution_context(w, claim_id, worker, token, at, references)
@@ -617,7 +628,8 @@ class WorkloadStore:
         """
         ensure_safe(state, "state")
         at = _now(now)
-        token = _integer(fencing_token, "fencing_token", 0)
+        token = inputs.integer(fencing_token, "fencing_token", 0)
+        claim_id = inputs.identifier(claim_id, "claim_id")
         return self._apply(
             workload_id, at, lambda w: lifecycle.checkpoint(w, claim_id, worker, token, state, at)
         )
@@ -646,10 +658,14 @@ class WorkloadStore:
         """
         ensure_safe(output, "output")
         at = _now(now)
-        token = _integer(fencing_token, "fencing_token", 0)
-        result_id = _text(result_id, "result_id")
-        version_of_schema = _integer(schema_version, "schema_version", 0)
-        paths = _strings(artifacts, "artifacts")
+        token = inputs.integer(fencing_token, "fencing_token", 0)
+        claim_id = inputs.identifier(claim_id, "claim_id")
+        result_id = inputs.identifier(result_id, "result_id")
+        ensure_safe_text(result_id, "result_id")
+        version_of_schema = inputs.integer(schema_version, "schema_version", 0)
+        paths = inputs.identifiers(artifacts, "artifacts", max_chars=MAX_PATH_CHARS)
+        for path in paths:
+            ensure_safe_text(path, "artifacts")
         owner = self._workload_for_result(result_id)
         if owner is not None:
             if owner != workload_id:
@@ -700,8 +716,9 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_SECRET_REJECTED``, ``WORKLOAD_INVALID`` (effect),
                 ``WORKLOAD_TIMED_OUT``, the fence's codes.
         """
-        ensure_safe_text(_text(error, "error"), "errors")
-        kind = _text(kind, "kind")
+        ensure_safe_text(inputs.text(error, "error"), "errors")
+        kind = inputs.identifier(kind, "kind")
+        ensure_safe_text(kind, "kind")
         if effect is not None and effect not in lifecycle.FAILURE_EFFECTS:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_INVALID,
@@ -709,7 +726,8 @@ class WorkloadStore:
                 {"fields": ["effect"]},
             )
         at = _now(now)
-        token = _integer(fencing_token, "fencing_token", 0)
+        token = inputs.integer(fencing_token, "fencing_token", 0)
+        claim_id = inputs.identifier(claim_id, "claim_id")
         w, version = self._load(workload_id)
         if lifecycle.failure_replay(w, claim_id, worker, token, kind, error, effect):
             return w.state
@@ -732,7 +750,8 @@ class WorkloadStore:
             WorkloadError: the fence's codes, ``WORKLOAD_TRANSITION_DENIED``.
         """
         at = _now(now)
-        token = _integer(fencing_token, "fencing_token", 0)
+        token = inputs.integer(fencing_token, "fencing_token", 0)
+        claim_id = inputs.identifier(claim_id, "claim_id")
         self._apply(
             workload_id,
             at,
@@ -749,7 +768,7 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED``.
         """
         at = _now(now)
-        actor = _text(actor, "actor")
+        actor = inputs.actor(actor)
         return self._apply(
             workload_id, at, lambda w: lifecycle.timeout(w, actor, at), enforce_deadlines=False
         )
@@ -764,8 +783,8 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED``, ``WORKLOAD_RETRY_EXHAUSTED``.
         """
         at = _now(now)
-        actor = _text(actor, "actor")
-        reason = _reason(reason)
+        actor = inputs.actor(actor)
+        reason = inputs.reason(reason)
         if reason is not None:
             ensure_safe_text(reason, "reasons")
         self._apply(
@@ -803,10 +822,11 @@ class WorkloadStore:
         try:
             verdict = ApprovalOutcome(outcome)
         except ValueError:
-            raise _invalid("outcome", 'must be "approved" or "rejected"') from None
+            raise inputs.invalid("outcome", 'must be "approved" or "rejected"') from None
         if not isinstance(decider, Subject):
-            raise _invalid("decider", "must be a Subject")
-        note = _reason(reason)
+            raise inputs.invalid("decider", "must be a Subject")
+        inputs.identifier(decider.id, "decider.id")
+        note = inputs.reason(reason)
         if verdict is ApprovalOutcome.REJECTED and note is None:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_INVALID, "a rejection requires a reason", {"fields": ["reason"]}
@@ -814,7 +834,7 @@ class WorkloadStore:
         if note is not None:
             ensure_safe_text(note, "reasons")
         at = _now(now)
-        grant_id = _text(grant_id, "grant_id")
+        grant_id = inputs.identifier(grant_id, "grant_id")
         w, version = self._load(workload_id)
         if w.approval is None:
             raise WorkloadError(
@@ -859,11 +879,11 @@ class WorkloadStore:
         Raises:
             WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
         """
-        tenant_id = _text(tenant_id, "tenant_id")
-        application_id = _text(application_id, "application_id")
-        after = _integer(after, "after", 0)
-        limit = _integer(limit, "limit", 1)
-        budget = _integer(scan, "scan", 1)
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        after = inputs.integer(after, "after", 0)
+        limit = inputs.integer(limit, "limit", 1)
+        budget = inputs.integer(scan, "scan", 1)
         found: builtins.list[CommittedTransaction] = []
         cursor = after
         while budget > 0:
@@ -903,12 +923,12 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
         """
         at = _now(now)
-        grant_id = _text(grant_id, "grant_id")
-        if "\x00" in grant_id:
-            raise _invalid("grant_id", "must not contain NUL")
-        actor = _text(actor, "actor")
+        grant_id = inputs.identifier(grant_id, "grant_id")
+        actor = inputs.actor(actor)
         key = revoked_grant_key(
-            _text(tenant_id, "tenant_id"), _text(application_id, "application_id"), grant_id
+            inputs.identifier(tenant_id, "tenant_id"),
+            inputs.identifier(application_id, "application_id"),
+            grant_id,
         )
         if self.db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None:
             return False
@@ -1145,22 +1165,6 @@ def revoked_grant_key(tenant_id: str, application_id: str, grant_id: str) -> str
     return "revoked_" + sha256_hex(canonical_json([tenant_id, application_id, grant_id]))[:32]
 
 
-def _cursor(value: Any) -> Cursor:
-    if (
-        not isinstance(value, tuple | builtins.list)
-        or len(value) != 3
-        or not isinstance(value[2], str)
-        or "\x00" in value[2]
-    ):
-        raise _invalid("after", "must be (priority, created_at, workload_id)")
-    for number in value[:2]:
-        if isinstance(number, bool) or not isinstance(number, int):
-            raise _invalid("after", "its priority and created_at must be integers")
-        if abs(number) > MAX_SAFE_INTEGER:
-            raise _invalid("after", f"its numbers must be at most {MAX_SAFE_INTEGER} in size")
-    return value[0], value[1], value[2]
-
-
 def _cursor_of(w: Workload) -> Cursor:
     return w.priority, w.created_at, w.workload_id
 
@@ -1174,7 +1178,7 @@ def _now(now: int | None) -> int:
     """The one place the authority reads the clock: ``now``, or the current unix second."""
     if now is None:
         return int(time.time())
-    return _integer(now, "now", 0)
+    return inputs.integer(now, "now", 0)
 
 
 def _read_legacy_file(path: Path) -> dict[str, Any]:

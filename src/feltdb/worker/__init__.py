@@ -1,7 +1,7 @@
 """The worker SDK: write a handler, and the runtime claims, heartbeats and reports.
 
 >>> from feltdb.worker import Worker, Retryable, Permanent
->>> worker = Worker("http://127.0.0.1:8700", token="fgt1.…", capabilities={"email:send"})
+>>> worker = Worker("http://127.0.0.1:8700", token="fgt2.…", capabilities={"email:send"})
 >>> @worker.handler("send-email")
 ... def send(ctx):
 ...     return {"sent": 1}

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from feltdb.auth.policy import worker_name
 from feltdb.auth.tokens import decode_token
 from feltdb.client import Client
 from feltdb.work.models import (
@@ -77,13 +78,14 @@ class Authority(Protocol):
 class ServerAuthority:
     """The authority behind a feltdb server, as the grant of ``token`` allows.
 
-    The server names the worker by the grant's subject, so ``worker_id`` is read from the
-    token; ``capabilities`` (when given) narrows the grant's for claiming.
+    The server names the worker by the grant's subject (``KIND:ID``, see
+    :func:`~feltdb.auth.policy.worker_name`), so ``worker_id`` is read from the token;
+    ``capabilities`` (when given) narrows the grant's for claiming.
     """
 
     def __init__(self, url: str, token: str, capabilities: Iterable[str] | None = None) -> None:
         self.client = Client(url, token)
-        self.worker_id = decode_token(token).grant.subject.id
+        self.worker_id = worker_name(decode_token(token).grant.subject)
         self.capabilities = None if capabilities is None else sorted(capabilities)
 
     def claim_next(self, wait_s: float, lease_ms: int) -> WorkloadClaim | None:

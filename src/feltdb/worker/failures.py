@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_TEXT_CHARS
 
 DEFAULT_RETRYABLE_KIND = "transient_connection"
 """The kind :class:`Retryable` reports by default: one the default retry policy retries."""
@@ -97,13 +98,20 @@ def error_text(error: BaseException) -> str:
     """The text reported for ``error``: its message, never a traceback.
 
     An exception without a message is named by its type, so the record still says what
-    happened.
+    happened. A message over the authority's bound (:data:`~feltdb.fields.MAX_TEXT_CHARS`)
+    is cut to it, ending in ``…``, so the failure is still recorded; so is text that is not
+    valid Unicode, made valid.
     """
     message = str(error).strip()
     name = type(error).__name__
     if isinstance(error, Retryable | Permanent):
-        return message or name
-    return f"{name}: {message}" if message else name
+        text = message or name
+    else:
+        text = f"{name}: {message}" if message else name
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[: MAX_TEXT_CHARS - 1] + "…"
+    return text
 
 
 def failure_report(error: BaseException, *, progressed: bool) -> FailureReport:

@@ -51,7 +51,7 @@ def test_a_workload_runs_its_whole_lifecycle_through_the_client(server: Server, 
 
         claim = worker.claim_next(lease_ms=60_000)
         assert isinstance(claim, WorkloadClaim)
-        assert (claim.workload_id, claim.worker_id) == (workload.workload_id, "w1")
+        assert (claim.workload_id, claim.worker_id) == (workload.workload_id, "worker:w1")
         wid, fence = workload.workload_id, (claim.claim_id, claim.fencing_token)
 
         worker.start(wid, *fence)

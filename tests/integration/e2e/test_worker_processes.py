@@ -93,7 +93,9 @@ class Workers:
                 cwd=self.home,
             )
         self.processes[name] = process
-        wait_for(lambda: f"worker {name}:" in log.read_text(), f"worker {name} to start", log)
+        wait_for(
+            lambda: f"worker worker:{name}:" in log.read_text(), f"worker {name} to start", log
+        )
         return process
 
     def log(self, name: str) -> str:
@@ -240,7 +242,7 @@ def two_workers_run_200_workloads(
     assert set(runs.values()) == {1}  # every handler ran exactly once
     # Both processes took part (each claims while the other runs).
     by_worker = Counter(operator.get(wid).attempts[0].worker_id for wid in submitted)
-    assert set(by_worker) == {"w1", "w2"}, by_worker
+    assert set(by_worker) == {"worker:w1", "worker:w2"}, by_worker
     # The CLI sees the same: 200 succeeded, as JSON for scripts.
     listed = cli(server, app, "ls", "--state", "SUCCEEDED", "--limit", "500", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -259,12 +261,12 @@ def test_work_of_a_killed_worker_is_recovered_and_completed_by_the_other(
 
     wait_for(in_state(operator, slow.workload_id, WorkloadState.SUCCEEDED), "recovery by w2")
     workload = operator.get(slow.workload_id)
-    assert [a.worker_id for a in workload.attempts] == ["w1", "w2"]
+    assert [a.worker_id for a in workload.attempts] == ["worker:w1", "worker:w2"]
     assert workload.attempts[0].status is AttemptStatus.WORKER_LOST
     assert workload.attempts[1].status is AttemptStatus.SUCCEEDED
     assert workload.result is not None and workload.result.output == {"slept": 0.2}
     recovered = [e for e in workload.execution_history if e.to is WorkloadState.RECOVERING]
-    assert recovered and recovered[0].evidence["worker_id"] == "w1"
+    assert recovered and recovered[0].evidence["worker_id"] == "worker:w1"
 
 
 def test_an_approval_through_the_cli_releases_held_work_and_show_renders_its_timeline(

@@ -189,4 +189,4 @@ def test_a_worker_acts_under_its_own_name(server: Server, http, app, foreign_wor
     claim = http.post(
         "/v1/claims", headers=server.headers(app, subject=Subject.worker("w9"))
     ).json()
-    assert claim["worker_id"] == "w9"
+    assert claim["worker_id"] == "worker:w9"  # KIND:ID: no other kind can act as it

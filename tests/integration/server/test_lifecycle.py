@@ -37,7 +37,7 @@ def test_a_workload_runs_its_whole_lifecycle_over_http(server: Server, http: htt
     claimed = http.post("/v1/claims", json={"lease_ms": 60_000}, headers=worker)
     assert claimed.status_code == 200, claimed.text
     claim = claimed.json()
-    assert (claim["workload_id"], claim["worker_id"]) == (workload_id, "w1")
+    assert (claim["workload_id"], claim["worker_id"]) == (workload_id, "worker:w1")
 
     base = f"/v1/workloads/{workload_id}"
     assert http.post(f"{base}/start", json=fence(claim), headers=worker).status_code == 204

@@ -138,6 +138,6 @@ def test_a_lost_lease_is_recovered_once_and_completed_through_the_other_server(
     assert workload.state == WorkloadState.SUCCEEDED
     recovering = [e for e in workload.execution_history if e.to == WorkloadState.RECOVERING]
     assert len(recovering) == 1, workload.execution_history
-    assert recovering[0].evidence["worker_id"] == "w1"
+    assert recovering[0].evidence["worker_id"] == "worker:w1"
     claims = [e for e in workload.execution_history if e.to == WorkloadState.CLAIMED]
     assert len(claims) == 2

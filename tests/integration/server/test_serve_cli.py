@@ -27,7 +27,7 @@ def test_a_first_start_creates_a_keyring_and_prints_a_working_admin_token(tmp_pa
     try:
         wait_until_healthy(url, process, log)
         printed = log.read_text()
-        tokens = [line for line in printed.splitlines() if line.startswith("fgt1.")]
+        tokens = [line for line in printed.splitlines() if line.startswith("fgt2.")]
         assert len(tokens) == 1, printed
         assert url in printed
         headers = {"Authorization": f"Bearer {tokens[0]}"}
@@ -50,7 +50,7 @@ def test_a_first_start_creates_a_keyring_and_prints_a_working_admin_token(tmp_pa
     again, url, log = start_server(tmp_path, "--db", "work.db")
     try:
         wait_until_healthy(url, again, log)
-        assert "fgt1." not in log.read_text()  # the keyring exists: no new admin token
+        assert "fgt2." not in log.read_text()  # the keyring exists: no new admin token
         assert httpx.get(f"{url}/v1/workloads/x", headers=headers).status_code == 404
     finally:
         stop(again)
@@ -66,7 +66,7 @@ def test_a_keyring_from_the_environment_is_used_and_nothing_is_written(tmp_path)
     )
     try:
         wait_until_healthy(url, process, log)
-        assert "fgt1." not in log.read_text()  # the operator's keyring: no admin token minted
+        assert "fgt2." not in log.read_text()  # the operator's keyring: no admin token minted
         token = ring.sign(admin_grant(int(time.time())))
         headers = {"Authorization": f"Bearer {token}"}
         created = httpx.post(f"{url}/v1/workloads", json=submission(), headers=headers)
@@ -111,7 +111,7 @@ def test_log_json_writes_one_json_object_per_line(tmp_path):
         stop(process)
     assert process.returncode in (0, -signal.SIGTERM), (tmp_path / "stderr").read_text()
     # stdout holds only the admin token of a first start, bare, so it can be copied.
-    assert [line.split(".")[0] for line in (tmp_path / "stdout").read_text().split()] == ["fgt1"]
+    assert [line.split(".")[0] for line in (tmp_path / "stdout").read_text().split()] == ["fgt2"]
     lines = (tmp_path / "stderr").read_text().splitlines()
     records = [json.loads(line) for line in lines]  # every line is one JSON object
     assert records and all({"ts", "level", "logger", "message"} <= set(r) for r in records)

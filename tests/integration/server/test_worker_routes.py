@@ -40,7 +40,7 @@ def test_a_worker_reads_the_work_it_holds_and_nothing_else(
     held = http.get(path, headers=w1)
     assert held.status_code == 200, held.text
     assert held.json()["state"] == "CLAIMED"
-    assert held.json()["current_claim"]["worker_id"] == "w1"
+    assert held.json()["current_claim"]["worker_id"] == "worker:w1"
     assert http.get(path, headers=w2).status_code == 403  # held by another worker
 
 

@@ -72,7 +72,7 @@ def test_a_worker_over_http_runs_sync_and_async_handlers(
     assert first.state is WorkloadState.SUCCEEDED and second.state is WorkloadState.SUCCEEDED
     assert first.result is not None and first.result.output == {"n": 1}
     assert second.result is not None and second.result.output == {"n": 2, "async": True}
-    assert first.attempts[0].worker_id == "w1"  # the token's subject
+    assert first.attempts[0].worker_id == "worker:w1"  # the token's subject
 
 
 def test_a_worker_claims_only_what_its_capabilities_cover(

@@ -25,6 +25,13 @@ from feltdb.auth import (
     authorize,
     workload_uri,
 )
+from feltdb.auth.policy import (
+    covers,
+    covers_application,
+    ensure_within_constraints,
+    within_constraints,
+    worker_name,
+)
 from feltdb.errors import WorkloadError
 
 W1 = workload_uri("app", "workload_1")
@@ -237,3 +244,62 @@ def test_an_application_grant_covers_every_workload_of_its_application_only() ->
         ada, "t", "app", set(), issued_at=0, expires_at=1, issuer=Subject.human("h"), grant_id="g"
     )
     assert (named.id, named.issuer) == ("g", Subject.human("h"))
+
+
+# ------------------------------------------------------------------ whole-application coverage
+
+
+@pytest.mark.parametrize(
+    "uri,whole",
+    [
+        ("flow://app/workloads/*", True),
+        ("flow://app/*", True),
+        ("flow://*", True),
+        ("*", True),
+        ("flow://*/workloads/*", True),
+        ("flow://app/workloads/**", True),
+        ("flow://app/workloads/?", False),
+        ("flow://app/workloads/[*]", False),
+        ("flow://app/workloads/[*", False),
+        ("flow://app/workloads/x*", False),
+        ("flow://app/workloads/*x", False),
+        ("flow://app/workloads", False),
+        ("flow://other/*", False),
+    ],
+)
+def test_whole_application_coverage_is_decided_about_the_pattern(uri: str, whole: bool):
+    assert covers_application(make_grant(resources=[scope(uri)]), "app") is whole
+
+
+def test_a_scope_of_another_kind_covers_no_workload():
+    grant = make_grant(resources=[scope("*", ResourceScopeKind.SECRET)])
+    assert not covers(grant, W1)
+    assert not covers_application(grant, "app")
+
+
+PATTERN_TEXT = st.text(alphabet="flow:/apwrkds*?[]!x-", max_size=24)
+
+
+@given(head=PATTERN_TEXT, workload_id=st.text(min_size=0, max_size=12))
+def test_a_pattern_that_covers_the_application_covers_every_workload_of_it(
+    head: str, workload_id: str
+):
+    grant = make_grant(resources=[scope(head)])
+    if covers_application(grant, "app"):
+        assert covers(grant, workload_uri("app", workload_id))
+
+
+def test_constraints_narrow_by_environment_and_definition():
+    grant = make_grant(constraints={"environments": ["staging"], "definitions": ["a", "b"]})
+    assert within_constraints(grant, "staging", "a")
+    assert not within_constraints(grant, "production", "a")
+    assert not within_constraints(grant, "staging", "c")
+    assert within_constraints(make_grant(), "anything", "at-all")
+    with pytest.raises(WorkloadError) as refused:
+        ensure_within_constraints(grant, "staging", "c")
+    assert refused.value.details == {"missing": "definition"}
+
+
+def test_a_worker_is_named_by_kind_and_id():
+    assert worker_name(Subject.worker("w1")) == "worker:w1"
+    assert worker_name(Subject.agent("w1")) != worker_name(Subject.worker("w1"))

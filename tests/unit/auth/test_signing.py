@@ -218,3 +218,29 @@ def test_reactivating_a_revoked_grant_breaks_its_signature(signer):
         "signature"
         in refusal(signer, tampered(signed, status=GrantStatus.ACTIVE), ISSUED_AT + 1).message
     )
+
+
+# ------------------------------------------------------------------ the two domains
+
+
+def test_an_evidence_signature_is_never_a_token_signature_and_back():
+    signer = GrantSigner("k", SECRET)
+    grant = make_grant()
+    evidence, token = signer.sign(grant), signer.sign_token(grant)
+    assert evidence.signature != token.signature
+    assert signer.verify(evidence, ISSUED_AT) == grant
+    assert signer.verify_token(token, ISSUED_AT) == grant
+    for wrong, check in ((evidence, signer.verify_token), (token, signer.verify)):
+        with pytest.raises(WorkloadError) as refused:
+            check(wrong, ISSUED_AT)
+        assert refused.value.code == "WORKLOAD_UNAUTHORIZED"
+
+
+@pytest.mark.parametrize("signature", ["é" * 64, "\u2603", "\ud800", ""])
+def test_a_signature_of_any_text_is_refused_not_a_crash(signature: str):
+    signer = GrantSigner("k", SECRET)
+    forged = SignedGrant(grant=make_grant(), key_id="k", signature=signature)
+    for check in (signer.verify, signer.verify_token):
+        with pytest.raises(WorkloadError) as refused:
+            check(forged, ISSUED_AT)
+        assert refused.value.code == "WORKLOAD_UNAUTHORIZED"

@@ -92,8 +92,8 @@ def signed() -> SignedGrant:
 
 def test_a_token_is_the_prefix_and_unpadded_base64url_of_the_canonical_json(signed):
     token = encode_token(signed)
-    assert token.startswith("fgt1.")
-    body = token[len("fgt1.") :]
+    assert token.startswith("fgt2.")
+    body = token[len("fgt2.") :]
     assert re.fullmatch(r"[A-Za-z0-9_-]+", body)
     assert body == b64(canonical_json(signed.model_dump(mode="json")))
 
@@ -135,7 +135,8 @@ MALFORMED = {
     "empty": "",
     "prefix-only": TOKEN_PREFIX,
     "no-prefix": b64(json.dumps(VALID_DOCUMENT)),
-    "wrong-version": "fgt2." + b64(json.dumps(VALID_DOCUMENT)),
+    "wrong-version": "fgt9." + b64(json.dumps(VALID_DOCUMENT)),
+    "retired-version": "fgt1." + b64(json.dumps(VALID_DOCUMENT)),
     "upper-case-prefix": "FGT1." + b64(json.dumps(VALID_DOCUMENT)),
     "bearer-kept": "Bearer " + token_of(VALID_DOCUMENT),
     "space-inside": TOKEN_PREFIX + " " + b64(json.dumps(VALID_DOCUMENT)),
@@ -182,7 +183,8 @@ def test_a_token_that_is_not_a_string_is_unauthorized(token, keyring):
 
 
 def test_the_messages_say_what_is_wrong():
-    assert "fgt1." in unauthorized(decode_token, "xyz").message
+    assert "fgt2." in unauthorized(decode_token, "xyz").message
+    assert "retired" in unauthorized(decode_token, MALFORMED["retired-version"]).message
     assert "base64" in unauthorized(decode_token, MALFORMED["not-base64"]).message
     assert "JSON" in unauthorized(decode_token, MALFORMED["not-json"]).message
     assert "signed grant" in unauthorized(decode_token, MALFORMED["no-signature"]).message

@@ -262,12 +262,15 @@ def on_held(method: str, *args: Any, **kwargs: Any) -> Callable[[Work], Any]:
     return call
 
 
+DAY_MS = 24 * 3600 * 1000
+"""The store's default lease cap."""
+
 INVALID_WORKER_CALLS = [
-    pytest.param(claim_ready(lease_ms=0), "lease_ms", id="claim-lease-zero"),
+    pytest.param(claim_ready(lease_ms=DAY_MS + 1), "lease_ms", id="claim-lease-over-the-cap"),
     pytest.param(claim_ready(lease_ms=-5), "lease_ms", id="claim-lease-negative"),
-    pytest.param(claim_ready(lease_ms=500), "lease_ms", id="claim-lease-under-a-second"),
+    pytest.param(claim_ready(lease_ms=2**53 - 1), "lease_ms", id="claim-lease-285000-years"),
     pytest.param(claim_ready(lease_ms=1000.0), "lease_ms", id="claim-lease-float"),
-    pytest.param(claim_next(lease_ms=500), "lease_ms", id="claim-next-lease-under-a-second"),
+    pytest.param(claim_next(lease_ms=DAY_MS + 1), "lease_ms", id="claim-next-lease-over-the-cap"),
     pytest.param(claim_ready(now="10"), "now", id="claim-now-text"),
     pytest.param(claim_ready(now=-1), "now", id="claim-now-negative"),
     pytest.param(
@@ -284,11 +287,10 @@ INVALID_WORKER_CALLS = [
     pytest.param(on_held("start", fencing_token=-1), "fencing_token", id="start-token-negative"),
     pytest.param(on_held("start", fencing_token=True), "fencing_token", id="start-token-bool"),
     pytest.param(on_held("start", now="10"), "now", id="start-now-text"),
-    pytest.param(on_held("heartbeat", extend_ms=0), "extend_ms", id="heartbeat-extend-zero"),
-    pytest.param(on_held("heartbeat", extend_ms=-5), "extend_ms", id="heartbeat-extend-negative"),
     pytest.param(
-        on_held("heartbeat", extend_ms=500), "extend_ms", id="heartbeat-extend-under-a-second"
+        on_held("heartbeat", extend_ms=DAY_MS + 1), "extend_ms", id="heartbeat-extend-over-the-cap"
     ),
+    pytest.param(on_held("heartbeat", extend_ms=-5), "extend_ms", id="heartbeat-extend-negative"),
     pytest.param(
         on_held("heartbeat", fencing_token="1"), "fencing_token", id="heartbeat-token-text"
     ),

@@ -1,0 +1,35 @@
+"""What a reader is shown of a workload: everything but the signature of its evidence.
+
+A workload keeps the signed grant it was admitted under (``authorization_snapshot``), as
+the reference does: evidence of who asked and under which grant, which the server can
+verify. Its signature is an evidence signature, which never verifies as a bearer token
+(:mod:`feltdb.auth.signing`), and it is still withheld from every answer (the HTTP API,
+the ``feltdb`` command's JSON and tables), replaced by :data:`REDACTED`: nothing a reader
+receives is a credential, nor material to attack one with.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feltdb.work.models import Workload
+
+REDACTED = "redacted"
+"""What an answer shows in place of the snapshot's signature."""
+
+
+def disclosed(w: Workload) -> dict[str, Any]:
+    """``w`` as JSON for a reader: :meth:`Workload.to_json` with the snapshot's signature
+    replaced by :data:`REDACTED` (the grant, its id and the key id stay visible).
+    """
+    document = w.to_json()
+    snapshot = document.get("authorization_snapshot")
+    if isinstance(snapshot, dict):
+        document["authorization_snapshot"] = {**snapshot, "signature": REDACTED}
+    return document
+
+
+def disclosed_workload(w: Workload) -> Workload:
+    """``w`` as a reader may hold it: a copy whose snapshot signature is :data:`REDACTED`."""
+    snapshot = w.authorization_snapshot.model_copy(update={"signature": REDACTED})
+    return w.model_copy(update={"authorization_snapshot": snapshot})
