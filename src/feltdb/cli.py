@@ -65,9 +65,10 @@ def serve(
         int,
         typer.Option(
             min=1,
+            max=30 * 24 * 3600,
             help="The longest lease or heartbeat extension a worker may ask for, in seconds "
             "(a crashed worker's work is recovered at most this long after its last "
-            "heartbeat). Default: a day.",
+            "heartbeat). Default: a day; at most 30 days.",
         ),
     ] = 24 * 3600,
     log_json: LogJsonOption = False,

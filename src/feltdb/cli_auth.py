@@ -23,6 +23,7 @@ from feltdb.auth import (
     SubjectKind,
 )
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_ID_CHARS
 
 DEFAULT_KEYRING = Path("feltdb-keyring.json")
 
@@ -69,6 +70,10 @@ def parse_subject(text: str) -> Subject:
     if kind not in {k.value for k in SubjectKind} or not subject_id:
         raise WorkloadError(
             ErrorCode.WORKLOAD_INVALID, f"a subject is KIND:ID with KIND one of {kinds}: {text!r}"
+        )
+    if len(subject_id) > MAX_ID_CHARS:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID, f"a subject's id is at most {MAX_ID_CHARS} characters"
         )
     return Subject(kind=SubjectKind(kind), id=subject_id)
 

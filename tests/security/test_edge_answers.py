@@ -156,10 +156,34 @@ def test_revoking_says_which_tenant_and_application_it_applies_to(
     assert answer.status_code == 200, answer.text
     said = answer.json()
     assert (said["tenant_id"], said["application_id"]) == ("t", app)
-    assert said["newly_revoked"] is True
+    assert said["revoked"] is True
     assert "tenant 't'" in said["message"] and "another tenant" in said["message"]
     # Their grant, in their tenant, still works: nothing of theirs was revoked.
     assert http.get("/v1/workloads", headers=their_headers).status_code == 200
     again = http.post(f"/v1/grants/{theirs.id}/revoke", headers=server.headers(app, tenant="t"))
-    assert again.json()["newly_revoked"] is False
+    assert again.json()["revoked"] is False
     assert "already" in again.json()["message"]
+
+
+def test_request_methods_a_client_invents_are_never_label_values(
+    http: httpx.Client, server: Server
+):
+    invented = "ZZ" + "Q" * 100
+    http.request(invented, "/nope")
+    text = http.get("/metrics").text
+    assert invented not in text
+    assert 'method="other"' in text
+
+
+@pytest.mark.parametrize(
+    "field", ["definition_id", "environment", "trigger", "definition_revision"]
+)
+def test_secret_material_is_refused_in_every_identifier_of_a_submission(
+    http: httpx.Client, server: Server, app: str, field: str
+):
+    body = submission("k", **{field: SECRETS["stripe"]})
+    answer = http.post("/v1/workloads", json=body, headers=server.headers(app))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "WORKLOAD_SECRET_REJECTED"
+    scoped = submission("k", capability_snapshot=[SECRETS["github"]])
+    assert http.post("/v1/workloads", json=scoped, headers=server.headers(app)).status_code == 422

@@ -243,3 +243,84 @@ def test_claim_next_offers_only_the_definitions_and_environments_asked_for(
         assert store.claim_next("t", "app", "w", caps, 20, definitions=set()) is None
         left = store.claim_next("t", "app", "w", caps, 20, definitions={"send", "report"})
         assert left is not None
+
+
+def test_another_tenants_result_id_neither_refuses_nor_reveals_ours(
+    http: httpx.Client, server: Server, app: str
+):
+    theirs_id, theirs_fence = held(http, server, app)  # tenant "t"
+    their_worker = server.headers(app, subject=WORKER)
+    done = http.post(
+        f"/v1/workloads/{theirs_id}/complete",
+        json={**theirs_fence, "result_id": "invoice-42", "output": {}},
+        headers=their_worker,
+    )
+    assert done.status_code == 200, done.text
+    # Tenant "t2" probes the id without holding anything: the answer is the fence's.
+    ours = server.headers(app, tenant="t2", subject=REQUESTER)
+    mine = admit(http, ours, "mine")
+    our_worker = server.headers(app, tenant="t2", subject=WORKER)
+    probe = http.post(
+        f"/v1/workloads/{mine['workload_id']}/complete",
+        json={"claim_id": "x", "fencing_token": 0, "result_id": "invoice-42", "output": {}},
+        headers=our_worker,
+    )
+    assert probe.status_code == 409, probe.text
+    assert probe.json()["error"]["code"] == "WORKLOAD_CLAIM_INVALID"
+    # And our work may use the same result id: ids are unique within an application.
+    claimed = claim(http, our_worker)
+    fenced = {"claim_id": claimed["claim_id"], "fencing_token": claimed["fencing_token"]}
+    base = f"/v1/workloads/{mine['workload_id']}"
+    assert http.post(f"{base}/start", json=fenced, headers=our_worker).status_code == 204
+    completed = http.post(
+        f"{base}/complete",
+        json={**fenced, "result_id": "invoice-42", "output": {}},
+        headers=our_worker,
+    )
+    assert completed.status_code == 200, completed.text
+
+
+def test_a_constrained_grant_learns_nothing_of_hidden_work(
+    http: httpx.Client, server: Server, app: str
+):
+    requester = server.headers(app, subject=REQUESTER)
+    hidden = [
+        admit(http, requester, f"hidden-{n}", environment="production", priority=100)
+        for n in range(3)
+    ]
+    staging = constrained(server, app, environments=["staging"])
+    seen = admit(http, staging, "seen", environment="staging")
+    # Not through a dependency: hidden work is refused as missing work is.
+    refusals = set()
+    for target in (hidden[0]["workload_id"], "workload_" + "0" * 24):
+        answer = http.post(
+            "/v1/workloads",
+            json=submission(
+                f"dep-{target}", environment="staging", dependencies=[{"workload_id": target}]
+            ),
+            headers=staging,
+        )
+        assert answer.status_code == 422, answer.text
+        refusals.add(answer.json()["error"]["message"].replace(target, "ID"))
+    assert len(refusals) == 1
+    # Not through a page or its cursor: full pages of what it sees, cursors of its own.
+    page = http.get("/v1/workloads", params={"limit": 1}, headers=staging).json()
+    assert [w["workload_id"] for w in page["items"]] == [seen["workload_id"]]
+    assert page["next_cursor"] is None
+    hidden_ids = {w["workload_id"] for w in hidden}
+    everything = http.get("/v1/workloads", params={"limit": 1}, headers=server.headers(app))
+    assert everything.json()["next_cursor"] is not None
+    assert not any(h in str(page) for h in hidden_ids)
+
+
+def test_only_a_grant_over_the_whole_application_may_revoke(
+    http: httpx.Client, server: Server, app: str
+):
+    victim = server.grant(app)
+    for narrow in (
+        constrained(server, app, environments=["staging"]),
+        server.headers(app, resources=[f"flow://{app}/workloads/workload_1"]),
+    ):
+        answer = http.post(f"/v1/grants/{victim.id}/revoke", headers=narrow)
+        assert answer.status_code == 403, answer.text
+    assert http.get("/v1/workloads", headers=bearer(server.keyring.sign(victim))).status_code == 200

@@ -22,8 +22,9 @@ def assert_invalid(answer: httpx.Response, field: str | None = None) -> None:
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]
     assert error["code"] == "WORKLOAD_INVALID"
-    if field is not None:
-        assert field in error["details"]["fields"], error
+    if field is not None:  # the field, or an item of it ("artifacts.0")
+        named = [name.split(".")[0] for name in error["details"]["fields"]]
+        assert field in named, error
 
 
 # ------------------------------------------------------------------ 10: lengths

@@ -189,3 +189,18 @@ def test_an_unparseable_body_is_invalid_json_422(
 ):
     answer = raw(http, "POST", "/v1/workloads", body, server.headers(app))
     assert assert_refused(answer)["details"] == {"fields": ["body"]}
+
+
+def test_a_lone_surrogate_inside_a_forged_tokens_grant_is_refused_not_a_crash(
+    http: httpx.Client, server: Server, app: str
+):
+    real = server.token(app)
+    prefix = real[: real.index(".") + 1]
+    signed = decode_token(real).model_dump(mode="json")
+    text = json.dumps({**signed, "grant": {**signed["grant"], "id": "MARK"}}).replace(
+        "MARK", SURROGATE
+    )
+    token = prefix + base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+    answer = http.get("/v1/workloads", headers=bearer(token))
+    assert answer.status_code in (401, 403), answer.text
+    assert answer.json()["error"]["code"] == "WORKLOAD_UNAUTHORIZED"

@@ -52,7 +52,10 @@ class GrantSigner:
         self._secret = bytes(secret)
 
     def _signature(self, grant: Grant, domain: bytes = b"") -> str:
-        payload = domain + canonical_json(grant.model_dump(mode="json")).encode("utf-8")
+        # surrogatepass: a grant decoded from a forged token may hold a lone surrogate;
+        # it must fail to verify, not fail to encode (issue 9, point 7).
+        text = canonical_json(grant.model_dump(mode="json"))
+        payload = domain + text.encode("utf-8", "surrogatepass")
         return hmac.new(self._secret, payload, hashlib.sha256).hexdigest()
 
     def sign(self, grant: Grant) -> SignedGrant:

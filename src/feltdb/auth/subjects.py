@@ -6,9 +6,9 @@ import enum
 from functools import total_ordering
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from feltdb.fields import as_frozenset, sorted_list
+from feltdb.fields import MAX_ID_CHARS, as_frozenset, sorted_list
 
 
 class SubjectKind(enum.StrEnum):
@@ -32,7 +32,7 @@ class Subject(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: SubjectKind
-    id: str
+    id: Annotated[str, Field(max_length=MAX_ID_CHARS)]
 
     @classmethod
     def human(cls, id: str) -> Subject:

@@ -342,7 +342,7 @@ class Client:
         request on. ``False`` when it already was revoked (needs ``grant:revoke``).
         """
         answer = self._ask("POST", f"/v1/grants/{quote(grant_id, safe='')}/revoke")
-        return bool(answer["newly_revoked"])
+        return bool(answer["revoked"])
 
     # -------------------------------------------------------------- workers
 

@@ -60,7 +60,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -87,8 +87,19 @@ from feltdb.auth.policy import (
 )
 from feltdb.auth.tokens import Keyring, decode_token
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
+from feltdb.fields import MAX_ID_CHARS, MAX_LIST_ITEMS, MAX_SAFE_INTEGER
 from feltdb.server.errors import Unauthenticated, error_responses
+from feltdb.server.fields import (
+    NO_NUL,
+    NOT_BLANK,
+    Artifacts,
+    ErrorText,
+    Identifier,
+    JsonInteger,
+    Reason,
+    SecretReference,
+    integers_as_declared,
+)
 from feltdb.storage.base import CommittedTransaction
 from feltdb.work.disclosure import disclosed
 from feltdb.work.identities import workload_id_for
@@ -102,7 +113,7 @@ from feltdb.work.models import (
     WorkloadExecutionContext,
     WorkloadResult,
 )
-from feltdb.work.states import WorkloadState
+from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import DEFAULT_LEASE_MS, WorkloadStore
 
 log = logging.getLogger("feltdb.server")
@@ -208,10 +219,10 @@ _LEASE_DESCRIPTION = (
 class ClaimNextBody(_Body):
     """``POST /v1/claims``: a lease, and how long to wait for work (long-poll)."""
 
-    lease_ms: int = Field(
+    lease_ms: JsonInteger = Field(
         default=DEFAULT_LEASE_MS, ge=0, le=MAX_SAFE_INTEGER, description=_LEASE_DESCRIPTION
     )
-    wait_ms: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
+    wait_ms: JsonInteger = Field(default=0, ge=0, le=MAX_WAIT_MS)
     capabilities: list[str] | None = Field(
         default=None,
         description="Claim only work these capabilities cover (they narrow the grant's; "
@@ -222,7 +233,7 @@ class ClaimNextBody(_Body):
 class ClaimBody(_Body):
     """``POST /v1/workloads/{id}/claim``."""
 
-    lease_ms: int = Field(
+    lease_ms: JsonInteger = Field(
         default=DEFAULT_LEASE_MS, ge=0, le=MAX_SAFE_INTEGER, description=_LEASE_DESCRIPTION
     )
 
@@ -230,14 +241,14 @@ class ClaimBody(_Body):
 class FenceBody(_Body):
     """The claim a worker acts under."""
 
-    claim_id: str
-    fencing_token: int = Field(ge=0, le=MAX_SAFE_INTEGER)
+    claim_id: Identifier
+    fencing_token: JsonInteger = Field(ge=0, le=MAX_SAFE_INTEGER)
 
 
 class HeartbeatBody(FenceBody):
     """``POST /v1/workloads/{id}/heartbeat``."""
 
-    extend_ms: int = Field(
+    extend_ms: JsonInteger = Field(
         default=DEFAULT_LEASE_MS, ge=0, le=MAX_SAFE_INTEGER, description=_LEASE_DESCRIPTION
     )
 
@@ -245,7 +256,9 @@ class HeartbeatBody(FenceBody):
 class ContextBody(FenceBody):
     """``POST /v1/workloads/{id}/context``."""
 
-    secret_references: list[str] = Field(default_factory=list)
+    secret_references: list[SecretReference] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS
+    )
 
 
 class CheckpointBody(FenceBody):
@@ -257,32 +270,45 @@ class CheckpointBody(FenceBody):
 class CompleteBody(FenceBody):
     """``POST /v1/workloads/{id}/complete``."""
 
-    result_id: str
+    result_id: Identifier
     output: Any
-    artifacts: list[str] = Field(default_factory=list)
-    schema_version: int = Field(default=1, ge=0, le=MAX_SAFE_INTEGER)
+    artifacts: Artifacts = Field(default_factory=list)
+    schema_version: JsonInteger = Field(default=1, ge=0, le=MAX_SAFE_INTEGER)
 
 
 class FailBody(FenceBody):
     """``POST /v1/workloads/{id}/fail``; ``effect`` is ``"none"`` or ``"unknown"``."""
 
-    kind: str
-    error: str
-    effect: str | None = None
+    kind: Identifier
+    error: ErrorText
+    effect: Literal["none", "unknown"] | None = None
 
 
 class RetryBody(_Body):
     """``POST /v1/workloads/{id}/retry``."""
 
-    reason: str | None = None
+    reason: Reason | None = None
 
 
 class DecisionBody(_Body):
-    """``POST /v1/workloads/{id}/decision``: bound to the input the decider reviewed."""
+    """``POST /v1/workloads/{id}/decision``: bound to the input the decider reviewed; a
+    rejection needs a reason.
+    """
 
-    outcome: str
-    reason: str | None = None
-    input_hash: str
+    # The cross-field rule, for the schema; the store enforces it.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"outcome": {"const": "rejected"}}, "required": ["outcome"]},
+            "then": {
+                "properties": {"reason": {"type": "string", "pattern": NOT_BLANK}},
+                "required": ["reason"],
+            },
+        }
+    )
+
+    outcome: Annotated[ApprovalOutcome, Field(strict=False)]  # strict refuses the JSON string
+    reason: Reason | None = None
+    input_hash: Identifier
 
 
 # ---------------------------------------------------------------------- the OpenAPI
@@ -322,21 +348,65 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return resolve(schema)  # type: ignore[no-any-return]
 
 
+def _bounded(node: dict[str, Any], *, required: bool) -> None:
+    """Declare an identifier's bounds on a string schema ``node`` (or a nullable one)."""
+    for option in node.get("anyOf", [node]):
+        if option.get("type") == "string":
+            option["maxLength"] = MAX_ID_CHARS
+            option["pattern"] = NOT_BLANK if required else NO_NUL
+            if required:
+                option["minLength"] = 1
+
+
+def _bounded_items(node: dict[str, Any]) -> None:
+    node["maxItems"] = MAX_LIST_ITEMS
+    _bounded(node["items"], required=False)
+
+
 def _submission_schema() -> dict[str, Any]:
     """:data:`SubmitWorkload`'s schema, with what admission checks beyond the model's types
-    (``validate_admission``): the identifiers and the key hold a non-blank character, and a
-    timeout given is at least 1 ms. What the schema still cannot say (``approval_ms`` needs
-    an approval policy, no secrets in the input, the token covering the new workload) is
-    answered 422 or 403, as declared.
+    (``validate_admission``): identifiers of at most 256 characters without NUL, the
+    required ones not blank; lists of at most 1,024 items; a timeout given is at least 1 ms;
+    approvers and their kinds are people or services; ``approval_ms`` needs an approval.
+    What the schema cannot say (a dependency names visible work, no secrets in the input,
+    the token covering the new workload) is answered 422 or 403, as declared.
     """
     schema = _inline(SubmitWorkload.model_json_schema())
     properties = schema["properties"]
     for name in ("environment", "definition_id", "idempotency_key"):
-        properties[name]["pattern"] = r"\S"
+        _bounded(properties[name], required=True)
+    for name in ("definition_revision", "trigger", "session_id"):
+        _bounded(properties[name], required=False)
+    for name in ("capability_snapshot", "connection_scopes"):
+        _bounded_items(properties[name])
+    _bounded_items(properties["retry_policy"]["properties"]["retry_on"])
+    properties["dependencies"]["maxItems"] = MAX_LIST_ITEMS
+    _bounded(properties["dependencies"]["items"]["properties"]["workload_id"], required=True)
     for timeout in properties["timeouts"]["properties"].values():
         for option in timeout.get("anyOf", [timeout]):
             if option.get("type") == "integer":
                 option["minimum"] = 1
+    people = ["human", "service"]
+    for policy in properties["approval"]["anyOf"]:
+        if policy.get("type") != "object":
+            continue
+        kinds = policy["properties"]["approver_kinds"]
+        kinds.update(items={"type": "string", "enum": people}, minItems=1)
+        approvers = policy["properties"]["approvers"]
+        approvers["maxItems"] = MAX_LIST_ITEMS
+        approvers["items"]["properties"]["kind"] = {"type": "string", "enum": people}
+        _bounded(approvers["items"]["properties"]["id"], required=False)
+    # approval_ms is the wait for an approval, so it needs one.
+    schema["if"] = {
+        "properties": {
+            "timeouts": {
+                "properties": {"approval_ms": {"type": "integer"}},
+                "required": ["approval_ms"],
+            }
+        },
+        "required": ["timeouts"],
+    }
+    schema["then"] = {"properties": {"approval": {"type": "object"}}, "required": ["approval"]}
     return schema
 
 
@@ -350,12 +420,12 @@ _SUBMIT_EXAMPLE = {
     "idempotency_key": "welcome-42",
 }
 
+_SUBMISSION_SCHEMA = _submission_schema()
+
 _SUBMIT_BODY = {
     "requestBody": {
         "required": True,
-        "content": {
-            "application/json": {"schema": _submission_schema(), "example": _SUBMIT_EXAMPLE}
-        },
+        "content": {"application/json": {"schema": _SUBMISSION_SCHEMA, "example": _SUBMIT_EXAMPLE}},
     }
 }
 
@@ -390,7 +460,7 @@ class AuditPage(BaseModel):
 
 class RevokeAnswer(BaseModel):
     """What a revocation did: grant ``grant_id`` *of this tenant and application* is
-    revoked (``newly_revoked`` false: it already was). A grant of another tenant or
+    revoked (``revoked`` false: it already was). A grant of another tenant or
     application is never affected, whatever its id; and since minted grants are not
     recorded, the server cannot tell whether a grant of this id was ever issued.
     """
@@ -399,7 +469,7 @@ class RevokeAnswer(BaseModel):
     tenant_id: str
     application_id: str
     revoked: bool
-    newly_revoked: bool
+    """Whether this request revoked it (false: it already was revoked)."""
     message: str
 
 
@@ -466,6 +536,10 @@ def build_router(ctx: Context) -> APIRouter:
         return Caller(grant, signed.key_id)
 
     Auth = Annotated[Caller, Depends(caller)]
+    WorkloadId = Annotated[
+        str,
+        Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK, description="The workload"),
+    ]
 
     def allow(grant: Grant, capability: str, workload_id: str) -> None:
         authorize(
@@ -534,7 +608,7 @@ def build_router(ctx: Context) -> APIRouter:
             )
         request: CreateWorkload = CreateWorkload.parse(
             {
-                **body,
+                **integers_as_declared(body, _SUBMISSION_SCHEMA),
                 "tenant_id": grant.tenant_id,
                 "application_id": grant.application_id,
                 "requested_by": grant.subject,
@@ -558,7 +632,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Read a committed workload",
         responses=_answers(Workload, *_AUTH, 404, 422),
     )
-    def read(caller: Auth, workload_id: str) -> JSONResponse:
+    def read(caller: Auth, workload_id: WorkloadId) -> JSONResponse:
         grant = caller.grant
         try:
             allow(grant, READ, workload_id)
@@ -578,7 +652,9 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Cancel, or request cancellation",
         responses=_answers(StateAnswer, *_ON_WORKLOAD),
     )
-    def cancel(caller: Auth, workload_id: str, body: EmptyBody | None = None) -> JSONResponse:
+    def cancel(
+        caller: Auth, workload_id: WorkloadId, body: EmptyBody | None = None
+    ) -> JSONResponse:
         allow(caller.grant, CANCEL, workload_id)
         owned(caller.grant, workload_id)
         state = store.cancel(workload_id, str(caller.grant.subject), ctx.clock())
@@ -633,7 +709,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Claim a given workload",
         responses=_answers(WorkloadClaim, *_WITH_BODY, 425),
     )
-    def claim(caller: Auth, workload_id: str, body: ClaimBody | None = None) -> JSONResponse:
+    def claim(caller: Auth, workload_id: WorkloadId, body: ClaimBody | None = None) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         lease_ms = body.lease_ms if body is not None else DEFAULT_LEASE_MS
         granted = store.claim(workload_id, worker, caller.grant.capabilities, ctx.clock(), lease_ms)
@@ -645,7 +721,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Start the attempt",
         responses=_answers(None, *_WITH_BODY),
     )
-    def start(caller: Auth, workload_id: str, body: FenceBody) -> Response:
+    def start(caller: Auth, workload_id: WorkloadId, body: FenceBody) -> Response:
         worker = as_worker(caller.grant, workload_id)
         store.start(workload_id, body.claim_id, worker, body.fencing_token, ctx.clock())
         return Response(status_code=204)
@@ -655,7 +731,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Extend the lease",
         responses=_answers(WorkloadClaim, *_WITH_BODY),
     )
-    def heartbeat(caller: Auth, workload_id: str, body: HeartbeatBody) -> JSONResponse:
+    def heartbeat(caller: Auth, workload_id: WorkloadId, body: HeartbeatBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         extended = store.heartbeat(
             workload_id, body.claim_id, worker, body.fencing_token, ctx.clock(), body.extend_ms
@@ -667,7 +743,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="The execution context",
         responses=_answers(WorkloadExecutionContext, *_WITH_BODY),
     )
-    def context(caller: Auth, workload_id: str, body: ContextBody) -> JSONResponse:
+    def context(caller: Auth, workload_id: WorkloadId, body: ContextBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         found = store.execution_context(
             workload_id,
@@ -684,7 +760,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Commit progress",
         responses=_answers(WorkloadCheckpoint, *_WITH_BODY),
     )
-    def checkpoint(caller: Auth, workload_id: str, body: CheckpointBody) -> JSONResponse:
+    def checkpoint(caller: Auth, workload_id: WorkloadId, body: CheckpointBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         saved = store.checkpoint(
             workload_id, body.claim_id, worker, body.fencing_token, body.state, ctx.clock()
@@ -696,7 +772,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Record the result",
         responses=_answers(WorkloadResult, *_WITH_BODY),
     )
-    def complete(caller: Auth, workload_id: str, body: CompleteBody) -> JSONResponse:
+    def complete(caller: Auth, workload_id: WorkloadId, body: CompleteBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         result = store.complete(
             workload_id,
@@ -717,7 +793,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Report the attempt failed",
         responses=_answers(StateAnswer, *_WITH_BODY),
     )
-    def fail(caller: Auth, workload_id: str, body: FailBody) -> JSONResponse:
+    def fail(caller: Auth, workload_id: WorkloadId, body: FailBody) -> JSONResponse:
         worker = as_worker(caller.grant, workload_id)
         state = store.fail(
             workload_id,
@@ -738,7 +814,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Confirm a requested cancellation",
         responses=_answers(None, *_WITH_BODY),
     )
-    def confirm_cancel(caller: Auth, workload_id: str, body: FenceBody) -> Response:
+    def confirm_cancel(caller: Auth, workload_id: WorkloadId, body: FenceBody) -> Response:
         worker = as_worker(caller.grant, workload_id)
         store.confirm_cancel(workload_id, body.claim_id, worker, body.fencing_token, ctx.clock())
         return Response(status_code=204)
@@ -750,7 +826,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Re-arm failed or dead-lettered work",
         responses=_answers(Workload, *_WITH_BODY),
     )
-    def retry(caller: Auth, workload_id: str, body: RetryBody | None = None) -> JSONResponse:
+    def retry(caller: Auth, workload_id: WorkloadId, body: RetryBody | None = None) -> JSONResponse:
         allow(caller.grant, OPERATE, workload_id)
         owned(caller.grant, workload_id)
         reason = body.reason if body is not None else None
@@ -763,7 +839,7 @@ def build_router(ctx: Context) -> APIRouter:
         summary="Approve or reject",
         responses=_answers(DecisionAnswer, *_WITH_BODY),
     )
-    def decide(caller: Auth, workload_id: str, body: DecisionBody) -> JSONResponse:
+    def decide(caller: Auth, workload_id: WorkloadId, body: DecisionBody) -> JSONResponse:
         grant = caller.grant
         allow(grant, APPROVE, workload_id)
         owned(grant, workload_id)
@@ -788,14 +864,17 @@ def build_router(ctx: Context) -> APIRouter:
         cursor: str | None,
         limit: int,
     ) -> JSONResponse:
+        # A constrained grant sees only the work inside its constraints: the rest is hidden
+        # from its pages and their cursors alike.
+        def visible(w: Workload) -> bool:
+            return within_constraints(grant, w.environment, w.definition_id)
+
         page, after = store.page(
             grant.tenant_id, grant.application_id, state=state, definition=definition,
             after=_decode_cursor(cursor), limit=limit,
+            visible=visible if constrained(grant) else None,
         )  # fmt: skip
-        # A constrained grant sees only the work inside its constraints.
-        items = [
-            disclosed(w) for w in page if within_constraints(grant, w.environment, w.definition_id)
-        ]
+        items = [disclosed(w) for w in page]
         return JSONResponse({"items": items, "next_cursor": _encode_cursor(after)})
 
     Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page")]
@@ -816,7 +895,9 @@ def build_router(ctx: Context) -> APIRouter:
     def list_workloads(
         caller: Auth,
         state: Annotated[WorkloadState | None, Query()] = None,
-        definition: Annotated[str | None, Query(max_length=1024)] = None,
+        definition: Annotated[
+            str | None, Query(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)
+        ] = None,
         limit: Limit = DEFAULT_PAGE,
         cursor: PageCursor = None,
     ) -> JSONResponse:
@@ -884,16 +965,24 @@ def build_router(ctx: Context) -> APIRouter:
         "/grants/{grant_id}/revoke",
         summary="Revoke a grant of this tenant and application",
         responses=_answers(RevokeAnswer, *_AUTH, 422),
-        description="Idempotent: `newly_revoked` is false when it already was revoked. The"
+        description="Idempotent: `revoked` is false when it already was revoked. The"
         " revocation is scoped to the caller's tenant and application, as the answer says.",
     )
     def revoke(
         caller: Auth,
-        grant_id: Annotated[str, Path(max_length=MAX_ID_CHARS)],
+        grant_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)],
         body: EmptyBody | None = None,
     ) -> JSONResponse:
         grant = caller.grant
-        authorize(grant, REVOKE, grant.tenant_id, grant.application_id)
+        # Revoking reaches every grant of the application, so it takes a grant over the
+        # whole application, not one narrowed to some workloads or definitions.
+        whole_application(grant, REVOKE)
+        if constrained(grant):
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_UNAUTHORIZED,
+                "a grant constrained to environments or definitions may not revoke grants",
+                {"missing": "unconstrained grant"},
+            )
         revoked = store.revoke_grant(
             grant_id,
             str(grant.subject),
@@ -912,8 +1001,7 @@ def build_router(ctx: Context) -> APIRouter:
                 "grant_id": grant_id,
                 "tenant_id": grant.tenant_id,
                 "application_id": grant.application_id,
-                "revoked": True,
-                "newly_revoked": revoked,
+                "revoked": revoked,
                 "message": (
                     f"grant {grant_id} of {scope} is revoked"
                     + ("" if revoked else " (it already was)")

@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -100,6 +101,7 @@ def create_app(
     # Added last, so outermost: it times (and logs) every answer, 413s included.
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.include_router(build_router(Context(metered, keyring, now, wakeup)))
+    declare_lease_cap(app, store.max_lease_ms)
 
     @app.get("/healthz", summary="The process is up")
     def healthz() -> JSONResponse:
@@ -120,6 +122,29 @@ def create_app(
         return Response(body, media_type=content_type)
 
     return app
+
+
+LEASE_FIELDS = ("lease_ms", "extend_ms")
+"""The request fields bounded by the store's lease cap."""
+
+
+def declare_lease_cap(app: FastAPI, max_lease_ms: int) -> None:
+    """Make ``app``'s OpenAPI schema say this server's lease cap: the ``maximum`` of every
+    lease field is ``max_lease_ms`` (it is the store's setting, so the body models, shared
+    by every app, cannot carry it).
+    """
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()  # built once, then cached by FastAPI; the edit is idempotent
+        for component in schema.get("components", {}).get("schemas", {}).values():
+            for name in LEASE_FIELDS:
+                field = component.get("properties", {}).get(name)
+                if isinstance(field, dict):
+                    field["maximum"] = max_lease_ms
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def admin_grant(now: int) -> Grant:

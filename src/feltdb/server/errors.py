@@ -31,6 +31,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import ErrorCode, WorkloadError
@@ -206,7 +207,12 @@ def install_error_handlers(app: FastAPI, clock: Callable[[], int]) -> None:
         code = (
             ErrorCode.WORKLOAD_NOT_FOUND if exc.status_code == 404 else ErrorCode.WORKLOAD_INVALID
         )
-        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route whose path matched; a path
+            # served by several routes (GET and POST /v1/workloads) allows all of theirs.
+            headers["Allow"] = ", ".join(sorted(_allowed_methods(request)))
+        return JSONResponse(error_body(code, str(exc.detail)), exc.status_code, headers=headers)
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.error(
@@ -265,6 +271,16 @@ class BodyLimit:
             ErrorCode.WORKLOAD_INVALID.value,
             f"the request body is larger than the limit of {self.limit} bytes",
         )
+
+
+def _allowed_methods(request: Request) -> set[str]:
+    """Every method a route of the app serves at the request's path."""
+    allowed: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            allowed |= set(getattr(route, "methods", None) or ())
+    return allowed
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -74,6 +74,11 @@ REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 UNMATCHED = "unmatched"
 
+HTTP_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
+"""The ``method`` label values of ``feltdb_request_seconds``; any other method is ``other``."""
+
 STATE_COUNT_TTL_S = 5.0
 """How long one app reuses a ``feltdb_workloads{state}`` count before querying again."""
 
@@ -336,8 +341,11 @@ class RequestMetrics:
         finally:
             elapsed = time.perf_counter() - started
             method = str(scope.get("method", ""))
+            # The method is the client's to choose, so a label holds only the ones HTTP
+            # defines (a 200-character verb is "other", never a label value).
+            labelled = method if method in HTTP_METHODS else "other"
             self.metrics.request_seconds.labels(
-                method=method, route=_route_template(scope), status=str(status)
+                method=labelled, route=_route_template(scope), status=str(status)
             ).observe(elapsed)
             path = str(scope.get("path", ""))
             duration_ms = round(elapsed * 1000, 3)

@@ -32,6 +32,8 @@ _BOUNDED_LISTS = (
     "connection_scopes",
     "dependencies",
     "retry_policy.retry_on",
+    "approval.approver_kinds",
+    "approval.approvers",
 )
 
 
@@ -39,21 +41,20 @@ def validate_admission(request: CreateWorkload) -> None:
     """Refuse a request that must not be admitted, before anything is read or written.
 
     Raises:
-        WorkloadError: ``WORKLOAD_SECRET_REJECTED`` for secret material in the input, the
-            idempotency key or the session id; ``WORKLOAD_INVALID`` naming the field for an
-            empty identifier or key, an identifier over its bound (see
-            :mod:`feltdb.fields`), input that is not JSON or nests too deep, a zero
-            timeout, ``approval_ms`` without a policy, or an invalid policy;
+        WorkloadError: ``WORKLOAD_SECRET_REJECTED`` for secret material in the input or
+            any identifier (key, session, environment, definition, capabilities…);
+            ``WORKLOAD_INVALID`` naming the field for an empty identifier or key, an
+            identifier over its bound (see :mod:`feltdb.fields`), input that is not JSON
+            or nests too deep, a zero timeout, ``approval_ms`` without a policy, or an
+            invalid policy;
             ``WORKLOAD_UNAUTHORIZED`` when the authorization snapshot does not bind the
             requester, tenant and application, or its grant's constraints do not cover
             the environment and definition.
     """
     _check_bounds(request)
     ensure_safe(request.input, "input")
-    for name in ("idempotency_key", "session_id"):
-        value = getattr(request, name)
-        if value is not None:
-            ensure_safe_text(value, name)
+    for field, value in _text_fields(request):
+        ensure_safe_text(value, field)
     blank = [name for name in _REQUIRED_TEXT if not getattr(request, name).strip()]
     if blank:
         message = (
@@ -126,6 +127,7 @@ def _check_bounds(request: CreateWorkload) -> None:
                 {"fields": [name]},
             )
     for field, value in _text_fields(request):
+        # Each identifier is stored and shown, so it is bounded and checked for secrets.
         problem = text_problem(value, MAX_ID_CHARS, identifier=True)
         if problem is not None:
             raise WorkloadError(
@@ -134,9 +136,10 @@ def _check_bounds(request: CreateWorkload) -> None:
 
 
 def _members(request: CreateWorkload, name: str) -> Any:
-    if name == "retry_policy.retry_on":
-        return request.retry_policy.retry_on
-    return getattr(request, name)
+    value: Any = request
+    for part in name.split("."):
+        value = getattr(value, part, None) if value is not None else None
+    return value if value is not None else ()
 
 
 def new_workload(request: CreateWorkload, workload_id: str) -> Workload:

@@ -3,8 +3,8 @@
 A workload keeps the signed grant it was admitted under (``authorization_snapshot``), as
 the reference does: evidence of who asked and under which grant, which the server can
 verify. Its signature is an evidence signature, which never verifies as a bearer token
-(:mod:`feltdb.auth.signing`), and it is still withheld from every answer (the HTTP API,
-the ``feltdb`` command's JSON and tables), replaced by :data:`REDACTED`: nothing a reader
+(:mod:`feltdb.auth.signing`), and it is still withheld from every answer to a reader (the HTTP
+API, the ``feltdb`` command's JSON and tables), replaced by :data:`REDACTED`: nothing a reader
 receives is a credential, nor material to attack one with.
 """
 
@@ -27,9 +27,3 @@ def disclosed(w: Workload) -> dict[str, Any]:
     if isinstance(snapshot, dict):
         document["authorization_snapshot"] = {**snapshot, "signature": REDACTED}
     return document
-
-
-def disclosed_workload(w: Workload) -> Workload:
-    """``w`` as a reader may hold it: a copy whose snapshot signature is :data:`REDACTED`."""
-    snapshot = w.authorization_snapshot.model_copy(update={"signature": REDACTED})
-    return w.model_copy(update={"authorization_snapshot": snapshot})

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from feltdb.auth import Subject
+from feltdb.auth.policy import covers, within_constraints, workload_uri
 from feltdb.canonical import canonical_json, content_hash, sha256_hex
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_PATH_CHARS
@@ -301,14 +302,26 @@ class WorkloadStore:
         return workload, True
 
     def _ensure_dependencies_exist(self, request: CreateWorkload) -> None:
-        """Refuse a dependency on work that is not of the request's tenant and application.
+        """Refuse a dependency on work the request's grant may not see: work that is missing,
+        of another tenant or application, outside the grant's resource scopes, or outside
+        its constraints.
 
-        The refusal is the same for missing and for foreign work, so no requester learns
-        whether another tenant's workload id exists.
+        The refusal is the same in every case, so no requester learns whether work it may
+        not see exists, nor (through when its own work becomes claimable) its state.
         """
+        grant = request.authorization_snapshot.grant
         for index, dependency in enumerate(request.dependencies):
             row = self.db.get_row(DURABLE_WORK_COLLECTION, dependency.workload_id)
-            if row is None or not _same_application(row.document, request):
+            if (
+                row is None
+                or not _same_application(row.document, request)
+                or not covers(grant, workload_uri(request.application_id, row.key))
+                or not within_constraints(
+                    grant,
+                    str(row.document.get("environment")),
+                    str(row.document.get("definition_id")),
+                )
+            ):
                 raise inputs.invalid(
                     f"dependencies.{index}.workload_id",
                     f"no workload {dependency.workload_id} in this tenant and application",
@@ -353,6 +366,7 @@ class WorkloadStore:
         definition: str | None = None,
         after: Cursor | None = None,
         limit: int = 50,
+        visible: Callable[[Workload], bool] | None = None,
     ) -> tuple[builtins.list[Workload], Cursor | None]:
         """One page of :meth:`list` (optionally of one ``state``), after ``after``, the
         cursor the previous page answered (``None``: the first page).
@@ -360,6 +374,12 @@ class WorkloadStore:
         ``definition`` keeps only work of that definition id. The index does not hold the
         definition, so it filters the page that was read: a filtered page may hold fewer
         than ``limit`` workloads, even none, while the cursor goes on; follow it to the end.
+
+        ``visible`` (a reader's constraints, say) hides work as if it did not exist: hidden
+        work is never in a page and never its cursor, and pages are read on until ``limit``
+        visible workloads are found or the list ends, so neither a short page nor a cursor
+        tells the reader anything of what it may not see. The price: a reader that sees
+        little of a large application reads past all it may not see.
 
         A keyset seek over the scheduling index (:meth:`Database.page_rows`), never an
         offset scan, so every page costs the same. Returns the page and the cursor of the
@@ -380,22 +400,39 @@ class WorkloadStore:
                 raise inputs.invalid("state", f"not a workload state: {state!r}") from None
         if after is not None:
             after = inputs.cursor(after)
-        if self._pinned is not None:
-            listed = [
-                w for w in self.list(tenant_id, application_id) if state in (None, w.state.value)
-            ]
-            found = [w for w in listed if after is None or _sorts_after(w, after)][: limit + 1]
-        else:
-            rows = self.db.page_rows(
-                DURABLE_WORK_COLLECTION, tenant_id, application_id, state, after, limit=limit + 1
-            )
-            found = [_parse(row) for row in rows]
+        if definition is not None:
+            definition = inputs.identifier(definition, "definition")
+        found: builtins.list[Workload] = []
+        while len(found) <= limit:
+            batch = self._page_read(tenant_id, application_id, state, after, limit + 1)
+            found.extend(w for w in batch if visible is None or visible(w))
+            if len(batch) <= limit:
+                break
+            after = _cursor_of(batch[-1])
         page = found[:limit]
         # The cursor is the last workload read, kept or not, so no page is read twice.
         following = _cursor_of(page[-1]) if len(found) > limit and page else None
         if definition is not None:
             page = [w for w in page if w.definition_id == definition]
         return page, following
+
+    def _page_read(
+        self,
+        tenant_id: str,
+        application_id: str,
+        state: str | None,
+        after: Cursor | None,
+        size: int,
+    ) -> builtins.list[Workload]:
+        if self._pinned is not None:
+            listed = [
+                w for w in self.list(tenant_id, application_id) if state in (None, w.state.value)
+            ]
+            return [w for w in listed if after is None or _sorts_after(w, after)][:size]
+        rows = self.db.page_rows(
+            DURABLE_WORK_COLLECTION, tenant_id, application_id, state, after, limit=size
+        )
+        return [_parse(row) for row in rows]
 
     def cancel(self, workload_id: str, actor: str, now: int | None = None) -> WorkloadState:
         """Cancel: at once when no worker holds it, otherwise by request to its worker.
@@ -666,34 +703,40 @@ class WorkloadStore:
         paths = inputs.identifiers(artifacts, "artifacts", max_chars=MAX_PATH_CHARS)
         for path in paths:
             ensure_safe_text(path, "artifacts")
-        owner = self._workload_for_result(result_id)
+        w, version = self._load(workload_id)
+        owner = self._workload_for_result(result_id, w)
         if owner is not None:
             if owner != workload_id:
                 raise WorkloadError(
                     ErrorCode.WORKLOAD_RESULT_DUPLICATE,
                     f"result id {result_id} belongs to another workload",
                 )
-            return lifecycle.completion_replay(
-                self.get(workload_id), claim_id, worker, token, content_hash(output)
-            )
-        return self._apply(
-            workload_id,
-            at,
-            lambda w: lifecycle.complete(
-                w, claim_id, worker, token, result_id, output, paths, version_of_schema, at
-            ),
+            return lifecycle.completion_replay(w, claim_id, worker, token, content_hash(output))
+        self._enforce_deadline(w, version, at)
+        result = lifecycle.complete(
+            w, claim_id, worker, token, result_id, output, paths, version_of_schema, at
         )
+        self._persist(w, "workload.mutated", version)
+        return result
 
-    def _workload_for_result(self, result_id: str) -> str | None:
-        """The workload whose committed result has ``result_id``, or ``None``."""
+    def _workload_for_result(self, result_id: str, w: Workload) -> str | None:
+        """The workload of ``w``'s tenant and application whose committed result has
+        ``result_id``, or ``None``. Result ids are unique within an application: another
+        tenant's result never refuses, and so never reveals, this one's.
+        """
         if self._pinned is not None:
             for key, (document, _) in self._pinned.items():
                 result = document.get("result")
-                if result is not None and result["result_id"] == result_id:
+                if (
+                    result is not None
+                    and result["result_id"] == result_id
+                    and _same_application(document, w)
+                ):
                     return key
             return None
         rows = self.db.rows_with_result_id(DURABLE_WORK_COLLECTION, result_id)
-        return rows[0].key if rows else None
+        owners = [row.key for row in rows if _same_application(row.document, w)]
+        return owners[0] if owners else None
 
     def fail(
         self,

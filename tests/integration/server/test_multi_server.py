@@ -112,7 +112,7 @@ def test_a_lost_lease_is_recovered_once_and_completed_through_the_other_server(
             if answer.status_code == 200:
                 claim = answer.json()
         assert claim["workload_id"] == workload_id
-        assert claim["worker_id"] == "w2"
+        assert claim["worker_id"] == "worker:w2"
         assert claim["fencing_token"] > lost.json()["fencing_token"]
 
         fence = {"claim_id": claim["claim_id"], "fencing_token": claim["fencing_token"]}

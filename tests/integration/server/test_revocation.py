@@ -31,11 +31,11 @@ def test_a_revoked_grant_is_refused_from_the_next_request_on(
     answer = revoke(http, revoker, grant.id)
     assert answer.status_code == 200, answer.text
     said = answer.json()
-    assert {k: said[k] for k in ("grant_id", "tenant_id", "application_id", "newly_revoked")} == {
+    assert {k: said[k] for k in ("grant_id", "tenant_id", "application_id", "revoked")} == {
         "grant_id": grant.id,
         "tenant_id": "t",
         "application_id": app,
-        "newly_revoked": True,
+        "revoked": True,
     }
 
     for method, url, body in [
@@ -50,7 +50,7 @@ def test_a_revoked_grant_is_refused_from_the_next_request_on(
         assert refused.json()["error"]["details"] == {"grant_id": grant.id}
 
     # Idempotent: revoking again changes nothing and says so.
-    assert revoke(http, revoker, grant.id).json()["newly_revoked"] is False
+    assert revoke(http, revoker, grant.id).json()["revoked"] is False
     # The revocation is in the application's audit.
     audit = http.get("/v1/audit", params={"limit": 500}, headers=revoker).json()["items"]
     revocations = [e["audit"] for e in audit if e["audit"]["kind"] == "grant.revoked"]
@@ -62,7 +62,7 @@ def test_a_revoked_grant_is_refused_from_the_next_request_on(
 def test_a_revoker_can_revoke_its_own_grant(server: Server, http: httpx.Client, app):
     grant = server.grant(app, **REVOKER)
     headers = {"Authorization": f"Bearer {server.keyring.sign(grant)}"}
-    assert revoke(http, headers, grant.id).json()["newly_revoked"] is True
+    assert revoke(http, headers, grant.id).json()["revoked"] is True
     assert revoke(http, headers, grant.id).status_code == 403
 
 
@@ -87,14 +87,14 @@ def test_a_revocation_never_reaches_another_tenant_s_grant(server: Server, http:
     other_headers = {"Authorization": f"Bearer {server.keyring.sign(other_app)}"}
 
     ours = server.headers(app, **REVOKER)
-    assert revoke(http, ours, theirs.id).json()["newly_revoked"] is True  # recorded, for us only
-    assert revoke(http, ours, other_app.id).json()["newly_revoked"] is True
+    assert revoke(http, ours, theirs.id).json()["revoked"] is True  # recorded, for us only
+    assert revoke(http, ours, other_app.id).json()["revoked"] is True
     assert http.get("/v1/workloads", headers=their_headers).status_code == 200
     assert http.get("/v1/workloads", headers=other_headers).status_code == 200
 
     # Their own revocation still works after ours was recorded.
     their_revoker = server.headers(app, tenant="t2", **REVOKER)
-    assert revoke(http, their_revoker, theirs.id).json()["newly_revoked"] is True
+    assert revoke(http, their_revoker, theirs.id).json()["revoked"] is True
     assert http.get("/v1/workloads", headers=their_headers).status_code == 403
     # And it did not show in our audit.
     audit = http.get("/v1/audit", params={"limit": 500}, headers=ours).json()["items"]

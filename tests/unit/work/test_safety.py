@@ -27,7 +27,12 @@ SECRET_KEYS = [
     "api-key", "API_KEY", "private_key", "privateKey", "access_token", "accessToken",
     "refresh_token", "id_token", "auth_token", "session_token", "bearer_token",
     "client_secret", "clientSecret", "secret_key", "secret_access_key", "authorization",
-    "Authorization", "cookie",
+    "Authorization", "cookie", "pwd", "credential", "credentials",
+]  # fmt: skip
+DISGUISED_SECRET_KEYS = [
+    "ｐａｓｓｗｏｒｄ", "pass\u200bword", "pass\u00adword", "pass\u2060word", "pass\tword",
+    "password\n", "password:", "pass/word", "PASSWORD", "db_password", "x-api-key",
+    "aws_secret_access_key", "userPassword", "csrf_token",
 ]  # fmt: skip
 HARMLESS_KEYS = [
     "tokens_used", "token_count", "secretary", "passport", "author", "keyboard", "api",
@@ -49,7 +54,8 @@ SECRET_VALUES = {
         "sk_live_4eC39HqLyjWDarjtT1zdp7dc",
         "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
         "rk_live_4eC39HqLyjWDarjtT1zdp7dc",
-        "key is sk-abcdefghij0123",
+        "key is sk-abcdefghij0123456789",
+        "sk-ant-api03-abcdefgh",
     ],
     "feltdb live key": ["fdb_live_abc", "x fdb_live_1"],
     "AWS access key id": ["AKIAIOSFODNN7EXAMPLE", "id=ASIAIOSFODNN7EXAMPLE;"],
@@ -57,13 +63,16 @@ SECRET_VALUES = {
     "Slack token": ["xoxb-1234567890-abcdef", "xoxp-0000000000-zzzz"],
     "bearer credential": [
         "Bearer abcdefghijklmnop.qrstuv",
-        "Authorization: Bearer abc.def.ghi-jkl",
+        "Authorization: Bearer abc.def.ghi-jkl.mno",
     ],
     "feltdb token": ["fgt2.eyJncmFudCI6eyJhcHBsaWNh", "fgt1.eyJncmFudCI6eyJhcHBsaWNh"],
 }
 HARMLESS_VALUES = [
     "sk-learn",
     "scikit-learn and sk-learn",
+    "sk-learn-2024-models",
+    "rk-20240115-report",
+    "Use Bearer authentication for the API",
     "task-0123456789",
     "desk-0123456789abc",
     "ask_me_anything",
@@ -92,6 +101,12 @@ def test_a_secret_key_name_is_refused_in_any_spelling(key: str):
     assert secret_key(key)
     refused = refusal({"outer": [{key: "x"}]})
     assert refused.code == "WORKLOAD_SECRET_REJECTED"
+
+
+@pytest.mark.parametrize("key", DISGUISED_SECRET_KEYS, ids=repr)
+def test_a_secret_key_name_is_refused_however_it_is_disguised(key: str):
+    assert secret_key(key)
+    assert refusal({key: "hunter2"}).code == "WORKLOAD_SECRET_REJECTED"
 
 
 @pytest.mark.parametrize("key", HARMLESS_KEYS)
