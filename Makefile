@@ -53,6 +53,7 @@ typecheck: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_claim_next.py
 	$(BIN)/python bench/bench_hot_path.py
+	$(BIN)/python bench/bench_input_checks.py --out bench/results/input_checks.json
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
