@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from typer.exceptions import TyperException
 
 from feltdb.cli_auth import auth_app
 from feltdb.cli_logging import LogJsonOption, LogLevel, LogLevelOption, configure_logging
@@ -20,9 +21,11 @@ app = typer.Typer(
     "fencing tokens, retried by policy, held for approval, and recovered from dead workers.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain help: wrapped to the terminal, no metavar on a flag, no boxes; -h works too.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 console = Console()
-errors = Console(stderr=True)
 app.add_typer(auth_app)  # `feltdb keys ...` and `feltdb grant ...`
 app.add_typer(ops_app)  # submit, ls, show, approve, ..., audit, migrate-legacy
 app.add_typer(worker_app)  # `feltdb worker MODULE:OBJECT`
@@ -75,7 +78,7 @@ def serve(
     log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
     """Serve the HTTP API (stops gracefully on SIGTERM or Ctrl-C). Logs go to stderr;
-    ``GET /metrics`` answers Prometheus metrics without a token.
+    GET /metrics answers Prometheus metrics without a token.
     """
     import logging
 
@@ -131,15 +134,52 @@ def serve(
         )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from feltdb import __version__
+
+        typer.echo(f"feltdb {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print feltdb's version and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
     """Feltdb's command line."""
 
 
 def main() -> None:
-    """Entry point: run the command; a refusal prints its code and message and exits 1."""
+    """Entry point: run the command. A refusal prints its code and message on one line and
+    exits 1; a usage error (a malformed option, a missing argument) prints one line and
+    exits 2; nothing prints a traceback of feltdb's.
+    """
     try:
-        app()
+        # Not standalone: click hands back its exceptions, to be said in one line here.
+        code = app(standalone_mode=False)
     except WorkloadError as error:
-        errors.print(f"[red]error[/red] {error.code}: {error.message}")
+        typer.echo(f"error {error.code}: {error.message}", err=True)
         raise SystemExit(1) from None
+    except typer.Exit as done:
+        raise SystemExit(done.exit_code) from None
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        raise SystemExit(130) from None
+    except TyperException as error:  # click's usage errors, as typer vendors them
+        exit_code = getattr(error, "exit_code", 2)
+        context = getattr(error, "ctx", None)
+        words = context.command_path.split()[1:] if context is not None else []
+        command = " ".join(["feltdb", *words])
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        typer.echo(f"error: {message} (see {command} --help)", err=True)
+        raise SystemExit(exit_code) from None
+    if isinstance(code, int) and code:
+        raise SystemExit(code)

@@ -27,12 +27,14 @@ from feltdb.fields import MAX_ID_CHARS
 
 DEFAULT_KEYRING = Path("feltdb-keyring.json")
 
-auth_app = typer.Typer(add_completion=False)
+auth_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``keys`` and ``grant`` groups; ``cli.py`` adds it without a name, so the two
 groups appear at the top level."""
 
-keys_app = typer.Typer(help="Signing keyrings.", no_args_is_help=True)
-grant_app = typer.Typer(help="Grants, as bearer tokens.", no_args_is_help=True)
+keys_app = typer.Typer(help="Signing keyrings.", no_args_is_help=True, rich_markup_mode=None)
+grant_app = typer.Typer(
+    help="Grants, as bearer tokens.", no_args_is_help=True, rich_markup_mode=None
+)
 auth_app.add_typer(keys_app, name="keys")
 auth_app.add_typer(grant_app, name="grant")
 

@@ -42,7 +42,10 @@ from feltdb.work.models import ApprovalPolicy, WorkloadRetryPolicy, WorkloadTime
 from feltdb.work.states import ApprovalOutcome, BackoffPolicy, WorkloadState
 from feltdb.work.store import WorkloadStore
 
-ops_app = typer.Typer(add_completion=False)
+ORDER = "in order: highest priority, then oldest, first"
+"""The order of every list, as its title says."""
+
+ops_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the operator commands; ``cli.py`` adds it without a name, so they appear at the
 top level."""
 
@@ -131,6 +134,7 @@ def open_target(
     *,
     create: bool = False,
     needs: Iterable[str] = (),
+    records: bool = False,
 ) -> Target:
     """The target the options name: the store ``db`` when given, else the server ``url``.
     A SQLite store file that does not exist is created only with ``create`` (by the
@@ -154,9 +158,12 @@ def open_target(
                 who = parse_subject(subject)
             except WorkloadError as error:
                 raise typer.BadParameter(error.message, param_hint="--as") from None
-        return open_store_target(db, tenant, application, who, capabilities=needs)
+        return open_store_target(db, tenant, application, who, capabilities=needs, records=records)
     if url and token:
-        return ServerTarget(url, token)
+        try:
+            return ServerTarget(url, token)
+        except WorkloadError as error:  # a URL that is not one: a usage error, exit 2
+            raise usage_error(f"--url: {error.message}") from None
     if url:
         raise usage_error("--url needs --token (or FELTDB_TOKEN)")
     raise usage_error("no target: give --url and --token, or --db")
@@ -173,6 +180,7 @@ def connected(
     *,
     create: bool = False,
     needs: Iterable[str] = (),
+    records: bool = False,
 ) -> Iterator[Target]:
     """:func:`open_target`, closed on exit, with refusals turned into exit 1. ``needs`` is
     what the command does (capabilities): with ``--db``, the operator's grant holds only
@@ -180,7 +188,15 @@ def connected(
     """
     with _refusals():
         target = open_target(
-            url, token, db, tenant, application, subject, create=create, needs=needs
+            url,
+            token,
+            db,
+            tenant,
+            application,
+            subject,
+            create=create,
+            needs=needs,
+            records=records,
         )
         try:
             yield target
@@ -208,9 +224,15 @@ def parse_input(text: str) -> Any:
             ) from None
         source = f"--input ({path})"
     try:
-        return json.loads(text)
-    except ValueError as error:
+        return json.loads(text, parse_constant=_not_a_json_number)
+    except (ValueError, RecursionError) as error:
         raise typer.BadParameter(f"not JSON: {error}", param_hint=source) from None
+
+
+def _not_a_json_number(name: str) -> Any:
+    # Python's json reads NaN and Infinity, which JSON has not: refuse them here, where a
+    # person can fix the command, not at the server (issue 10, point 3).
+    raise ValueError(f"{name} is not a JSON number")
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -378,7 +400,7 @@ def submit(
     document = parse_input(input)
     eligible = parse_not_before(not_before, int(time.time())) if not_before else None
     with connected(
-        url, token, db, tenant, application, as_, create=True, needs=(SUBMIT,)
+        url, token, db, tenant, application, as_, create=True, needs=(SUBMIT,), records=True
     ) as target:
         request = Submission(
             environment=environment,
@@ -409,6 +431,7 @@ def list_workloads(
     ] = None,
     definition: Annotated[str | None, typer.Option(help="Only work of this definition id.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 50,
+    everything: AllOption = False,
     json_output: JsonOption = False,
     url: UrlOption = None,
     token: TokenOption = None,
@@ -417,15 +440,18 @@ def list_workloads(
     application: ApplicationOption = "default",
     as_: AsOption = None,
 ) -> None:
-    """List work, highest priority then oldest first."""
+    """List work, highest priority first, then oldest first (the order a worker takes it).
+    Says on stderr when there is more than ``--limit`` (50): ``--all`` lists everything.
+    """
     with connected(url, token, db, tenant, application, as_, needs=(READ,)) as target:
-        found = target.list(state=state, definition=definition, limit=limit)
-    _print_list(found, "workloads", json_output)
+        found = target.list(state=state, definition=definition, limit=_asked(limit, everything))
+    _print_list(found, "workloads", json_output, EVERYTHING if everything else limit)
 
 
 @ops_app.command()
 def inbox(
     limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 50,
+    everything: AllOption = False,
     json_output: JsonOption = False,
     url: UrlOption = None,
     token: TokenOption = None,
@@ -436,13 +462,14 @@ def inbox(
 ) -> None:
     """List work awaiting an approval decision (decide with approve / reject)."""
     with connected(url, token, db, tenant, application, as_, needs=(APPROVE,)) as target:
-        found = target.approvals(limit)
-    _print_list(found, "awaiting approval", json_output)
+        found = target.approvals(_asked(limit, everything))
+    _print_list(found, "awaiting approval", json_output, EVERYTHING if everything else limit)
 
 
 @ops_app.command()
 def dead(
     limit: Annotated[int, typer.Option(min=1, help="At most this many.")] = 50,
+    everything: AllOption = False,
     json_output: JsonOption = False,
     url: UrlOption = None,
     token: TokenOption = None,
@@ -453,15 +480,41 @@ def dead(
 ) -> None:
     """List dead-lettered work: it will not run again unless retried (see retry)."""
     with connected(url, token, db, tenant, application, as_, needs=(OPERATE,)) as target:
-        found = target.dead_letters(limit)
-    _print_list(found, "dead letters", json_output)
+        found = target.dead_letters(_asked(limit, everything))
+    _print_list(
+        found, "dead letters", json_output, EVERYTHING if everything else limit, reasons=True
+    )
 
 
-def _print_list(found: list[Any], title: str, json_output: bool) -> None:
+AllOption = Annotated[
+    bool, typer.Option("--all", help="All of them, however many (pages through them).")
+]
+
+EVERYTHING = 2**62
+"""The ``--limit`` of ``--all``: more than any store holds."""
+
+
+def _asked(limit: int, everything: bool) -> int:
+    """How many to fetch: one more than shown, to know whether there are more."""
+    return EVERYTHING if everything else limit + 1
+
+
+def _print_list(
+    found: list[Any], title: str, json_output: bool, limit: int, *, reasons: bool = False
+) -> None:
+    """Print up to ``limit`` of ``found`` (a table, or JSON only), and say on stderr when
+    there were more and how to see them.
+    """
+    shown = found[:limit]
     if json_output:
-        print_json([disclosed(w) for w in found])
+        print_json([disclosed(w) for w in shown])
     else:
-        workload_table(stdout_console(), found, title)
+        workload_table(stdout_console(), shown, title, reasons=reasons, order=ORDER)
+    if len(found) > limit:
+        typer.echo(
+            f"{len(shown)} shown; there are more: --limit N for more, --all for all of them",
+            err=True,
+        )
 
 
 @ops_app.command()
@@ -510,7 +563,9 @@ def approve(
     as_: AsOption = None,
 ) -> None:
     """Approve held work, bound to its current input: it becomes claimable."""
-    with connected(url, token, db, tenant, application, as_, needs=(APPROVE,)) as target:
+    with connected(
+        url, token, db, tenant, application, as_, needs=(APPROVE,), records=True
+    ) as target:
         _decide(target, workload_id, ApprovalOutcome.APPROVED, reason)
 
 
@@ -526,7 +581,9 @@ def reject(
     as_: AsOption = None,
 ) -> None:
     """Reject held work, bound to its current input: it will never run."""
-    with connected(url, token, db, tenant, application, as_, needs=(APPROVE,)) as target:
+    with connected(
+        url, token, db, tenant, application, as_, needs=(APPROVE,), records=True
+    ) as target:
         _decide(target, workload_id, ApprovalOutcome.REJECTED, reason)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -52,10 +53,30 @@ def stdout_console() -> Console:
 
 
 def when(at: float | None) -> str:
-    """A unix time as ``YYYY-MM-DD HH:MM:SS`` UTC; ``-`` for none."""
+    """A unix time as ISO 8601 UTC (``2026-12-01T10:30:00Z``); ``-`` for none."""
     if at is None:
         return "-"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def relative(at: float, now: float) -> str:
+    """How far ``at`` is from ``now``: ``in 5m``, ``3h ago``, ``now``."""
+    seconds = round(at - now)
+    if seconds == 0:
+        return "now"
+    size = abs(seconds)
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if size >= length or unit == "s":
+            amount = f"{size // length}{unit}"
+            break
+    return f"in {amount}" if seconds > 0 else f"{amount} ago"
+
+
+def when_from(at: float | None, now: float) -> str:
+    """:func:`when` with a relative hint: ``2026-12-01T10:30:00Z (in 5m)``."""
+    if at is None:
+        return "-"
+    return f"{when(at)} ({relative(at, now)})"
 
 
 def state_text(state: WorkloadState | None) -> Text:
@@ -72,36 +93,71 @@ def print_json(document: Any) -> None:
     print(json.dumps(document, sort_keys=True), flush=True)
 
 
-def workload_table(console: Console, workloads: Iterable[Workload], title: str) -> None:
-    """A table of workloads: id, definition, state, priority, attempts, created."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("id", no_wrap=True)
-    table.add_column("definition")
-    table.add_column("state", no_wrap=True)
-    table.add_column("priority", justify="right")
-    table.add_column("attempts", justify="right")
-    table.add_column("created", no_wrap=True)
+WIDE = 120
+"""From this many columns on, a workload table shows every column."""
+MEDIUM = 96
+"""Below :data:`WIDE`, ``created`` is left out; below this, ``priority`` and ``attempts``."""
+
+
+def workload_table(
+    console: Console,
+    workloads: Iterable[Workload],
+    title: str,
+    *,
+    reasons: bool = False,
+    order: str | None = None,
+) -> None:
+    """A table of workloads: id, definition, state, priority, attempts, created (and, with
+    ``reasons``, why each ended), with the columns a console this wide can hold: an id is
+    never shortened (it is what ``feltdb show`` takes), a header never blank; ``order``,
+    when given, is said below it.
+    """
+    width = console.width
+    table = Table(title=title, title_justify="left", caption=order, caption_justify="left")
+    table.add_column("id", no_wrap=True, min_width=len("id"))
+    table.add_column("definition", min_width=len("definition"), overflow="fold")
+    table.add_column("state", no_wrap=True, min_width=len("state"))
+    roomy, wide = width >= MEDIUM, width >= WIDE
+    if roomy:
+        table.add_column("priority", justify="right", min_width=len("priority"))
+        table.add_column("attempts", justify="right", min_width=len("attempts"))
+    if wide:
+        table.add_column("created", no_wrap=True, min_width=len("created"))
+    if reasons:
+        table.add_column("why", min_width=len("why"), overflow="fold")
     count = 0
     for w in workloads:
         count += 1
-        table.add_row(
-            w.workload_id,
-            f"{w.definition_id}@{w.definition_revision}",
-            state_text(w.state),
-            str(w.priority),
-            str(w.attempt_count),
-            when(w.created_at),
-        )
+        definition = f"{w.definition_id}@{w.definition_revision}"
+        row: list[str | Text] = [w.workload_id, definition, state_text(w.state)]
+        if roomy:
+            row += [str(w.priority), str(w.attempt_count)]
+        if wide:
+            row.append(when(w.created_at))
+        if reasons:
+            row.append(why_it_ended(w) or "-")
+        table.add_row(*row)
     if count == 0:
         console.print(f"{title}: none")
         return
     console.print(table)
 
 
-def evidence_summary(evidence: Mapping[str, str], width: int = 60) -> str:
-    """``key=value`` pairs of an event's evidence, shortened to about ``width`` characters."""
-    text = " ".join(f"{key}={value}" for key, value in sorted(evidence.items()))
-    return text if len(text) <= width else text[: width - 1] + "…"
+def evidence_summary(evidence: Mapping[str, str]) -> str:
+    """``key=value`` pairs of an event's evidence, whole (the table wraps them, never cuts:
+    ``effect=unknown`` is what an operator looks for); instants (``…_at`` keys) in ISO 8601.
+    """
+    return " ".join(
+        f"{key}={_instant(value) if key.endswith('_at') else value}"
+        for key, value in sorted(evidence.items())
+    )
+
+
+def _instant(value: str) -> str:
+    try:
+        return when(int(value))
+    except ValueError:
+        return value
 
 
 def timeline(events: Iterable[WorkloadEvent]) -> Table:
@@ -112,7 +168,7 @@ def timeline(events: Iterable[WorkloadEvent]) -> Table:
     table.add_column("event")
     table.add_column("transition", no_wrap=True)
     table.add_column("actor")
-    table.add_column("evidence")
+    table.add_column("evidence", overflow="fold")
     for event in events:
         transition = Text.assemble(state_text(event.from_state), " → ", state_text(event.to))
         table.add_row(
@@ -126,10 +182,57 @@ def timeline(events: Iterable[WorkloadEvent]) -> Table:
     return table
 
 
-def show_workload(console: Console, w: Workload) -> None:
-    """Everything an operator asks about one workload: its header, attempts, checkpoints,
-    result, approval, and the timeline of its history.
+FINAL_STATES = frozenset(
+    {
+        WorkloadState.SUCCEEDED,
+        WorkloadState.CANCELLED,
+        WorkloadState.REJECTED,
+        WorkloadState.DEAD_LETTER,
+    }
+)
+"""States after which no attempt is next (an operator's retry aside)."""
+
+
+def waits_for(w: Workload, now: float) -> str | None:
+    """What READY or held-for-approval work waits for before a worker may take it, or
+    ``None`` for work in any other state.
     """
+    if w.state not in (WorkloadState.READY, WorkloadState.AWAITING_APPROVAL):
+        return None
+    reasons = []
+    if w.state is WorkloadState.AWAITING_APPROVAL:
+        reasons.append("an approval decision (feltdb approve / reject)")
+    if w.next_attempt_at is not None and w.next_attempt_at > now:
+        reasons.append(f"its time: not before {when_from(w.next_attempt_at, now)}")
+    for dependency in w.dependencies:
+        reasons.append(f"{dependency.workload_id} to be {dependency.required_state.value}")
+    if w.capability_snapshot:
+        needs = ", ".join(sorted(w.capability_snapshot))
+        reasons.append(f"a worker of definition {w.definition_id!r} holding {needs}")
+    else:
+        reasons.append(f"a worker of definition {w.definition_id!r}")
+    return "; ".join(reasons)
+
+
+def why_it_ended(w: Workload) -> str | None:
+    """Why failed, timed-out or dead-lettered work stopped: the last failure, or the
+    evidence of the event that ended it (a deadline's, say, where no worker failed).
+    """
+    if w.state not in (WorkloadState.DEAD_LETTER, WorkloadState.FAILED, WorkloadState.TIMED_OUT):
+        return None
+    if w.last_failure:
+        return w.last_failure
+    for event in reversed(w.execution_history):
+        if event.evidence:
+            return f"{event.event_type}: {evidence_summary(event.evidence)}"
+    return None
+
+
+def show_workload(console: Console, w: Workload, now: float | None = None) -> None:
+    """Everything an operator asks about one workload: its header, what it waits for,
+    attempts, checkpoints, result, approval, and the timeline of its history.
+    """
+    at = now if now is not None else time.time()
     header = Table.grid(padding=(0, 2))
     header.add_column(style="bold")
     header.add_column()
@@ -144,21 +247,36 @@ def show_workload(console: Console, w: Workload) -> None:
         ("priority", str(w.priority)),
         ("capabilities", ", ".join(sorted(w.capability_snapshot)) or "-"),
         ("idempotency key", w.idempotency_key),
-        ("created / updated", f"{when(w.created_at)} / {when(w.updated_at)}"),
+        ("created", when_from(w.created_at, at)),
+        ("updated", when_from(w.updated_at, at)),
         (
             "attempts",
             f"{w.attempt_count} of {w.retry_policy.max_attempts} (retries {w.retry_count})",
         ),
-        ("next attempt at", when(w.next_attempt_at)),
         ("fencing token", str(w.fencing_token)),
         ("input hash", w.input_hash),
         ("input", json.dumps(w.input, sort_keys=True)),
     ]
-    if w.last_failure:
+    if w.next_attempt_at is not None and w.state not in FINAL_STATES:
+        rows.insert(-3, ("next attempt at", when_from(w.next_attempt_at, at)))
+    if w.dependencies:
+        rows.append(
+            (
+                "depends on",
+                ", ".join(f"{d.workload_id} ({d.required_state.value})" for d in w.dependencies),
+            )
+        )
+    waiting = waits_for(w, at)
+    if waiting is not None:
+        rows.append(("waits for", waiting))
+    ended = why_it_ended(w)
+    if ended is not None:
+        rows.append(("last failure", ended))
+    elif w.last_failure:
         rows.append(("last failure", w.last_failure))
     if w.current_claim is not None:
         claim = w.current_claim
-        rows.append(("held by", f"{claim.worker_id} until {when(claim.expires_at)}"))
+        rows.append(("held by", f"{claim.worker_id} until {when_from(claim.expires_at, at)}"))
     for name, value in rows:
         header.add_row(name, value)
     parts: list[Any] = [header]

@@ -233,8 +233,17 @@ class StoreTarget:
     tenant_id: str
     application_id: str
     subject: Subject
-    grant: SignedGrant
+    grant: SignedGrant | None
+    """The operator's grant, for what records one (a submission's snapshot, a decision's
+    grant id); ``None`` for a command that records none, which so never touches a keyring."""
     clock: Callable[[], int] = field(default=lambda: int(time.time()))
+
+    def _grant(self) -> SignedGrant:
+        if self.grant is None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_UNAUTHORIZED, "this command was opened without a grant"
+            )
+        return self.grant
 
     @property
     def actor(self) -> str:
@@ -253,7 +262,7 @@ class StoreTarget:
             "trigger": s.trigger,
             "input": s.input,
             "requested_by": self.subject,
-            "authorization_snapshot": self.grant,
+            "authorization_snapshot": self._grant(),
             "capability_snapshot": s.capability_snapshot,
             "priority": s.priority,
             "idempotency_key": s.idempotency_key,
@@ -323,7 +332,7 @@ class StoreTarget:
             self.subject,
             outcome,
             reason,
-            self.grant.grant.id,
+            self._grant().grant.id,
             input_hash,
             self.clock(),
         )
@@ -390,10 +399,12 @@ def open_store_target(
     subject: Subject | None = None,
     *,
     capabilities: Iterable[str] = (),
+    records: bool = False,
 ) -> StoreTarget:
     """Open the store at ``db`` (a file or URL) for a local operator, ``subject`` (default
     :func:`local_operator`) in ``tenant_id``'s ``application_id``, under a short grant of
-    ``capabilities``.
+    ``capabilities`` when it ``records`` one (a submission keeps it as its snapshot, a
+    decision names it); a command that records none opens no keyring.
 
     Raises:
         WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the store cannot be opened.
@@ -401,6 +412,10 @@ def open_store_target(
     """
     who = subject if subject is not None else local_operator()
     now = int(time.time())
-    keyring = operator_keyring(db, now)
-    grant = operator_grant(keyring, who, tenant_id, application_id, now, capabilities)
+    grant = None
+    if records:
+        # Only a command that records its grant signs one: a read never creates a keyring
+        # (a signing secret) beside the store (issue 10, point 11).
+        keyring = operator_keyring(db, now)
+        grant = operator_grant(keyring, who, tenant_id, application_id, now, capabilities)
     return StoreTarget(WorkloadStore.open(db), tenant_id, application_id, who, grant)

@@ -12,9 +12,10 @@ from typing import Annotated
 import typer
 
 from feltdb.cli_logging import LogJsonOption, LogLevel, LogLevelOption, configure_logging
+from feltdb.errors import WorkloadError
 from feltdb.worker import Worker
 
-worker_app = typer.Typer(add_completion=False)
+worker_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``worker`` command; ``cli.py`` adds it without a name (a top-level command)."""
 
 
@@ -112,6 +113,14 @@ def worker_command(
             worker.connect(store=store)
             worker.run()
         return
+    if url is not None:
+        from feltdb.client.http import server_url
+
+        try:
+            server_url(url)
+        except WorkloadError as error:
+            typer.echo(f"error: --url: {error.message}", err=True)
+            raise typer.Exit(2) from None  # a usage error
     if url is not None or token is not None:
         worker.connect(url, token=token)
     if worker.store is None and not (worker.url and worker.token):

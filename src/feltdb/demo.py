@@ -9,6 +9,7 @@ simulated (every operation takes ``now``), so a minute of work takes a moment to
 from __future__ import annotations
 
 import secrets
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -272,7 +273,13 @@ def run_demo(path: Path, console: Console, now: int | None = None) -> int:
         console.print(table)
         total = len(store.db.list_rows(DURABLE_WORK_COLLECTION))
         console.print(
-            f"Run {run} (application {application}) is done. The store holds {total} "
-            f"workloads in all; run the demo again and they are all still there."
+            f"Run {run} (tenant {TENANT}, application {application}) is done. The store holds "
+            f"{total} workloads in all; run the demo again and they are all still there."
+        )
+        # Printed whole, never wrapped, so it can be copied and run as it stands.
+        print(
+            f"See this run's work: feltdb ls --db {shlex.quote(str(path))} --tenant {TENANT} "
+            f"--application {application}",
+            flush=True,
         )
         return total

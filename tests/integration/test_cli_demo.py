@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +42,17 @@ def test_the_demo_runs_every_workload_to_success_and_prints_each_transition(tmp_
         assert {w.state for w in workloads} == {WorkloadState.SUCCEEDED}
         recovered = next(w for w in workloads if w.definition_id == "resize-images")
         assert [a.status.value for a in recovered.attempts] == ["WORKER_LOST", "SUCCEEDED"]
+
+
+def test_the_demo_prints_the_command_that_lists_its_work_and_that_command_does(tmp_path: Path):
+    store_file = tmp_path / "demo.sqlite3"
+    run = feltdb("demo", "--db", str(store_file))
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("See this run")]
+    command = shlex.split(line.split(": ", 1)[1])
+    assert command[:2] == ["feltdb", "ls"]
+    listed = feltdb(*command[1:], "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 5
 
 
 def test_a_second_run_keeps_the_first_runs_work(tmp_path: Path):

@@ -20,6 +20,7 @@ against the store catches the same codes here. Two cases have no refusal body to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -134,7 +135,13 @@ class Client:
     """
 
     def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
-        self.url = url.rstrip("/")
+        """Talk to the server at ``url`` (its root: ``http://host:port``) with ``token``.
+
+        Raises:
+            ClientError: ``WORKLOAD_INVALID`` for a URL that is not an ``http``/``https``
+                URL with a host and a valid port.
+        """
+        self.url = server_url(url)
         self.timeout = timeout
         self._http = httpx.Client(
             base_url=self.url,
@@ -170,10 +177,19 @@ class Client:
     ) -> httpx.Response:
         where = f"{self.url}{path}"
         try:
+            content = None if body is None else json.dumps(body, allow_nan=False)
+        except (ValueError, TypeError) as error:
+            raise ClientError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"the request is not JSON (NaN, infinity and non-JSON types are not): {error}",
+            ) from None
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        try:
             answer = self._http.request(
                 method,
                 path,
-                json=body,
+                content=content,
+                headers=headers,
                 params=params,
                 timeout=timeout if timeout is not None else self.timeout,
             )
@@ -352,17 +368,21 @@ class Client:
         lease_ms: int = DEFAULT_LEASE_MS,
         wait_ms: int = 0,
         capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
     ) -> WorkloadClaim | None:
         """Claim the next eligible workload of the token's application that this token's
         capabilities can run; ``None`` when there is none.
 
         With ``wait_ms`` (at most 30 000) the server long-polls: it answers as soon as
         work becomes claimable, or ``None`` once ``wait_ms`` has passed. ``capabilities``
-        narrows the token's: only work they cover is claimed.
+        narrows the token's: only work they cover is claimed. ``definitions`` (``None``:
+        any) claims only work of those definition ids, the ones this worker serves.
         """
         body: dict[str, Any] = {"lease_ms": lease_ms, "wait_ms": wait_ms}
         if capabilities is not None:
             body["capabilities"] = sorted(capabilities)
+        if definitions is not None:
+            body["definitions"] = sorted(definitions)
         answer = self._send(
             "POST",
             "/v1/claims",
@@ -499,6 +519,25 @@ class Client:
         return decision, bool(answer["replayed"])
 
 
+def server_url(url: str) -> str:
+    """``url`` as the root of a server (``http://host:port``, no trailing slash).
+
+    Raises:
+        ClientError: ``WORKLOAD_INVALID`` naming what is wrong with it.
+    """
+    try:
+        parsed = httpx.URL(url)
+        parsed.port  # noqa: B018 (a port that is not a number fails here, not later)
+    except (httpx.InvalidURL, ValueError, TypeError) as error:
+        raise ClientError(ErrorCode.WORKLOAD_INVALID, f"not a URL: {url!r} ({error})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ClientError(
+            ErrorCode.WORKLOAD_INVALID,
+            f"not a server URL: {url!r} (give http://HOST:PORT or https://HOST:PORT)",
+        )
+    return url.rstrip("/")
+
+
 def _refusal(answer: httpx.Response, where: str) -> ClientError:
     """The :class:`ClientError` an unsuccessful answer stands for."""
     status = answer.status_code
@@ -518,10 +557,13 @@ def _refusal(answer: httpx.Response, where: str) -> ClientError:
             )
     except (ValueError, KeyError, TypeError):
         pass
+    # Not an answer of the authority: no feltdb error body, or a route the server lacks (a
+    # URL with a path in it, say, or another service on the port).
     return ClientError(
         ErrorCode.WORKLOAD_STORAGE_FAILURE,
-        f"the feltdb server at {where} answered {status} "
-        + (f"({code})" if isinstance(code, str) else "without an error body"),
+        f"no feltdb API at {where}: it answered {status} "
+        + (f"({code})" if isinstance(code, str) else "without a feltdb error body")
+        + "; is the URL the server's root (http://HOST:PORT)?",
         {"url": where, "status": status, "code": code if isinstance(code, str) else None},
         status=status,
         retry_after=retry_after,

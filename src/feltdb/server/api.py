@@ -228,6 +228,12 @@ class ClaimNextBody(_Body):
         description="Claim only work these capabilities cover (they narrow the grant's; "
         "one the grant does not hold is ignored). Default: the grant's.",
     )
+    definitions: list[Identifier] | None = Field(
+        default=None,
+        max_length=MAX_LIST_ITEMS,
+        description="Claim only work of these definition ids: the ones the worker has "
+        "handlers for (they narrow the grant's constraints). Default: any.",
+    )
 
 
 class ClaimBody(_Body):
@@ -578,6 +584,16 @@ def build_router(ctx: Context) -> APIRouter:
         held = claim is not None and claim.worker_id == worker_name(grant.subject)
         return w if held else None
 
+    def awaiting_decision_of(grant: Grant, workload_id: str) -> Workload | None:
+        # An approver may read work that requires approval (to review its input and its
+        # input hash) with workload:approve alone, as the inbox lists it (issue 10, point 8).
+        try:
+            allow(grant, APPROVE, workload_id)
+            w = owned(grant, workload_id)
+        except WorkloadError:
+            return None
+        return w if w.approval is not None else None
+
     def as_worker(grant: Grant, workload_id: str) -> str:
         allow(grant, CLAIM, workload_id)
         owned(grant, workload_id)
@@ -638,10 +654,11 @@ def build_router(ctx: Context) -> APIRouter:
             allow(grant, READ, workload_id)
         except WorkloadError:
             # A worker may read the work it holds (its definition, timeouts and state:
-            # whether cancellation was requested) without workload:read on the application.
+            # whether cancellation was requested), and an approver work that requires an
+            # approval, without workload:read on the application.
             # Anything else is the refusal for the missing capability, never a 404 that
             # would tell a grant without workload:read whether the workload exists.
-            held = held_by(grant, workload_id)
+            held = held_by(grant, workload_id) or awaiting_decision_of(grant, workload_id)
             if held is None:
                 raise
             return JSONResponse(disclosed(held))
@@ -679,6 +696,10 @@ def build_router(ctx: Context) -> APIRouter:
         held = set(grant.capabilities)
         if options.capabilities is not None:
             held &= set(options.capabilities)
+        definitions = grant.constraints.definitions or None
+        if options.definitions is not None:
+            asked = frozenset(options.definitions)
+            definitions = asked if definitions is None else definitions & asked
         ctx.wakeup.bind(asyncio.get_running_loop())
         deadline = time.monotonic() + options.wait_ms / 1000
         while True:
@@ -692,7 +713,7 @@ def build_router(ctx: Context) -> APIRouter:
                     held,
                     ctx.clock(),
                     options.lease_ms,
-                    definitions=grant.constraints.definitions or None,
+                    definitions=definitions,
                     environments=grant.constraints.environments or None,
                 )
             )

@@ -349,7 +349,10 @@ class RequestMetrics:
             ).observe(elapsed)
             path = str(scope.get("path", ""))
             duration_ms = round(elapsed * 1000, 3)
-            access_log.info(
+            # An idle worker's long-poll answered "no work" every few seconds is not news.
+            idle = status == 204 and path == "/v1/claims"
+            access_log.log(
+                logging.DEBUG if idle else logging.INFO,
                 "%s %s %d %.1f ms",
                 method,
                 path,

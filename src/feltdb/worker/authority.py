@@ -11,11 +11,12 @@ code, whichever way the call travelled.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from feltdb.auth.policy import worker_name
+from feltdb.auth.policy import CLAIM, worker_name
 from feltdb.auth.tokens import decode_token
 from feltdb.client import Client
 from feltdb.work.models import (
@@ -32,14 +33,21 @@ MAINTENANCE_INTERVAL_S = 1.0
 leases): with no server, somebody must, or a dead worker's work would wait forever."""
 
 
+log = logging.getLogger("feltdb.worker")
+
+
 class Authority(Protocol):
     """The authority as a worker sees it. Every method may raise ``WorkloadError``."""
 
     worker_id: str
     """Who the authority knows this worker as (the fence's ``worker``)."""
 
-    def claim_next(self, wait_s: float, lease_ms: int) -> WorkloadClaim | None:
-        """Claim the next workload this worker may run, waiting up to ``wait_s`` for one."""
+    def claim_next(
+        self, wait_s: float, lease_ms: int, definitions: Iterable[str]
+    ) -> WorkloadClaim | None:
+        """Claim the next workload of ``definitions`` (those this worker has handlers for)
+        that it may run, waiting up to ``wait_s`` for one.
+        """
         ...
 
     def get(self, workload_id: str) -> Workload:
@@ -85,13 +93,33 @@ class ServerAuthority:
 
     def __init__(self, url: str, token: str, capabilities: Iterable[str] | None = None) -> None:
         self.client = Client(url, token)
-        self.worker_id = worker_name(decode_token(token).grant.subject)
+        grant = decode_token(token).grant
+        self.worker_id = worker_name(grant.subject)
         self.capabilities = None if capabilities is None else sorted(capabilities)
+        lacking = sorted(set(self.capabilities or ()) - grant.capabilities)
+        if lacking:
+            # The server narrows what a worker declares to what its grant holds, silently:
+            # work requiring these would wait for another worker forever (issue 10, point 2).
+            log.warning(
+                "worker %s declares capabilities its token does not hold: %s; work that "
+                "requires them is never claimed by this worker",
+                self.worker_id,
+                ", ".join(lacking),
+            )
+        if CLAIM not in grant.capabilities:
+            log.warning(
+                "the token of worker %s lacks %s: it can claim nothing", self.worker_id, CLAIM
+            )
 
-    def claim_next(self, wait_s: float, lease_ms: int) -> WorkloadClaim | None:
+    def claim_next(
+        self, wait_s: float, lease_ms: int, definitions: Iterable[str]
+    ) -> WorkloadClaim | None:
         """As :meth:`Authority.claim_next`."""
         return self.client.claim_next(
-            lease_ms=lease_ms, wait_ms=int(wait_s * 1000), capabilities=self.capabilities
+            lease_ms=lease_ms,
+            wait_ms=int(wait_s * 1000),
+            capabilities=self.capabilities,
+            definitions=definitions,
         )
 
     def get(self, workload_id: str) -> Workload:
@@ -166,9 +194,12 @@ class StoreAuthority:
             self.store.enforce_deadlines()
             self.store.recover_expired()
 
-    def claim_next(self, wait_s: float, lease_ms: int) -> WorkloadClaim | None:
+    def claim_next(
+        self, wait_s: float, lease_ms: int, definitions: Iterable[str]
+    ) -> WorkloadClaim | None:
         """As :meth:`Authority.claim_next`."""
         deadline = time.monotonic() + wait_s
+        served = frozenset(definitions)
         while True:
             self._maintain()
             claim = self.store.claim_next(
@@ -177,6 +208,7 @@ class StoreAuthority:
                 self.worker_id,
                 self.capabilities,
                 lease_ms=lease_ms,
+                definitions=served,
             )
             remaining = deadline - time.monotonic()
             if claim is not None or remaining <= 0:

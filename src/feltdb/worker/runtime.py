@@ -363,7 +363,9 @@ class Worker:
                     continue
                 wait_s = 0.0 if until_idle else self.poll_wait_s
                 try:
-                    claim = authority.claim_next(wait_s, self.lease_ms)
+                    # Only work it has a handler for: the rest is left READY for the
+                    # workers that serve it (issue 10, point 1).
+                    claim = authority.claim_next(wait_s, self.lease_ms, self.handlers)
                 except WorkloadError as error:
                     if not is_transient(error):
                         raise
@@ -464,6 +466,13 @@ class Worker:
         attempt.next_beat = time.monotonic() + attempt.beat_every_s
         handler = self.handlers.get(workload.definition_id)
         if handler is None:
+            # Claims name the handlers' definitions, so this is an authority that ignored
+            # them (an older server): say so, and fail it so it is not held for a lease.
+            log.warning(
+                "claimed %s of definition %r, which no handler of this worker serves",
+                claim.workload_id,
+                workload.definition_id,
+            )
             if attempt.take_report():
                 report = FailureReport(
                     NO_HANDLER_KIND,

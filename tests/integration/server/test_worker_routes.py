@@ -60,3 +60,24 @@ def test_claims_may_narrow_the_grants_capabilities(
     covered = http.post("/v1/claims", json={"capabilities": [WORK_CAPABILITY]}, headers=headers)
     assert covered.status_code == 200, covered.text
     assert covered.json()["workload_id"] == workload_id
+
+
+def test_a_worker_claims_only_the_definitions_it_serves(
+    server: Server, http: httpx.Client, app: str
+) -> None:
+    headers = server.headers(app)
+    for key, definition, priority in (("a", "report", 9), ("b", "send", 0)):
+        body = submission(key, definition_id=definition, priority=priority)
+        assert http.post("/v1/workloads", json=body, headers=headers).status_code == 201
+    worker = worker_headers(server, app, "w1")
+    claimed = http.post("/v1/claims", json={"definitions": ["send"]}, headers=worker)
+    assert claimed.status_code == 200, claimed.text
+    claimed_work = http.get(f"/v1/workloads/{claimed.json()['workload_id']}", headers=headers)
+    assert claimed_work.json()["definition_id"] == "send"
+    # Nothing more of "send"; the higher-priority "report" waits, READY, for its worker.
+    assert (
+        http.post("/v1/claims", json={"definitions": ["send"]}, headers=worker).status_code == 204
+    )
+    assert http.post("/v1/claims", json={"definitions": []}, headers=worker).status_code == 204
+    listed = http.get("/v1/workloads", params={"state": "READY"}, headers=headers).json()
+    assert [w["definition_id"] for w in listed["items"]] == ["report"]

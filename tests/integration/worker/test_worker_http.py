@@ -134,3 +134,19 @@ def test_cancellation_reaches_the_handler_through_the_heartbeat(
     done = operator.get(workload.workload_id)
     assert done.state is WorkloadState.CANCELLED
     assert done.result is None
+
+
+def test_a_worker_warns_at_start_of_capabilities_its_token_lacks(
+    server: Server, app: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    token = server.token(app, subject=Subject.worker("w7"), capabilities={CLAIM})
+    worker = Worker(server.url, token=token, capabilities={"email:send", "sms:send"})
+
+    @worker.handler("send")
+    def send(ctx: Context) -> Any:
+        return {}
+
+    with caplog.at_level("WARNING", logger="feltdb.worker"):
+        assert worker.drain() == 0
+    warned = [r.getMessage() for r in caplog.records if "does not hold" in r.getMessage()]
+    assert warned and "email:send, sms:send" in warned[0]

@@ -437,8 +437,11 @@ def test_an_error_that_looks_like_a_secret_is_withheld(
     assert "PRIVATE KEY" not in text and "sk-live" not in text
 
 
-def test_work_without_a_handler_fails_and_other_work_still_runs(store: WorkloadStore) -> None:
-    orphan = admit(store, "k1", definition_id="resize-image", priority=5)
+def test_a_worker_claims_only_work_it_has_a_handler_for(store: WorkloadStore) -> None:
+    # Work of a definition this worker does not serve stays READY for a worker that does,
+    # however high its priority: it is never claimed, and never dead-lettered as
+    # "no handler" (issue 10, point 1).
+    unserved = admit(store, "k1", definition_id="resize-image", priority=5)
     other = admit(store, "k2")
     worker = make_worker(store)
     ran: list[str] = []
@@ -448,18 +451,19 @@ def test_work_without_a_handler_fails_and_other_work_still_runs(store: WorkloadS
         ran.append(ctx.workload_id)
         return {"ok": True}
 
-    assert worker.drain() == 2
-
-    w = store.get(orphan)
-    event = failed_event(w)
-    assert event.evidence["failure_kind"] == "no_handler"
-    assert event.evidence["effect"] == "none"
-    assert event.actor == WORKER
-    assert w.attempts[0].started_at is None  # never started
-    assert "resize-image" in (w.last_failure or "")
-    assert w.state is WorkloadState.DEAD_LETTER  # no_handler is not in retry_on
+    assert worker.drain() == 1
     assert ran == [other]
     assert store.get(other).state is WorkloadState.SUCCEEDED
+    w = store.get(unserved)
+    assert w.state is WorkloadState.READY and w.attempts == []
+    resizer = make_worker(store)
+
+    @resizer.handler("resize-image")
+    def resize(ctx: Context) -> Any:
+        return {"resized": True}
+
+    assert resizer.drain() == 1
+    assert store.get(unserved).state is WorkloadState.SUCCEEDED
 
 
 def test_output_that_is_not_json_is_reported_invalid_output(store: WorkloadStore) -> None:

@@ -1,0 +1,186 @@
+"""What a newcomer trips over (issue 10), each through a real ``feltdb`` subprocess, on a
+store file and against the module's server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.server import Server
+
+from feltdb import Subject, WorkloadStore
+from feltdb.auth.policy import APPROVE
+
+FELTDB = [sys.executable, "-c", "from feltdb.cli import main; main()"]
+
+
+def feltdb(
+    *args: str, columns: int = 200, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FELTDB_")}
+    env["COLUMNS"] = str(columns)
+    return subprocess.run(
+        [*FELTDB, *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+    )
+
+
+def one_line_usage_error(run: subprocess.CompletedProcess[str]) -> str:
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert "Traceback" not in run.stdout + run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, run.stderr
+    return lines[0]
+
+
+def submit(target: list[str], definition: str = "send", *extra: str) -> dict[str, Any]:
+    run = feltdb("submit", definition, "--input", '{"n": 1}', *extra, *target, "--json")
+    assert run.returncode == 0, run.stderr
+    document: dict[str, Any] = json.loads(run.stdout)["workload"]
+    return document
+
+
+# ------------------------------------------------------------------ 3, 4: no tracebacks
+
+
+@pytest.mark.parametrize("document", ["NaN", '{"x": Infinity}', "[-Infinity]"])
+def test_an_input_that_is_not_json_is_a_usage_error_against_a_server_too(
+    server: Server, document: str
+):
+    run = feltdb(
+        "submit", "ok", "--input", document, "--url", server.url, "--token", server.token("a")
+    )
+    assert "is not a JSON number" in one_line_usage_error(run)
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://127.0.0.1:abc", "ftp://host", "host:1"])
+def test_a_malformed_url_is_a_one_line_usage_error(url: str):
+    for command in (["ls"], ["show", "w"], ["worker", "examples.hello_worker:worker"]):
+        run = feltdb(*command, "--url", url, "--token", "fgt2.x")
+        assert "--url" in one_line_usage_error(run) or "URL" in run.stderr, command
+
+
+# ------------------------------------------------------------------ 7: a terminal's width
+
+
+def test_ls_fits_80_columns_never_blanks_a_header_and_says_there_is_more(tmp_path: Path):
+    db = str(tmp_path / "work.db")
+    for n in range(51):
+        run = feltdb("submit", "send-newsletter", "--key", f"k{n}", "--input", "{}", "--db", db)
+        assert run.returncode == 0, run.stderr
+    listed = feltdb("ls", "--db", db, columns=80)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), "\n".join(lines)
+    header = next(line for line in lines if "definition" in line)
+    assert "id" in header and "state" in header
+    with WorkloadStore.open(db) as store:
+        ids = {w.workload_id for w in store.list("default", "default")}
+    shown = {word for line in lines for word in line.replace("│", " ").split() if word in ids}
+    assert len(shown) == 50  # whole ids, the first 50
+    assert "there are more" in listed.stderr and "--all" in listed.stderr
+    everything = feltdb("ls", "--db", db, "--all", "--json")
+    assert len(json.loads(everything.stdout)) == 51 and everything.stderr == ""
+    assert "highest priority, then oldest" in listed.stdout
+
+
+# ------------------------------------------------------------------ 8: approve with approve
+
+
+def test_approve_needs_only_workload_approve(server: Server):
+    app = "approving"
+    requester = ["--url", server.url, "--token", server.token(app)]
+    gated = submit(requester, "send", "--approval")
+    approver = server.token(app, subject=Subject.human("ada"), capabilities=[APPROVE])
+    inbox = feltdb("inbox", "--url", server.url, "--token", approver, "--json")
+    assert [w["workload_id"] for w in json.loads(inbox.stdout)] == [gated["workload_id"]]
+    run = feltdb("approve", gated["workload_id"], "--url", server.url, "--token", approver)
+    assert run.returncode == 0, run.stderr
+    assert "approved" in run.stdout and "READY" in run.stdout
+
+
+# ------------------------------------------------------------------ 10: show and dead
+
+
+def test_show_says_what_ready_work_waits_for_in_iso_times(tmp_path: Path):
+    db = str(tmp_path / "work.db")
+    parent = submit(["--db", db], "parent")
+    child = submit(
+        ["--db", db],
+        "child",
+        "--capability",
+        "email:send",
+        "--not-before",
+        "+1h",
+        "--key",
+        "child",
+    )
+    with WorkloadStore.open(db) as store:  # the CLI has no --dependency: the library has
+        assert store.get(child["workload_id"]).dependencies == []
+    shown = feltdb("show", child["workload_id"], "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert "waits for" in text and "email:send" in text and "not before" in text
+    assert "T" in text.split("created", 1)[1].split("\n", 1)[0] and "Z (" in text
+    assert parent["workload_id"] not in text
+
+
+def test_finished_work_shows_no_next_attempt_and_dead_work_says_why(tmp_path: Path):
+    db = str(tmp_path / "work.db")
+    done = submit(["--db", db], "done", "--key", "done")
+    dead = submit(["--db", db], "dead", "--key", "dead", "--max-attempts", "1")
+    with WorkloadStore.open(db) as store:
+        for workload in (done, dead):
+            claim = store.claim(workload["workload_id"], "w1", set())
+            store.start(workload["workload_id"], claim.claim_id, "w1", claim.fencing_token)
+        claim = store.get(done["workload_id"]).current_claim
+        assert claim is not None
+        store.complete(done["workload_id"], claim.claim_id, "w1", claim.fencing_token, "r", {})
+        claim = store.get(dead["workload_id"]).current_claim
+        assert claim is not None
+        store.fail(
+            dead["workload_id"], claim.claim_id, "w1", claim.fencing_token,
+            "worker_failure", "smtp down", effect="unknown",
+        )  # fmt: skip
+    shown = feltdb("show", done["workload_id"], "--db", db, columns=100)
+    assert "next attempt" not in shown.stdout
+    dead_page = feltdb("show", dead["workload_id"], "--db", db, columns=100).stdout
+    assert (
+        "effect=unknown" in dead_page.replace("\n", "").replace(" ", "").replace("│", "")
+        or "effect=unknown" in dead_page
+    )
+    listed = feltdb("dead", "--db", db, columns=160)
+    assert "why" in listed.stdout and "smtp down" in listed.stdout
+
+
+# ------------------------------------------------------------------ 11: reads write nothing
+
+
+def test_a_read_on_a_store_creates_no_file(tmp_path: Path):
+    db = tmp_path / "work.db"
+    WorkloadStore.open(db).close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for command in (["ls"], ["inbox"], ["dead"], ["audit"], ["show", "workload_x"]):
+        feltdb(*command, "--db", str(db))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert not (tmp_path / "feltdb-keyring.json").exists()
+
+
+# ------------------------------------------------------------------ 17: quiet idle workers
+
+
+def test_an_idle_long_poll_is_not_logged_at_info(server: Server):
+    headers = server.headers("idle-app")
+    marker = "/v1/claims"
+    before = server.log.read_text().count(marker)
+    for _ in range(3):
+        answer = httpx.post(f"{server.url}/v1/claims", json={}, headers=headers, timeout=10)
+        assert answer.status_code == 204
+    assert server.log.read_text().count(marker) == before
+    httpx.get(f"{server.url}/v1/workloads", headers=headers, timeout=10)
+    assert "GET /v1/workloads 200" in server.log.read_text()
