@@ -35,7 +35,7 @@ from feltdb.cli_target import (
     Target,
     open_store_target,
 )
-from feltdb.errors import WorkloadError
+from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage import sqlite_path
 from feltdb.work.disclosure import disclosed
 from feltdb.work.models import ApprovalPolicy, WorkloadRetryPolicy, WorkloadTimeouts
@@ -626,7 +626,13 @@ def audit(
         int, typer.Option(min=0, help="Show transactions committed after this revision.")
     ] = 0,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep polling for new ones until Ctrl-C.")
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep polling for new ones until Ctrl-C, reconnecting (with backoff, said "
+            "on stderr) when the server or store is lost.",
+        ),
     ] = False,
     interval: Annotated[
         float, typer.Option(min=0.05, help="With --follow: seconds between polls.")
@@ -646,9 +652,23 @@ def audit(
     """
     with connected(url, token, db, tenant, application, as_, needs=(AUDIT,)) as target:
         after = since
+        pause = interval
         try:
             while True:
-                items, next_after = target.audit(after, AUDIT_PAGE)
+                try:
+                    items, next_after = target.audit(after, AUDIT_PAGE)
+                except WorkloadError as error:
+                    if not follow or error.code != ErrorCode.WORKLOAD_STORAGE_FAILURE:
+                        raise
+                    # Following outlives a server restart or a lost connection: say so,
+                    # and try again, waiting twice as long each time up to a minute.
+                    pause = min(max(pause * 2, interval), MAX_FOLLOW_PAUSE_S)
+                    typer.echo(f"{error.message}; retrying in {pause:.1f}s", err=True)
+                    time.sleep(pause)
+                    continue
+                if pause != interval:
+                    typer.echo("reconnected", err=True)
+                    pause = interval
                 for transaction in items:
                     if json_output:
                         print_json(transaction.model_dump(mode="json"))
@@ -664,6 +684,10 @@ def audit(
         except KeyboardInterrupt:
             # Ctrl-C is how --follow ends: a normal exit.
             return
+
+
+MAX_FOLLOW_PAUSE_S = 60.0
+"""The longest ``audit --follow`` waits between attempts to reach a store it lost."""
 
 
 @ops_app.command("migrate-legacy")

@@ -66,6 +66,11 @@ MAX_TEXT_CHARS = 4096
 MAX_LIST_ITEMS = 1024
 """The most items of a list argument (capabilities, artifacts, dependencies, scopes)."""
 
+MAX_DOCUMENT_BYTES = 1024 * 1024
+"""The largest JSON document (input, checkpoint state, output), as canonical UTF-8 JSON:
+1 MiB, the same bound as the server's request body, so the library admits nothing the
+server would refuse."""
+
 MAX_JSON_DEPTH = 64
 """The deepest a JSON document (input, checkpoint state, output) may nest: a scalar at the
 top is depth 0, and each object or array around it adds one."""

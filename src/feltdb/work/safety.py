@@ -24,8 +24,9 @@ import re
 import unicodedata
 from typing import Any
 
+from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_JSON_DEPTH, text_problem
+from feltdb.fields import MAX_DOCUMENT_BYTES, MAX_JSON_DEPTH, text_problem
 
 SECRET_KEY_NAMES = frozenset(
     {
@@ -85,6 +86,8 @@ _ASCII_NOT_ALNUM = str.maketrans(
     "", "", "".join(c for c in map(chr, range(128)) if not c.isalnum())
 )
 _SHORTEST_SECRET = len("fdb_live_")
+_MEMBER_BOUND = 32
+"""Bytes a member may take besides its text: a number's digits, quotes, a colon, a comma."""
 """No pattern matches fewer characters, so shorter strings are not searched."""
 
 
@@ -151,10 +154,16 @@ def check_document(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH) -
             ``WORKLOAD_SECRET_REJECTED`` naming ``field`` for a secret key or value.
     """
     stack: list[tuple[Any, int]] = []
+    # An upper bound of the encoded size, grown as the walk goes: the exact size (an
+    # encode) is computed only for a document that might pass the limit.
+    size = 0
 
     def member(item: Any, depth: int) -> None:
+        nonlocal size
         kind = type(item)
+        size += _MEMBER_BOUND
         if kind is str:
+            size += 6 * len(item)  # at worst a \uXXXX escape per character
             _check_string(item, field)
         elif kind is dict or kind is list or isinstance(item, dict | list | tuple):
             if depth >= max_depth:
@@ -183,10 +192,17 @@ def check_document(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH) -
                     raise _secret(field)
                 if secret_key(key):
                     raise _secret(field)
+                size += 6 * len(key)
                 member(item, depth)
         else:
             for item in container:
                 member(item, depth)
+    if size > MAX_DOCUMENT_BYTES:
+        encoded = len(canonical_json(value).encode("utf-8"))
+        if encoded > MAX_DOCUMENT_BYTES:
+            raise _invalid(
+                field, f"is {encoded} bytes of JSON, over the limit of {MAX_DOCUMENT_BYTES}"
+            )
 
 
 def ensure_safe(value: Any, field: str) -> None:

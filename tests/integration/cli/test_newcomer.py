@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from support.server import Server
 
 from feltdb import Subject, WorkloadStore
-from feltdb.auth.policy import APPROVE
+from feltdb.auth.policy import ALL_CAPABILITIES, APPROVE, application_grant
 
 FELTDB = [sys.executable, "-c", "from feltdb.cli import main; main()"]
 
@@ -184,3 +185,64 @@ def test_an_idle_long_poll_is_not_logged_at_info(server: Server):
     assert server.log.read_text().count(marker) == before
     httpx.get(f"{server.url}/v1/workloads", headers=headers, timeout=10)
     assert "GET /v1/workloads 200" in server.log.read_text()
+
+
+# ------------------------------------------------------------------ 15: follow reconnects
+
+
+def test_audit_follow_outlives_a_server_restart(tmp_path: Path):
+    from support.server import free_port, serve_command, stop, wait_until_healthy
+
+    from feltdb.auth.tokens import Keyring
+
+    keyring = Keyring.generate()
+    keyring.save(tmp_path / "keyring.json")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FELTDB_")}
+
+    def start(log: Path) -> subprocess.Popen[bytes]:
+        args = ["--db", str(tmp_path / "work.db"), "--keyring", str(tmp_path / "keyring.json")]
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                serve_command(*args, "--port", str(port)), stdout=output,
+                stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
+            )  # fmt: skip
+        wait_until_healthy(url, process, log)
+        return process
+
+    now = int(time.time())
+    operator = Subject.human("ops")
+    grant = application_grant(
+        operator, "default", "default", ALL_CAPABILITIES, issued_at=now - 60, expires_at=now + 600
+    )
+    token = keyring.sign(grant)
+    target = ["--url", url, "--token", token]
+    first = start(tmp_path / "one.log")
+    out, err = (tmp_path / "follow.out").open("w"), (tmp_path / "follow.err").open("w")
+    follower = subprocess.Popen(
+        [*FELTDB, "audit", "--follow", "--interval", "0.1", *target],
+        stdout=out, stderr=err, env=env,
+    )  # fmt: skip
+    try:
+        submit(target, "before", "--key", "before")
+        stop(first)
+        deadline = time.monotonic() + 30
+        while "retrying" not in (tmp_path / "follow.err").read_text():
+            assert time.monotonic() < deadline, "the follower never said it lost the server"
+            assert follower.poll() is None, "the follower exited when the server stopped"
+            time.sleep(0.1)
+        second = start(tmp_path / "two.log")
+        try:
+            after = submit(target, "after", "--key", "after")
+            while after["workload_id"] not in (tmp_path / "follow.out").read_text():
+                assert time.monotonic() < deadline + 30, "nothing followed the restart"
+                time.sleep(0.1)
+            assert "reconnected" in (tmp_path / "follow.err").read_text()
+        finally:
+            stop(second)
+    finally:
+        follower.terminate()
+        follower.wait(timeout=10)
+        out.close()
+        err.close()

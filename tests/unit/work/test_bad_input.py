@@ -495,3 +495,13 @@ def test_a_decision_whose_reason_is_not_text_is_invalid_not_silently_dropped(sto
         )
     assert_names(refused.value, "reason")
     assert store.db.current_revision() == revision
+
+
+def test_the_library_refuses_a_5_mb_input_as_the_server_does(store):
+    from support.factories import make_request
+
+    with pytest.raises(WorkloadError) as refused:
+        store.admit(make_request(input={"blob": "x" * 5_000_000}))
+    assert refused.value.code == "WORKLOAD_INVALID"
+    assert refused.value.details == {"fields": ["input"]}
+    assert store.list("t", "app") == []

@@ -187,3 +187,13 @@ def test_plain_json_is_admitted_unless_it_holds_a_secret(value: Any):
         check_document(value, "input")
     except WorkloadError as error:
         assert error.code == "WORKLOAD_SECRET_REJECTED"
+
+
+def test_a_document_over_1_mib_of_json_is_refused_and_one_just_under_is_not():
+    from feltdb.fields import MAX_DOCUMENT_BYTES
+
+    overhead = len('{"k":""}')
+    check_document({"k": "x" * (MAX_DOCUMENT_BYTES - overhead)}, "input")
+    assert "over the limit" in refusal({"k": "x" * (MAX_DOCUMENT_BYTES - overhead + 1)}).message
+    assert "over the limit" in refusal(list(range(300_000))).message  # numbers count too
+    assert "over the limit" in refusal({"k": "é" * (MAX_DOCUMENT_BYTES // 2)}).message  # bytes
