@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -105,33 +106,50 @@ def serve(
         else:
             console.print(message)
 
-    from_env = os.environ.get(KEYRING_ENV)
-    if from_env:
-        # A keyring handed over by the environment is the operator's: nothing is written
-        # and no admin token is minted.
-        ring, admin_token = Keyring.from_json(from_env), None
-        say(f"keyring from {KEYRING_ENV}")
-    else:
-        keyring_path = keyring if keyring is not None else default_keyring_path(db)
-        ring, admin_token = load_or_create_keyring(keyring_path, wall_clock())
-    url = f"http://{host}:{port}"
-    if admin_token is not None:
-        say(f"created keyring {keyring_path}")  # only created when read from a file
-        say("admin token (tenant default, application default, 30 days):")
-        # Printed bare on stdout (no wrapping or markup, not a log line) so it can be
-        # copied whole.
-        print(admin_token, flush=True)
+    # Bind first, then open the store, then mint: a busy port or a store that cannot be
+    # opened fails before a keyring is written or an admin token printed (and lost).
+    listening = _listen(host, port)
     with WorkloadStore.open(db, max_lease_ms=max_lease * 1000) as store:
+        from_env = os.environ.get(KEYRING_ENV)
+        if from_env:
+            # A keyring handed over by the environment is the operator's: nothing is
+            # written and no admin token is minted.
+            ring, admin_token = Keyring.from_json(from_env), None
+            say(f"keyring from {KEYRING_ENV}")
+        else:
+            keyring_path = keyring if keyring is not None else default_keyring_path(db)
+            ring, admin_token = load_or_create_keyring(keyring_path, wall_clock())
+        url = f"http://{host}:{port}"
+        if admin_token is not None:
+            say(f"created keyring {keyring_path}")  # only created when read from a file
+            say("admin token (tenant default, application default, 30 days):")
+            # Printed bare on stdout (no wrapping or markup, not a log line) so it can be
+            # copied whole.
+            print(admin_token, flush=True)
+            say("(mint another later with: feltdb grant issue --admin)")
         api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
         say(f"feltdb serving {db} at {url}")
-        uvicorn.run(
-            api,
-            host=host,
-            port=port,
-            log_config=config,
-            log_level=log_level.value,
-            access_log=False,  # feltdb.access logs each request once, in either format
-        )
+        uvicorn.Server(
+            uvicorn.Config(
+                api,
+                fd=listening.fileno(),
+                log_config=config,
+                log_level=log_level.value,
+                access_log=False,  # feltdb.access logs each request once, in either format
+            )
+        ).run()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port``; a port in use is a one-line error (exit 1)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        listening = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as error:
+        typer.echo(f"error: cannot listen on {host}:{port}: {error.strerror or error}", err=True)
+        raise typer.Exit(1) from None
+    listening.set_inheritable(True)
+    return listening
 
 
 def _print_version(asked: bool) -> None:

@@ -22,6 +22,7 @@ from feltdb.auth import (
     Subject,
     SubjectKind,
 )
+from feltdb.auth.policy import ALL_CAPABILITIES
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS
 
@@ -89,12 +90,29 @@ def resource_scope(uri: str, application_id: str) -> ResourceScope:
 
 @grant_app.command("issue")
 def grant_issue(
-    subject: Annotated[str, typer.Option(help="Who the grant is for, as KIND:ID.")],
-    tenant: Annotated[str, typer.Option(help="The tenant the grant acts in.")],
-    application: Annotated[str, typer.Option(help="The application the grant acts in.")],
+    subject: Annotated[
+        str | None,
+        typer.Option(help="Who the grant is for, as KIND:ID (with --admin: human:admin)."),
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="The tenant the grant acts in (with --admin: default).")
+    ] = None,
+    application: Annotated[
+        str | None,
+        typer.Option(help="The application the grant acts in (with --admin: default)."),
+    ] = None,
     capability: Annotated[
-        list[str], typer.Option(help="A capability, e.g. workload:claim (repeatable).")
-    ],
+        list[str] | None,
+        typer.Option(help="A capability, e.g. workload:claim (repeatable)."),
+    ] = None,
+    admin: Annotated[
+        bool,
+        typer.Option(
+            "--admin",
+            help="An administrator's grant: every capability, for a day unless --lifetime "
+            "says otherwise (the token a first `feltdb serve` prints, minted again).",
+        ),
+    ] = False,
     keyring: Annotated[
         Path, typer.Option(help="The keyring whose active key signs.")
     ] = DEFAULT_KEYRING,
@@ -103,8 +121,9 @@ def grant_issue(
         typer.Option(help="A resource URI glob (repeatable); default flow://APPLICATION/*."),
     ] = None,
     lifetime: Annotated[
-        int, typer.Option(min=1, help="Seconds the grant is valid from now.")
-    ] = 3600,
+        int | None,
+        typer.Option(min=1, help="Seconds the grant is valid from now (3600; --admin: 86400)."),
+    ] = None,
     issuer: Annotated[
         str, typer.Option(help="Who issues the grant, as KIND:ID.")
     ] = "service:feltdb-cli",
@@ -123,15 +142,32 @@ def grant_issue(
         ),
     ] = None,
 ) -> None:
-    """Mint a signed grant and print it as a bearer token."""
+    """Mint a signed grant and print it as a bearer token on stdout (its grant id, to revoke
+    it by, on stderr).
+    """
     try:
         ring = Keyring.load(keyring)
     except OSError as error:
         raise _fail(f"cannot read keyring {keyring}: {error.strerror or error}") from None
-    if not tenant or not application:
-        raise WorkloadError(ErrorCode.WORKLOAD_INVALID, "tenant and application must be given")
+    if admin:
+        subject = subject or "human:admin"
+        tenant, application = tenant or "default", application or "default"
+        capability = sorted({*(capability or ()), *ALL_CAPABILITIES})
+    missing = [
+        f"--{name}"
+        for name, value in (
+            ("subject", subject),
+            ("tenant", tenant),
+            ("application", application),
+            ("capability", capability),
+        )
+        if not value
+    ]
+    if missing or subject is None or tenant is None or application is None:
+        raise typer.BadParameter(f"give {', '.join(missing)} (or --admin)")
     uris = resource or [f"flow://{application}/*"]
     now = int(time.time())
+    lifetime = lifetime if lifetime is not None else (86400 if admin else 3600)
     grant = Grant(
         id=f"grant_{secrets.token_hex(8)}",
         issuer=parse_subject(issuer),
@@ -147,3 +183,4 @@ def grant_issue(
         expires_at=now + lifetime,
     )
     typer.echo(ring.sign(grant))
+    typer.echo(f"grant {grant.id} (revoke it with: feltdb grant revoke {grant.id})", err=True)

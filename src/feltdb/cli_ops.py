@@ -20,13 +20,14 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from feltdb.auth.policy import APPROVE, AUDIT, CANCEL, OPERATE, READ, SUBMIT
-from feltdb.cli_auth import parse_subject
+from feltdb.auth.policy import APPROVE, AUDIT, CANCEL, OPERATE, READ, REVOKE, SUBMIT
+from feltdb.cli_auth import grant_app, parse_subject
 from feltdb.cli_render import (
     audit_line,
     print_json,
     show_workload,
     stdout_console,
+    when,
     workload_table,
 )
 from feltdb.cli_target import (
@@ -684,6 +685,51 @@ def audit(
         except KeyboardInterrupt:
             # Ctrl-C is how --follow ends: a normal exit.
             return
+
+
+@grant_app.command("revoke")
+def grant_revoke(
+    grant_id: Annotated[str, typer.Argument(metavar="GRANT_ID", help="The grant's id.")],
+    url: UrlOption = None,
+    token: TokenOption = None,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    application: ApplicationOption = "default",
+    as_: AsOption = None,
+) -> None:
+    """Revoke a grant of the tenant and application (grant issue prints its id): every
+    request under it is refused from then on. Needs grant:revoke over the application.
+    """
+    with connected(url, token, db, tenant, application, as_, needs=(REVOKE,)) as target:
+        revoked = target.revoke_grant(grant_id)
+    stdout_console().print(f"revoked grant {grant_id}" + ("" if revoked else " (it already was)"))
+
+
+@grant_app.command("list")
+def grant_list(
+    json_output: JsonOption = False,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    db: DbOption = None,
+    tenant: TenantOption = "default",
+    application: ApplicationOption = "default",
+    as_: AsOption = None,
+) -> None:
+    """List the grants revoked in the tenant and application, oldest first (minted grants
+    are not recorded anywhere: a grant is a signed token, checked by its signature).
+    """
+    with connected(url, token, db, tenant, application, as_, needs=(REVOKE,)) as target:
+        found = target.revocations()
+    if json_output:
+        print_json(found)
+        return
+    if not found:
+        stdout_console().print("revoked grants: none")
+        return
+    for entry in found:
+        typer.echo(
+            f"{entry['grant_id']}\trevoked {when(entry['revoked_at'])} by {entry['revoked_by']}"
+        )
 
 
 MAX_FOLLOW_PAUSE_S = 60.0

@@ -113,6 +113,14 @@ class Target(Protocol):
         """Committed transactions after revision ``after`` and the revision to go on after."""
         ...
 
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke a grant of this tenant and application; whether this call revoked it."""
+        ...
+
+    def revocations(self) -> builtins.list[dict[str, Any]]:
+        """The grants revoked in this tenant and application, oldest first."""
+        ...
+
     def close(self) -> None:
         """Release connections (and the store, if this target opened it)."""
         ...
@@ -217,6 +225,14 @@ class ServerTarget:
         """See :meth:`Target.audit`."""
         page = self.client.audit(after=after, limit=limit)
         return page.items, page.next_after
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """See :meth:`Target.revoke_grant`."""
+        return self.client.revoke_grant(grant_id)
+
+    def revocations(self) -> builtins.list[dict[str, Any]]:
+        """See :meth:`Target.revocations`."""
+        return self.client.revocations()
 
     def close(self) -> None:
         """See :meth:`Target.close`."""
@@ -340,6 +356,20 @@ class StoreTarget:
     def audit(self, after: int, limit: int) -> tuple[builtins.list[CommittedTransaction], int]:
         """See :meth:`Target.audit`."""
         return self.store.audit_after(self.tenant_id, self.application_id, after, limit)
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """See :meth:`Target.revoke_grant`."""
+        return self.store.revoke_grant(
+            grant_id,
+            self.actor,
+            self.clock(),
+            tenant_id=self.tenant_id,
+            application_id=self.application_id,
+        )
+
+    def revocations(self) -> builtins.list[dict[str, Any]]:
+        """See :meth:`Target.revocations`."""
+        return self.store.revocations(self.tenant_id, self.application_id)
 
     def close(self) -> None:
         """See :meth:`Target.close`."""

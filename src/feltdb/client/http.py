@@ -20,6 +20,7 @@ against the store catches the same codes here. Two cases have no refusal body to
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -352,6 +353,13 @@ class Client:
         answer = self._ask("GET", "/v1/audit", params={"after": after, "limit": limit})
         items = [CommittedTransaction.model_validate(item) for item in answer["items"]]
         return AuditPage(items, int(answer["next_after"]))
+
+    def revocations(self) -> builtins.list[dict[str, Any]]:
+        """The grants revoked in the token's tenant and application, oldest first
+        (``grant_id``, ``revoked_by``, ``revoked_at``; needs ``grant:revoke``).
+        """
+        items: builtins.list[dict[str, Any]] = self._ask("GET", "/v1/grants/revocations")["items"]
+        return items
 
     def revoke_grant(self, grant_id: str) -> bool:
         """Revoke a grant of the token's tenant and application: refused from the next

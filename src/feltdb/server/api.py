@@ -464,6 +464,20 @@ class AuditPage(BaseModel):
     next_after: int
 
 
+class Revocation(BaseModel):
+    """A revoked grant: its id, who revoked it, and when (unix seconds)."""
+
+    grant_id: str
+    revoked_by: str
+    revoked_at: int
+
+
+class RevocationList(BaseModel):
+    """The grants revoked in the caller's tenant and application, oldest first."""
+
+    items: list[Revocation]
+
+
 class RevokeAnswer(BaseModel):
     """What a revocation did: grant ``grant_id`` *of this tenant and application* is
     revoked (``revoked`` false: it already was). A grant of another tenant or
@@ -981,6 +995,17 @@ def build_router(ctx: Context) -> APIRouter:
         )
 
     # -------------------------------------------------------------- grants
+
+    @router.get(
+        "/grants/revocations",
+        summary="The grants revoked in this tenant and application",
+        responses=_answers(RevocationList, *_AUTH),
+    )
+    def revocations(caller: Auth) -> JSONResponse:
+        grant = caller.grant
+        whole_application(grant, REVOKE)
+        items = store.revocations(grant.tenant_id, grant.application_id)
+        return JSONResponse({"items": items})
 
     @router.post(
         "/grants/{grant_id}/revoke",

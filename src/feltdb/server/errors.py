@@ -22,6 +22,7 @@ with a generic body that reveals nothing of it.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,17 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
 """The HTTP status of each error code (see the module docstring for the two exceptions)."""
 
 
+class RouteCode(enum.StrEnum):
+    """Codes of answers about the URL itself, not about work: so a wrong URL (``…/v1`` for
+    the server's root, another service on the port) is told apart from missing work.
+    """
+
+    NOT_FOUND = "NOT_FOUND"
+    """No route of this API has this path."""
+    METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
+    """The path is a route of this API, but not for this method (``Allow`` says which)."""
+
+
 class Unauthenticated(WorkloadError):
     """``WORKLOAD_UNAUTHORIZED`` answered ``401``: no bearer token, or an undecodable one."""
 
@@ -88,7 +100,7 @@ class ErrorDetail(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    code: ErrorCode
+    code: ErrorCode | RouteCode
     message: str
     details: dict[str, Any] | None
 
@@ -104,7 +116,8 @@ class ErrorBody(BaseModel):
 ERROR_DESCRIPTIONS: dict[int, str] = {
     401: "No bearer token, or one that cannot be decoded (WORKLOAD_UNAUTHORIZED)",
     403: "The token does not verify, was revoked, or does not cover this request",
-    404: "No such workload in the token's tenant and application (WORKLOAD_NOT_FOUND)",
+    404: "No such workload in the token's tenant and application (WORKLOAD_NOT_FOUND), or"
+    " no such route (NOT_FOUND)",
     409: "The request conflicts with the workload's committed state",
     413: "The request body is over the 1 MiB limit (WORKLOAD_INVALID)",
     422: "The request is invalid (WORKLOAD_INVALID, WORKLOAD_SECRET_REJECTED)",
@@ -204,8 +217,8 @@ def install_error_handlers(app: FastAPI, clock: Callable[[], int]) -> None:
                 ),
                 422,
             )
-        code = (
-            ErrorCode.WORKLOAD_NOT_FOUND if exc.status_code == 404 else ErrorCode.WORKLOAD_INVALID
+        code: str = {404: RouteCode.NOT_FOUND, 405: RouteCode.METHOD_NOT_ALLOWED}.get(
+            exc.status_code, ErrorCode.WORKLOAD_INVALID
         )
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
@@ -274,12 +287,20 @@ class BodyLimit:
 
 
 def _allowed_methods(request: Request) -> set[str]:
-    """Every method a route of the app serves at the request's path."""
+    """Every method a route of the app serves at the request's path (routes of included
+    routers too: FastAPI groups those under one entry).
+    """
     allowed: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match is not Match.NONE:
-            allowed |= set(getattr(route, "methods", None) or ())
+    pending = list(request.app.router.routes)
+    while pending:
+        route = pending.pop()
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            pending.extend(included.routes)
+            continue
+        methods = getattr(route, "methods", None)
+        if methods and route.matches(request.scope)[0] is not Match.NONE:
+            allowed |= set(methods)
     return allowed
 
 

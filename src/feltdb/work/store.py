@@ -1007,6 +1007,24 @@ class WorkloadStore:
             return False
         return True
 
+    def revocations(self, tenant_id: str, application_id: str) -> builtins.list[dict[str, Any]]:
+        """The grants :meth:`revoke_grant` revoked in ``tenant_id``'s ``application_id``,
+        oldest first: ``{"grant_id", "revoked_by", "revoked_at"}`` each. Minted grants are
+        not recorded, so revocations are what a store can list.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        found = [
+            {key: row.document[key] for key in ("grant_id", "revoked_by", "revoked_at")}
+            for row in self.db.list_rows(REVOKED_GRANTS_COLLECTION)
+            if row.document.get("tenant_id") == tenant_id
+            and row.document.get("application_id") == application_id
+        ]
+        return sorted(found, key=lambda entry: (entry["revoked_at"], entry["grant_id"]))
+
     def is_grant_revoked(self, grant_id: str, *, tenant_id: str, application_id: str) -> bool:
         """Whether :meth:`revoke_grant` revoked this grant of ``tenant_id``'s
         ``application_id``. One keyed read of the store (the primary key).

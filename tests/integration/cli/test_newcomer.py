@@ -145,9 +145,14 @@ def test_finished_work_shows_no_next_attempt_and_dead_work_says_why(tmp_path: Pa
         claim = store.get(dead["workload_id"]).current_claim
         assert claim is not None
         store.fail(
-            dead["workload_id"], claim.claim_id, "w1", claim.fencing_token,
-            "worker_failure", "smtp down", effect="unknown",
-        )  # fmt: skip
+            dead["workload_id"],
+            claim.claim_id,
+            "w1",
+            claim.fencing_token,
+            "worker_failure",
+            "smtp down",
+            effect="unknown",
+        )
     shown = feltdb("show", done["workload_id"], "--db", db, columns=100)
     assert "next attempt" not in shown.stdout
     dead_page = feltdb("show", dead["workload_id"], "--db", db, columns=100).stdout
@@ -205,9 +210,12 @@ def test_audit_follow_outlives_a_server_restart(tmp_path: Path):
         args = ["--db", str(tmp_path / "work.db"), "--keyring", str(tmp_path / "keyring.json")]
         with log.open("wb") as output:
             process = subprocess.Popen(
-                serve_command(*args, "--port", str(port)), stdout=output,
-                stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
-            )  # fmt: skip
+                serve_command(*args, "--port", str(port)),
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=tmp_path,
+            )
         wait_until_healthy(url, process, log)
         return process
 
@@ -222,8 +230,10 @@ def test_audit_follow_outlives_a_server_restart(tmp_path: Path):
     out, err = (tmp_path / "follow.out").open("w"), (tmp_path / "follow.err").open("w")
     follower = subprocess.Popen(
         [*FELTDB, "audit", "--follow", "--interval", "0.1", *target],
-        stdout=out, stderr=err, env=env,
-    )  # fmt: skip
+        stdout=out,
+        stderr=err,
+        env=env,
+    )
     try:
         submit(target, "before", "--key", "before")
         stop(first)
@@ -246,3 +256,83 @@ def test_audit_follow_outlives_a_server_restart(tmp_path: Path):
         follower.wait(timeout=10)
         out.close()
         err.close()
+
+
+# ------------------------------------------------------------------ 5: a wrong URL
+
+
+def test_a_url_that_is_no_feltdb_api_is_said_so(server: Server):
+    token = server.token("wrong-url")
+    for url in (f"{server.url}/v1", f"{server.url}/some/path"):
+        run = feltdb("ls", "--url", url, "--token", token)
+        assert run.returncode == 1, run.stderr
+        assert "no feltdb API at" in run.stderr and "Traceback" not in run.stderr
+
+
+# ------------------------------------------------------------------ 6, 16: tokens and grants
+
+
+def test_serve_on_a_busy_port_fails_before_it_mints_anything(tmp_path: Path):
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        run = feltdb("serve", "--db", str(tmp_path / "work.db"), "--port", str(port), cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "cannot listen on 127.0.0.1" in run.stderr
+    assert "fgt2." not in run.stdout
+    assert not (tmp_path / "feltdb-keyring.json").exists()
+
+
+def test_an_admin_token_can_be_minted_later_and_a_grant_revoked_and_listed(server: Server):
+    keyring = str(server.log.parent / "keyring.json")
+    minted = feltdb(
+        "grant",
+        "issue",
+        "--admin",
+        "--keyring",
+        keyring,
+        "--tenant",
+        "t",
+        "--application",
+        "granting",
+    )
+    assert minted.returncode == 0, minted.stderr
+    admin = minted.stdout.strip()
+    grant = server.keyring.verify(admin, int(time.time()))
+    assert grant.capabilities >= ALL_CAPABILITIES and grant.subject == Subject.human("admin")
+    assert f"grant {grant.id}" in minted.stderr
+    victim = feltdb(
+        "grant",
+        "issue",
+        "--keyring",
+        keyring,
+        "--subject",
+        "worker:w9",
+        "--tenant",
+        "t",
+        "--application",
+        "granting",
+        "--capability",
+        "workload:read",
+    )
+    victim_token = victim.stdout.strip()
+    victim_id = victim.stderr.split()[1]
+    target = ["--url", server.url, "--token", admin, "--tenant", "t"]
+    headers = {"Authorization": f"Bearer {victim_token}"}
+    assert httpx.get(f"{server.url}/v1/workloads", headers=headers).status_code == 200
+    revoked = feltdb("grant", "revoke", victim_id, *target)
+    assert revoked.returncode == 0, revoked.stderr
+    assert httpx.get(f"{server.url}/v1/workloads", headers=headers).status_code == 403
+    listed = feltdb("grant", "list", *target, "--json")
+    assert [entry["grant_id"] for entry in json.loads(listed.stdout)] == [victim_id]
+    again = feltdb("grant", "revoke", victim_id, *target)
+    assert "already" in again.stdout
+
+
+def test_grant_revoke_and_list_work_on_a_store_file_too(tmp_path: Path):
+    db = str(tmp_path / "work.db")
+    WorkloadStore.open(db).close()
+    assert feltdb("grant", "revoke", "g-1", "--db", db).returncode == 0
+    listed = feltdb("grant", "list", "--db", db)
+    assert listed.stdout.startswith("g-1\trevoked ")

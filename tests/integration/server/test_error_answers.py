@@ -27,8 +27,16 @@ def test_unknown_work_is_404(server: Server, http, app):
     assert error["code"] == "WORKLOAD_NOT_FOUND"
 
 
-def test_an_unknown_route_is_404_in_the_same_shape(http):
-    assert error_of(http.get("/v2/nothing"), 404)["code"] == "WORKLOAD_NOT_FOUND"
+def test_an_unknown_route_is_404_in_the_same_shape_with_a_code_of_its_own(http):
+    # NOT_FOUND, not WORKLOAD_NOT_FOUND: a wrong URL is told apart from missing work.
+    assert error_of(http.get("/v2/nothing"), 404)["code"] == "NOT_FOUND"
+    assert error_of(http.get("/v1/v1/workloads"), 404)["code"] == "NOT_FOUND"
+
+
+def test_a_method_a_route_does_not_take_is_405_method_not_allowed(http):
+    answer = http.delete("/v1/workloads")
+    assert error_of(answer, 405)["code"] == "METHOD_NOT_ALLOWED"
+    assert set(answer.headers["allow"].split(", ")) >= {"GET", "POST"}
 
 
 def test_a_stale_fence_is_409(server: Server, http, app):

@@ -61,6 +61,7 @@ from schemathesis.engine.run import PhaseName
 from support.server import Server
 
 from feltdb.errors import ErrorCode
+from feltdb.server.errors import RouteCode
 
 SEED = 20240601
 MAX_EXAMPLES = 10
@@ -132,7 +133,8 @@ def error_body_shape(response: Response) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict) or set(error) != {"code", "message", "details"}:
         return f"{response.status_code} without the error body: {body!r:.200}"
-    if error["code"] not in ErrorCode.__members__ or not isinstance(error["message"], str):
+    known = error["code"] in ErrorCode.__members__ or error["code"] in RouteCode.__members__
+    if not known or not isinstance(error["message"], str):
         return f"{response.status_code} with an unknown code or message: {error!r:.200}"
     if response.status_code == 401 and "www-authenticate" not in response.headers:
         return "401 without WWW-Authenticate"
