@@ -54,6 +54,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/bench_claim_next.py
 	$(BIN)/python bench/bench_hot_path.py
 	$(BIN)/python bench/bench_input_checks.py --out bench/results/input_checks.json
+	$(BIN)/python bench/bench_cli_startup.py --out bench/results/cli_startup.json
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

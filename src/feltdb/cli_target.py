@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from feltdb.auth import (
     Keyring,
@@ -24,7 +24,6 @@ from feltdb.auth import (
     Subject,
 )
 from feltdb.auth.policy import application_grant
-from feltdb.client import Client, Page
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage import CommittedTransaction
 from feltdb.work.models import (
@@ -37,6 +36,9 @@ from feltdb.work.models import (
 )
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import WorkloadStore
+
+if TYPE_CHECKING:
+    from feltdb.client import Page
 
 MAX_PAGE = 500
 """The largest page a server answers; lists longer than this are read a page at a time."""
@@ -148,6 +150,10 @@ class ServerTarget:
 
     def __init__(self, url: str, token: str) -> None:
         """Talk to ``url`` as the grant ``token`` carries (nothing is sent yet)."""
+        # Imported here: httpx is a tenth of a second to import, which a command on a store
+        # file never needs.
+        from feltdb.client import Client
+
         self.client = Client(url, token)
 
     def admit(self, submission: Submission) -> tuple[Workload, bool]:

@@ -22,7 +22,6 @@ from feltdb.storage.base import (
     StorageConflict,
     StoredRow,
 )
-from feltdb.storage.postgres import PostgresDatabase
 from feltdb.storage.sqlite import SQLiteDatabase
 
 __all__ = [
@@ -102,6 +101,10 @@ def open_database(target: str | os.PathLike[str]) -> Database:
         # A plain path is opened exactly as given (its error messages name it so).
         plain = isinstance(target, os.PathLike) or _URL.fullmatch(target) is None
         return SQLiteDatabase(target if plain else path)
+    # Imported here: psycopg costs a fifth of a second to import, which every command of
+    # an embedded store would pay for nothing (issue 10, point 12).
+    from feltdb.storage.postgres import PostgresDatabase
+
     text = os.fspath(target)
     scheme = text.split("://", 1)[0].lower()
     # libpq knows postgresql:// and postgres://; a SQLAlchemy-style driver suffix

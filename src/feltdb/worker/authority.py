@@ -14,11 +14,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.auth.policy import CLAIM, worker_name
 from feltdb.auth.tokens import decode_token
-from feltdb.client import Client
 from feltdb.work.models import (
     Workload,
     WorkloadCheckpoint,
@@ -32,6 +31,9 @@ MAINTENANCE_INTERVAL_S = 1.0
 """How often an embedded worker runs the authority's maintenance (deadlines, lost
 leases): with no server, somebody must, or a dead worker's work would wait forever."""
 
+
+if TYPE_CHECKING:
+    from feltdb.client import Client
 
 log = logging.getLogger("feltdb.worker")
 
@@ -92,7 +94,9 @@ class ServerAuthority:
     """
 
     def __init__(self, url: str, token: str, capabilities: Iterable[str] | None = None) -> None:
-        self.client = Client(url, token)
+        from feltdb.client import Client  # httpx, only for a worker of a server
+
+        self.client: Client = Client(url, token)
         grant = decode_token(token).grant
         self.worker_id = worker_name(grant.subject)
         self.capabilities = None if capabilities is None else sorted(capabilities)
