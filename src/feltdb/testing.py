@@ -41,6 +41,7 @@ from feltdb.work.models import (
     WorkloadRetryPolicy,
     WorkloadTimeouts,
 )
+from feltdb.work.states import WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.worker import Worker
 
@@ -59,6 +60,9 @@ class WorkerTestEnvironment:
     def __init__(self, *, tenant: str = "test", application: str = "test") -> None:
         self.tenant = tenant
         self.application = application
+        self.now = int(time.time())
+        """The environment's clock (unix seconds): every store call of its runs uses it,
+        and :meth:`run` moves it forward to run retries to their end."""
         self.directory = Path(tempfile.mkdtemp(prefix="feltdb-testing-"))
         """Where the store's file lives; deleted by :meth:`close`."""
         self.store = WorkloadStore.open(self.directory / "work.db")
@@ -96,7 +100,7 @@ class WorkerTestEnvironment:
         """Admit work of ``definition_id`` with ``input`` (as a test service), claimable
         now unless ``not_before`` or ``approval`` say otherwise.
         """
-        now = int(time.time())
+        now = self.now
         grant = application_grant(
             REQUESTER,
             self.tenant,
@@ -127,18 +131,60 @@ class WorkerTestEnvironment:
         workload, _ = self.store.admit(request)
         return workload
 
-    def run(self, worker: Worker) -> int:
+    def run(self, worker: Worker, *, retries: bool = True) -> int:
         """Run ``worker`` on this environment's store until nothing is claimable and
-        nothing runs; how many attempts ran. Work retried with a backoff delay is not
-        waited for: run again after the delay, or use a policy with ``initial_delay_ms=0``.
+        nothing runs; how many attempts ran.
+
+        With ``retries`` (the default), work the retry policy re-armed for later is run too:
+        when nothing is claimable now, the environment's clock (:attr:`now`) moves to the
+        earliest instant such work becomes eligible, and the worker runs again, until no
+        work waits for a retry. The backoff is honoured, only not waited for in real time.
+        ``retries=False`` runs what is claimable now and stops.
         """
-        saved = (worker.url, worker.token, worker.store, worker.tenant, worker.application)
+        saved = (
+            worker.url,
+            worker.token,
+            worker.store,
+            worker.tenant,
+            worker.application,
+            worker.clock,
+        )
         worker.connect(store=self.store)
         worker.tenant, worker.application = self.tenant, self.application
+        worker.clock = lambda: self.now
         try:
-            return worker.drain()
+            ran = worker.drain()
+            while retries:
+                due = self._next_retry_at(worker)
+                if due is None:
+                    break
+                self.now = max(self.now, due)
+                ran += worker.drain()
+            return ran
         finally:
-            worker.url, worker.token, worker.store, worker.tenant, worker.application = saved
+            (
+                worker.url,
+                worker.token,
+                worker.store,
+                worker.tenant,
+                worker.application,
+                worker.clock,
+            ) = saved
+
+    def _next_retry_at(self, worker: Worker) -> int | None:
+        """The earliest instant READY work of a definition ``worker`` serves becomes
+        eligible, if it is later than now (work not yet due: a retry's backoff, a
+        ``not_before``); ``None`` when there is none.
+        """
+        waiting = [
+            w.next_attempt_at
+            for w in self.store.list(self.tenant, self.application)
+            if w.state is WorkloadState.READY
+            and w.definition_id in worker.handlers
+            and w.next_attempt_at is not None
+            and w.next_attempt_at > self.now
+        ]
+        return min(waiting) if waiting else None
 
     def get(self, workload_id: str) -> Workload:
         """The committed workload."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.auth.policy import CLAIM, worker_name
@@ -184,19 +184,26 @@ class StoreAuthority:
         application_id: str,
         worker_id: str,
         capabilities: Iterable[str],
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
         self.tenant_id = tenant_id
         self.application_id = application_id
         self.worker_id = worker_id
         self.capabilities = frozenset(capabilities)
+        self.clock = clock
+        """The unix-seconds clock of every store call; ``None``: the store's (the wall's).
+        ``feltdb.testing`` gives one it can move forward, to run retries to their end."""
         self._maintained_at = float("-inf")
+
+    def _now(self) -> int | None:
+        return self.clock() if self.clock is not None else None
 
     def _maintain(self) -> None:
         if time.monotonic() - self._maintained_at >= MAINTENANCE_INTERVAL_S:
             self._maintained_at = time.monotonic()
-            self.store.enforce_deadlines()
-            self.store.recover_expired()
+            self.store.enforce_deadlines(self._now())
+            self.store.recover_expired(self._now())
 
     def claim_next(
         self, wait_s: float, lease_ms: int, definitions: Iterable[str]
@@ -211,6 +218,7 @@ class StoreAuthority:
                 self.application_id,
                 self.worker_id,
                 self.capabilities,
+                self._now(),
                 lease_ms=lease_ms,
                 definitions=served,
             )
@@ -225,7 +233,9 @@ class StoreAuthority:
 
     def start(self, claim: WorkloadClaim) -> None:
         """As :meth:`Authority.start`."""
-        self.store.start(claim.workload_id, claim.claim_id, self.worker_id, claim.fencing_token)
+        self.store.start(
+            claim.workload_id, claim.claim_id, self.worker_id, claim.fencing_token, self._now()
+        )
 
     def heartbeat(self, claim: WorkloadClaim, extend_ms: int) -> WorkloadClaim:
         """As :meth:`Authority.heartbeat`."""
@@ -234,13 +244,19 @@ class StoreAuthority:
             claim.claim_id,
             self.worker_id,
             claim.fencing_token,
+            self._now(),
             extend_ms=extend_ms,
         )
 
     def checkpoint(self, claim: WorkloadClaim, state: Any) -> WorkloadCheckpoint:
         """As :meth:`Authority.checkpoint`."""
         return self.store.checkpoint(
-            claim.workload_id, claim.claim_id, self.worker_id, claim.fencing_token, state
+            claim.workload_id,
+            claim.claim_id,
+            self.worker_id,
+            claim.fencing_token,
+            state,
+            self._now(),
         )
 
     def complete(self, claim: WorkloadClaim, result_id: str, output: Any) -> WorkloadResult:
@@ -252,6 +268,7 @@ class StoreAuthority:
             claim.fencing_token,
             result_id,
             output,
+            now=self._now(),
         )
 
     def fail(self, claim: WorkloadClaim, kind: str, error: str, effect: str | None) -> None:
@@ -263,13 +280,14 @@ class StoreAuthority:
             claim.fencing_token,
             kind,
             error,
+            self._now(),
             effect=effect,
         )
 
     def confirm_cancel(self, claim: WorkloadClaim) -> None:
         """As :meth:`Authority.confirm_cancel`."""
         self.store.confirm_cancel(
-            claim.workload_id, claim.claim_id, self.worker_id, claim.fencing_token
+            claim.workload_id, claim.claim_id, self.worker_id, claim.fencing_token, self._now()
         )
 
     def close(self) -> None:

@@ -206,6 +206,9 @@ class Worker:
         self.lease_ms = lease_ms
         self.grace_period_s = grace_period_s
         self.poll_wait_s = poll_wait_s
+        self.clock: Callable[[], int] | None = None
+        """With a store: the unix-seconds clock its calls use (``None``: the wall's); set by
+        ``feltdb.testing`` to run retries to their end without waiting for them."""
         self.handlers: dict[str, Handler] = {}
         self._stopping = threading.Event()
         self._hurry = threading.Event()
@@ -260,6 +263,7 @@ class Worker:
                 self.application,
                 self.name,
                 self.capabilities if self.capabilities is not None else (),
+                self.clock,
             )
         url = self.url or os.environ.get(URL_ENV)
         token = self.token or os.environ.get(TOKEN_ENV)

@@ -68,3 +68,41 @@ def test_the_store_is_deleted_when_the_environment_closes() -> None:
     assert (env.directory / "work.db").exists()
     env.close()
     assert not env.directory.exists()
+
+
+def always_unknown_worker() -> Worker:
+    worker = Worker(url="http://unused.invalid", token="not-used")
+
+    @worker.handler("charge")
+    def charge(ctx: Context) -> Any:
+        ctx.mark_side_effect()  # from here, a crash means "effect unknown"
+        raise RuntimeError("card network timed out")
+
+    return worker
+
+
+def test_run_waits_out_retry_backoff_on_its_own_clock() -> None:
+    worker = build_worker()
+    with WorkerTestEnvironment() as env:
+        started = env.now
+        # The default policy: a second of backoff, doubling, three attempts in all.
+        retried = env.submit("send-email", {"to": "bob@example.com", "flaky": True})
+        assert env.run(worker, retries=False) == 1  # the retry is not due yet
+        assert env.get(retried.workload_id).state.value == "READY"
+        assert env.run(worker) == 1  # the clock moves to it
+        assert env.get(retried.workload_id).state.value == "SUCCEEDED"
+        assert env.now >= started + 1
+
+
+def test_unknown_effect_is_retried_by_the_default_policy_and_not_without_worker_failure() -> None:
+    worker = always_unknown_worker()
+    with WorkerTestEnvironment() as env:
+        default = env.submit("charge", {"amount": 5})
+        strict = env.submit(
+            "charge", {"amount": 5}, retry_policy=WorkloadRetryPolicy(retry_on={"timeout"})
+        )
+        assert env.run(worker) == 4  # three attempts of the first, one of the second
+        assert len(env.get(default.workload_id).attempts) == 3
+        assert env.get(default.workload_id).state.value == "DEAD_LETTER"
+        assert len(env.get(strict.workload_id).attempts) == 1
+        assert env.get(strict.workload_id).state.value == "DEAD_LETTER"
