@@ -742,16 +742,21 @@ def migrate_legacy(
         Path, typer.Argument(metavar="FILE", help="The legacy JSON store file to import.")
     ],
     db: DbOption = None,
-    url: UrlOption = None,
 ) -> None:
     """Import a pre-canonical JSON store file into the store --db names, and verify it
-    (idempotent: work already imported identically is skipped).
+    (idempotent: work already imported identically is skipped, and counted so).
+
+    The file is one JSON object: "workloads" maps each workload id to its record (a
+    workload as the API answers it), and "idempotency" ("tenant:application:key" to id),
+    "result_ids" (result id to id) and "event_sequence" (the highest event sequence) are
+    the evidence the import is verified against. A bad record is named on a line of its
+    own (index, id, field, why), and nothing is written.
     """
     if not db:
-        where = " (a server cannot import: run this where the store is)" if url else ""
-        raise usage_error(f"migrate-legacy needs --db, the store to import into{where}")
+        raise usage_error("migrate-legacy needs --db, the store to import into")
     console = stdout_console()
     counted = [0]
+    written = [0]
     with _refusals(), WorkloadStore.open(db) as store:
         with Progress(
             TextColumn("migrating"),
@@ -765,5 +770,13 @@ def migrate_legacy(
                 counted[0] = done
                 bar.update(task, completed=done, total=total)
 
-            WorkloadStore.migrate_legacy_file(store.db, file, advance)
-    console.print(f"migrated {counted[0]} workloads from {file} into {db}, verified")
+            def count(workload_id: str, new: bool) -> None:
+                written[0] += new
+
+            WorkloadStore.migrate_legacy_file(store.db, file, advance, imported=count)
+    skipped = counted[0] - written[0]
+    console.print(
+        f"migrated {written[0]} workloads from {file} into {db}"
+        + (f" ({skipped} already there, skipped)" if skipped else "")
+        + ", verified"
+    )

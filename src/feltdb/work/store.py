@@ -1140,30 +1140,33 @@ class WorkloadStore:
         db: Database,
         path: str | os.PathLike[str],
         progress: Callable[[int, int], None] | None = None,
+        *,
+        imported: Callable[[str, bool], None] | None = None,
     ) -> WorkloadStore:
         """Import a pre-canonical JSON store file into ``db`` and verify it.
 
-        Idempotent: a workload already imported identically is skipped. The file's derived
-        maps (idempotency, result ids, event sequence) are verification evidence, not
-        authorities: they must match what the canonical work derives. ``progress`` is told
-        ``(done, total)`` after each workload.
+        The file is one JSON object: ``"workloads"`` maps each workload id to its record
+        (a :class:`Workload` as JSON), and three derived maps are the evidence the import
+        is checked against: ``"idempotency"`` (``"tenant:application:key"`` to workload id),
+        ``"result_ids"`` (result id to workload id) and ``"event_sequence"`` (the highest
+        event sequence). Every record is checked before anything is written.
+
+        Idempotent: a workload already imported identically is skipped. The derived maps are
+        verification evidence, not authorities: they must match what the canonical work
+        derives. ``progress`` is told ``(done, total)`` after each workload, ``imported``
+        ``(workload_id, True)`` for one written and ``(workload_id, False)`` for one skipped.
 
         Raises:
-            WorkloadError: ``WORKLOAD_MIGRATION_CONFLICT`` when a key does not match its
+            WorkloadError: ``WORKLOAD_MIGRATION_CONFLICT`` when records are not workload
+                records (one line each: index, id, field, why), a key does not match its
                 workload, canonical work differs from the file, or the derived maps do not
                 match; ``WORKLOAD_STORAGE_FAILURE`` when the file cannot be read.
         """
         legacy = _read_legacy_file(Path(path))
         store = cls(db)
         workloads: dict[str, Any] = legacy.get("workloads") or {}
-        for done, (key, document) in enumerate(workloads.items(), start=1):
-            try:
-                workload = Workload.model_validate(document)
-            except ValidationError as error:
-                raise WorkloadError(
-                    ErrorCode.WORKLOAD_MIGRATION_CONFLICT,
-                    f"legacy workload {key} is not a valid workload record: {error}",
-                ) from error
+        parsed = _legacy_records(workloads)
+        for done, (key, workload) in enumerate(parsed.items(), start=1):
             if key != workload.workload_id:
                 raise WorkloadError(
                     ErrorCode.WORKLOAD_MIGRATION_CONFLICT,
@@ -1178,6 +1181,8 @@ class WorkloadStore:
                     )
             else:
                 store._persist(workload, "workload_migration", None)
+            if imported is not None:
+                imported(key, existing is None)
             if progress is not None:
                 progress(done, len(workloads))
         canonical = [_parse(row) for row in db.list_rows(DURABLE_WORK_COLLECTION)]
@@ -1240,6 +1245,32 @@ def _now(now: int | None) -> int:
     if now is None:
         return int(time.time())
     return inputs.integer(now, "now", 0)
+
+
+def _legacy_records(workloads: dict[str, Any]) -> dict[str, Workload]:
+    """Every legacy record as a :class:`Workload`, or one refusal naming each bad record on
+    a line of its own: its index, its id, and the first field wrong with it and why.
+    """
+    parsed: dict[str, Workload] = {}
+    problems: builtins.list[str] = []
+    for index, (key, document) in enumerate(workloads.items()):
+        try:
+            parsed[key] = Workload.model_validate(document)
+        except ValidationError as error:
+            first = error.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in first["loc"]) or "record"
+            more = len(error.errors()) - 1
+            also = f" (and {more} more)" if more else ""
+            problems.append(f"record {index} ({key}): {where}: {first['msg']}{also}")
+        except WorkloadError as error:
+            problems.append(f"record {index} ({key}): {error.message}")
+    if problems:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_MIGRATION_CONFLICT,
+            f"{len(problems)} legacy records are not workload records:\n" + "\n".join(problems),
+            {"records": len(problems)},
+        )
+    return parsed
 
 
 def _read_legacy_file(path: Path) -> dict[str, Any]:

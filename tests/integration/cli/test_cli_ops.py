@@ -369,7 +369,9 @@ def test_migrate_legacy_imports_with_a_progress_bar_and_is_idempotent(tmp_path: 
     listed = json.loads(invoke("ls", "--json", "--db", target).stdout)
     assert sorted(w["workload_id"] for w in listed) == sorted(ids)
 
-    assert invoke("migrate-legacy", str(legacy_path), "--db", target).exit_code == 0
+    again = invoke("migrate-legacy", str(legacy_path), "--db", target)
+    assert again.exit_code == 0
+    assert "migrated 0 workloads" in again.stdout and "(3 already there, skipped)" in again.stdout
 
     legacy["workloads"][ids[0]]["priority"] += 1
     legacy_path.write_text(json.dumps(legacy))
@@ -378,12 +380,34 @@ def test_migrate_legacy_imports_with_a_progress_bar_and_is_idempotent(tmp_path: 
     assert "error WORKLOAD_MIGRATION_CONFLICT" in conflict.stderr
 
 
-def test_migrate_legacy_needs_a_store(server: Server, tmp_path: Path):
+def test_migrate_legacy_names_each_bad_record_on_a_line_and_writes_nothing(tmp_path: Path):
+    legacy_path = tmp_path / "legacy.json"
+    good = {"workload_id": "w"}  # far from a record: every field missing
+    legacy_path.write_text(
+        json.dumps({"workloads": {"a": good, "b": {**good, "priority": "high"}, "c": 7}})
+    )
+    target = str(tmp_path / "work.db")
+    result = invoke("migrate-legacy", str(legacy_path), "--db", target)
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert "3 legacy records are not workload records" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "record 0 (a)",
+        "record 1 (b)",
+        "record 2 (c)",
+    ]
+    assert len(lines) == 4
+    with WorkloadStore.open(target) as store:
+        assert store.list("default", "default") == []
+
+
+def test_migrate_legacy_needs_a_store(tmp_path: Path):
     legacy_path = tmp_path / "legacy.json"
     legacy_path.write_text("{}")
-    result = invoke("migrate-legacy", str(legacy_path), "--url", server.url)
+    result = invoke("migrate-legacy", str(legacy_path))
     assert result.exit_code == 2
     assert "needs --db" in result.stderr
+    assert invoke("migrate-legacy", str(legacy_path), "--url", "http://x").exit_code == 2
     missing = invoke(
         "migrate-legacy", str(tmp_path / "absent.json"), "--db", str(tmp_path / "w.db")
     )
