@@ -1,0 +1,281 @@
+"""The README's code runs: every fenced block of code is preceded by a marker
+(``<!-- readme-test: NAME -->``) naming the test below that runs it, as written, in a
+temporary directory with real ``feltdb`` processes. A block without a marker, a marker
+without a test, or a test whose block is gone fails :func:`test_every_code_block_has_a_runner`.
+
+What a test changes in a block, and why, is said where it does it: the port ``8700`` becomes
+a free one (tests run side by side), ``.venv/bin/`` becomes this interpreter's bin directory
+(the venv ``make`` built), and the placeholder ``fgt2.…`` of the quick start becomes the
+token the server printed. ``text`` blocks (the layout) are prose, not code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.server import free_port, wait_until_healthy
+
+from feltdb import Subject, WorkloadStore
+from feltdb.auth.policy import CLAIM, application_grant
+from feltdb.auth.tokens import Keyring
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent
+MARKER = re.compile(
+    r"<!-- readme-test: (?P<name>[a-z-]+) -->\n```(?P<lang>\w*)\n(?P<code>.*?)```", re.S
+)
+FENCE = re.compile(r"^```(\w*)$", re.M)
+RUNNERS: dict[str, Callable[..., None]] = {}
+
+
+def runs(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    def register(test: Callable[..., None]) -> Callable[..., None]:
+        RUNNERS[name] = test
+        return test
+
+    return register
+
+
+def blocks() -> dict[str, str]:
+    """The README's marked code blocks by runner name."""
+    return {m["name"]: m["code"] for m in MARKER.finditer(README.read_text())}
+
+
+def env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FELTDB_")}
+    clean["PATH"] = f"{BIN}:{clean.get('PATH', '/usr/bin:/bin')}"
+    clean["PYTHONPATH"] = str(ROOT)  # examples/ is importable, as from the checkout
+    clean["COLUMNS"] = "120"
+    return clean
+
+
+def bash(script: str, cwd: Path, extra: dict[str, str] | None = None) -> str:
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        env={**env(), **(extra or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, f"{script}\n--- stdout\n{run.stdout}\n--- stderr\n{run.stderr}"
+    return run.stdout
+
+
+class Serving:
+    """A ``feltdb serve`` started from a README line, stopped by SIGTERM at the end."""
+
+    def __init__(self, command: str, cwd: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = cwd / f"serve-{self.port}.log"
+        line = command.replace("8700", str(self.port))
+        if "--port" not in line:
+            line += f" --port {self.port}"
+        with self.log.open("wb") as output:
+            self.process = subprocess.Popen(
+                ["bash", "-c", f"exec {line}"],
+                cwd=cwd,
+                env=env(),
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
+        wait_until_healthy(self.url, self.process, self.log)
+
+    def stop(self) -> int:
+        """SIGTERM, and 0 once the server shut down gracefully (uvicorn, having shut down,
+        re-raises the signal, so the process ends by it: that is the graceful end too)."""
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        graceful = "Application shutdown complete" in self.log.read_text()
+        return 0 if graceful and code in (0, -signal.SIGTERM) else code
+
+
+@pytest.fixture
+def serving(tmp_path: Path) -> Iterator[Callable[[str], Serving]]:
+    started: list[Serving] = []
+
+    def start(command: str, cwd: Path = tmp_path) -> Serving:
+        server = Serving(command, cwd)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(timeout=10)
+
+
+def test_every_code_block_has_a_runner():
+    text = README.read_text()
+    fences = FENCE.findall(text)
+    opening = fences[0::2]
+    code = [lang for lang in opening if lang != "text"]
+    assert len(code) == len(MARKER.findall(text)), "a code block without a readme-test marker"
+    assert set(blocks()) == set(RUNNERS), set(blocks()) ^ set(RUNNERS)
+
+
+@runs("make-targets")
+def test_the_two_commands_are_make_targets():
+    # `make test` is what CI runs, and `make run` serves until Ctrl-C: a dry run proves
+    # both resolve to their recipes (scripts/run-sample, the suite) on this checkout.
+    for line in blocks()["make-targets"].splitlines():
+        command = line.split("#")[0].split()
+        if not command:
+            continue  # a comment carried over from the line above
+        assert command[0] == "make"
+        dry = subprocess.run([*command, "-n"], cwd=ROOT, capture_output=True, text=True)
+        assert dry.returncode == 0, dry.stderr
+    assert (
+        "scripts/run-sample"
+        in subprocess.run(["make", "-n", "run"], cwd=ROOT, capture_output=True, text=True).stdout
+    )
+
+
+@runs("quick-start")
+def test_the_quick_start_runs_work_to_success(tmp_path: Path, serving: Callable[..., Serving]):
+    lines = [line.split("  #")[0].strip() for line in blocks()["quick-start"].splitlines()]
+    install, serve, export, worker, submit = lines
+    # 1. The install is what make has done for this interpreter's venv.
+    assert install.startswith("python3 -m venv .venv") and (BIN / "feltdb").exists()
+    local = lambda line: line.replace(".venv/bin/", f"{BIN}/")  # noqa: E731
+    server = serving(local(serve.rstrip(" &")), tmp_path)
+    token = next(t for t in server.log.read_text().split() if t.startswith("fgt2."))
+    assert "FELTDB_TOKEN=fgt2.…" in export
+    exported = {"FELTDB_URL": server.url, "FELTDB_TOKEN": token}
+    assert export.split()[1] == "FELTDB_URL=http://127.0.0.1:8700"
+    with (tmp_path / "worker.log").open("wb") as output:
+        running = subprocess.Popen(
+            ["bash", "-c", "exec " + local(worker.rstrip(" &"))],
+            cwd=tmp_path,
+            env={**env(), **exported},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        bash(local(submit), tmp_path, exported)
+        deadline = time.monotonic() + 30
+        headers = {"Authorization": f"Bearer {token}"}
+        while True:
+            items = httpx.get(f"{server.url}/v1/workloads", headers=headers).json()["items"]
+            if items and items[0]["state"] == "SUCCEEDED":
+                break
+            assert time.monotonic() < deadline, (items, (tmp_path / "worker.log").read_text())
+            time.sleep(0.1)
+    finally:
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=30) == 0
+    assert server.stop() == 0
+
+
+@runs("worker")
+def test_the_worker_of_the_readme_sends_and_refuses(tmp_path: Path):
+    from feltdb.testing import WorkerTestEnvironment
+
+    sent: list[str] = []
+    namespace: dict[str, Any] = {"smtp_send": sent.append}  # "your code"
+    exec(compile(blocks()["worker"], "README:tasks.py", "exec"), namespace)
+    worker = namespace["worker"]
+    with WorkerTestEnvironment() as env_:
+        good = env_.submit("send-email", {"to": "ada@example.com"}, capabilities={"email:send"})
+        bad = env_.submit("send-email", {"to": ""}, capabilities={"email:send"})
+        env_.run(worker)
+        done = env_.get(good.workload_id)
+        assert done.result is not None and done.result.output == {"sent": 1}
+        assert env_.get(bad.workload_id).state.value == "DEAD_LETTER"
+    assert sent == ["ada@example.com"]
+
+
+@runs("command-line")
+def test_the_command_line_tour_runs(tmp_path: Path):
+    out = bash(blocks()["command-line"], tmp_path)
+    assert "approved" in out and "cancel" in out and "CANCELLED" in out
+    assert "revoked grant grant_0123" in out and "grant_0123\trevoked" in out
+    assert out.count("fgt2.") == 2  # the two tokens minted
+
+
+@runs("library")
+def test_the_library_snippet_runs(tmp_path: Path):
+    out = bash(f"{sys.executable} - <<'EOF'\n{blocks()['library']}\nEOF", tmp_path)
+    assert out.strip() == "SUCCEEDED"
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        assert len(store.list("acme", "billing")) == 1
+
+
+@runs("serve")
+def test_both_serve_lines_serve(tmp_path: Path, serving: Callable[..., Serving], pg_databases: Any):
+    first, second = [line.split("  #")[0].strip() for line in blocks()["serve"].splitlines()]
+    assert serving(first, tmp_path).stop() == 0
+    assert (tmp_path / "feltdb.sqlite3").exists()
+    database = pg_databases.create("readme")
+    try:
+        url = pg_databases.url_of(database)
+        # The example's placeholders: a database of the test cluster, and loopback only.
+        line = second.replace("postgresql://user@host/dbname", f"'{url}'").replace(
+            "0.0.0.0", "127.0.0.1"
+        )
+        home = tmp_path / "pg"
+        home.mkdir()
+        server = serving(line, home)
+        assert '"message"' in server.log.read_text()  # --log-json: JSON lines
+        assert server.stop() == 0
+    finally:
+        pg_databases.drop(database)
+
+
+@runs("curl")
+def test_the_curl_walkthrough_completes_work(tmp_path: Path, serving: Callable[..., Serving]):
+    server = serving("feltdb serve", tmp_path)  # beside it, grant issue finds its keyring
+    script = blocks()["curl"].replace("http://127.0.0.1:8700", server.url)
+    out = bash(script, tmp_path)
+    assert out.strip().splitlines()[-1] == '{"state":"SUCCEEDED","result":{"sent":true}}'
+
+
+@runs("client")
+def test_the_client_snippet_claims_and_completes(tmp_path: Path, serving: Callable[..., Serving]):
+    server = serving("feltdb serve", tmp_path)
+    keyring = Keyring.load(tmp_path / "feltdb-keyring.json")
+    now = int(time.time())
+
+    def token(subject: Subject, capabilities: set[str]) -> str:
+        grant = application_grant(
+            subject, "default", "default", capabilities, issued_at=now - 5, expires_at=now + 600
+        )
+        return keyring.sign(grant)
+
+    requester = token(Subject.agent("billing-api"), {"workload:execute", "workload:read"})
+    body = {
+        "environment": "production",
+        "definition_id": "send-invoice",
+        "definition_revision": "v1",
+        "trigger": "api",
+        "input": {},
+        "capability_snapshot": [],
+        "idempotency_key": "readme-client",
+    }
+    admitted = httpx.post(
+        f"{server.url}/v1/workloads", json=body, headers={"Authorization": f"Bearer {requester}"}
+    )
+    assert admitted.status_code == 201, admitted.text
+    code = blocks()["client"].replace("http://127.0.0.1:8700", server.url)
+    exec(
+        compile(code, "README:client", "exec"),
+        {"worker_token": token(Subject.worker("w1"), {CLAIM})},
+    )
+    read = httpx.get(
+        f"{server.url}/v1/workloads/{admitted.json()['workload_id']}",
+        headers={"Authorization": f"Bearer {requester}"},
+    ).json()
+    assert read["state"] == "SUCCEEDED" and read["result"]["output"] == {"sent": True}
