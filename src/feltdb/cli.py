@@ -53,7 +53,7 @@ def serve(
         typer.Option(help="The store: a file (embedded SQLite, created if missing) or a URL."),
     ] = "feltdb.sqlite3",
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8700,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="The port to listen on.")] = 8700,
     keyring: Annotated[
         Path | None,
         typer.Option(
@@ -182,7 +182,7 @@ def main() -> None:
     """
     try:
         # Not standalone: click hands back its exceptions, to be said in one line here.
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="feltdb")
     except WorkloadError as error:
         typer.echo(f"error {error.code}: {error.message}", err=True)
         raise SystemExit(1) from None
@@ -192,6 +192,10 @@ def main() -> None:
         typer.echo("aborted", err=True)
         raise SystemExit(130) from None
     except TyperException as error:  # click's usage errors, as typer vendors them
+        if type(error).__name__ == "NoArgsIsHelpError":
+            # `feltdb` (or `feltdb grant`) alone: the help, as asked for.
+            typer.echo(error.format_message() if hasattr(error, "format_message") else "")
+            raise SystemExit(0) from None
         exit_code = getattr(error, "exit_code", 2)
         context = getattr(error, "ctx", None)
         words = context.command_path.split()[1:] if context is not None else []

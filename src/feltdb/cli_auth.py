@@ -109,8 +109,9 @@ def grant_issue(
         bool,
         typer.Option(
             "--admin",
-            help="An administrator's grant: every capability, for a day unless --lifetime "
-            "says otherwise (the token a first `feltdb serve` prints, minted again).",
+            help="An administrator's grant: every capability feltdb checks (not those of "
+            "your work, such as email:send), for a day unless --lifetime says otherwise "
+            "(the token a first feltdb serve prints, minted again).",
         ),
     ] = False,
     keyring: Annotated[

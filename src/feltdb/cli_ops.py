@@ -225,9 +225,16 @@ def parse_input(text: str) -> Any:
             ) from None
         source = f"--input ({path})"
     try:
-        return json.loads(text, parse_constant=_not_a_json_number)
+        return json.loads(text, parse_constant=_not_a_json_number, parse_float=_finite)
     except (ValueError, RecursionError) as error:
         raise typer.BadParameter(f"not JSON: {error}", param_hint=source) from None
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large for a JSON number")
+    return value
 
 
 def _not_a_json_number(name: str) -> Any:
@@ -442,7 +449,7 @@ def list_workloads(
     as_: AsOption = None,
 ) -> None:
     """List work, highest priority first, then oldest first (the order a worker takes it).
-    Says on stderr when there is more than ``--limit`` (50): ``--all`` lists everything.
+    Says on stderr when there is more than --limit (50): --all lists everything.
     """
     with connected(url, token, db, tenant, application, as_, needs=(READ,)) as target:
         found = target.list(state=state, definition=definition, limit=_asked(limit, everything))

@@ -56,7 +56,10 @@ def when(at: float | None) -> str:
     """A unix time as ISO 8601 UTC (``2026-12-01T10:30:00Z``); ``-`` for none."""
     if at is None:
         return "-"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return f"{at:.0f} (unix seconds)"  # beyond the calendar's years: still shown
 
 
 def relative(at: float, now: float) -> str:
@@ -164,11 +167,11 @@ def timeline(events: Iterable[WorkloadEvent]) -> Table:
     """A workload's committed transitions, in order: time, event, from → to, actor, evidence."""
     table = Table(title="timeline", title_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("time", no_wrap=True)
-    table.add_column("event")
-    table.add_column("transition", no_wrap=True)
-    table.add_column("actor")
-    table.add_column("evidence", overflow="fold")
+    table.add_column("time", overflow="fold", min_width=len("time"))
+    table.add_column("event", overflow="fold", min_width=len("event"))
+    table.add_column("transition", overflow="fold", min_width=len("transition"))
+    table.add_column("actor", overflow="fold", min_width=len("actor"))
+    table.add_column("evidence", overflow="fold", min_width=len("evidence"))
     for event in events:
         transition = Text.assemble(state_text(event.from_state), " → ", state_text(event.to))
         table.add_row(
@@ -284,7 +287,7 @@ def show_workload(console: Console, w: Workload, now: float | None = None) -> No
     if w.attempts:
         attempts = Table(title="attempts", title_justify="left")
         for column in ("attempt", "worker", "fence", "status", "started", "ended", "error"):
-            attempts.add_column(column)
+            attempts.add_column(column, overflow="fold", min_width=len(column))
         for a in w.attempts:
             attempts.add_row(
                 a.attempt_id,

@@ -55,7 +55,7 @@ def worker_command(
         str,
         typer.Argument(
             metavar="MODULE:OBJECT",
-            help="The Worker to run, e.g. tasks:worker for `worker = Worker(...)` in ./tasks.py.",
+            help="The Worker to run, e.g. tasks:worker for worker = Worker(...) in ./tasks.py.",
         ),
     ],
     url: Annotated[

@@ -336,3 +336,17 @@ def test_grant_revoke_and_list_work_on_a_store_file_too(tmp_path: Path):
     assert feltdb("grant", "revoke", "g-1", "--db", db).returncode == 0
     listed = feltdb("grant", "list", "--db", db)
     assert listed.stdout.startswith("g-1\trevoked ")
+
+
+def test_what_a_newcomer_tried_next_is_one_line_too(tmp_path: Path):
+    db = str(tmp_path / "work.db")
+    far = submit(["--db", db], "far", "--not-before", "253402300800")  # past year 9999
+    shown = feltdb("show", far["workload_id"], "--db", db)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
+    assert "253402300800 (unix seconds)" in shown.stdout
+    assert "too large" in one_line_usage_error(
+        feltdb("submit", "x", "--input", "1e999", "--db", db)
+    )
+    one_line_usage_error(feltdb("serve", "--port", "99999", cwd=tmp_path))
+    alone = feltdb()
+    assert alone.returncode == 0 and alone.stdout.startswith("Usage: feltdb")
