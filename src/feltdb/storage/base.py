@@ -32,7 +32,7 @@ The contract every backend keeps, bit for bit:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,6 +75,9 @@ class RowIndex:
     deadline_at: int | None = None
     """The earliest instant at which a deadline of the row falls (``None``: none)."""
     result_id: str | None = None
+    definition_id: str | None = None
+    """What kind of work the row is, so that a worker serving some definitions selects
+    them by index range (see :meth:`Database.commit_selected`'s ``definitions``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +237,7 @@ class Database(Protocol):
         *,
         limit: int,
         offset: int = 0,
+        definitions: Collection[str] | None = None,
     ) -> Commit | None:
         """In one write transaction: select the rows :meth:`claimable_rows` would, locked
         against every other writer until the transaction ends (a backend with row locks
@@ -242,6 +246,12 @@ class Database(Protocol):
         plans, guarded and logged as :meth:`commit` does. ``None``, and nothing written,
         when ``decide`` answers ``None``. ``decide`` may be called again if the backend
         retries the transaction, so it must not act outside it.
+
+        ``definitions`` (``None``: any) selects only rows whose index ``definition_id`` is
+        one of them, still in :meth:`list_rows`'s order and paged by ``offset`` and
+        ``limit`` over that narrower set: one index range per definition (each read to
+        ``offset + limit`` rows and merged), never a filter over other definitions' rows.
+        An empty collection selects nothing (``decide`` is called with no rows).
 
         Raises:
             StorageConflict: a precondition of the plan failed; nothing was written.

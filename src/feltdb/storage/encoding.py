@@ -5,10 +5,12 @@ values and messages.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import secrets
 import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, LiteralString, overload
 
@@ -70,6 +72,7 @@ def index_params(index: RowIndex) -> dict[str, Any]:
         "lease_expires_at": index.lease_expires_at,
         "deadline_at": index.deadline_at,
         "result_id": index.result_id,
+        "definition_id": index.definition_id,
     }
 
 
@@ -313,3 +316,47 @@ def keyset_page(
         params["limit"] = limit - len(rows)
         rows += select(queries[f"page_rows_{scope}_lower_priority"], params)
     return rows
+
+
+SelectedRow = tuple[str, str, int, int, str]
+"""A selected row as fetched: ``(collection, key, version, revision, document)``."""
+
+
+def _index_order(fetched: tuple[Any, ...]) -> tuple[bool, int, bool, int, str]:
+    # fetched is (collection, key, version, revision, document, priority, created_at): the
+    # index order is priority descending with NULL last, then created_at ascending with NULL
+    # first, then key (code point order, as SQLite's BINARY and PostgreSQL's "C" collation).
+    priority, created_at = fetched[5], fetched[6]
+    return (
+        priority is None,
+        0 if priority is None else -priority,
+        created_at is not None,
+        0 if created_at is None else created_at,
+        fetched[1],
+    )
+
+
+def merge_definitions(
+    fetch: Callable[[str, int], Sequence[tuple[Any, ...]]],
+    definitions: Collection[str],
+    offset: int,
+    limit: int,
+) -> list[SelectedRow]:
+    """The rows of several definitions' index ranges as one selection in index order.
+
+    ``fetch(definition, n)`` reads the first ``n`` rows of one definition's range (``n``
+    negative: all of them) as ``(collection, key, version, revision, document, priority,
+    created_at)``, in index order. Each range is read to ``offset + limit`` rows, the ranges
+    are merged, and rows ``[offset, offset + limit)`` of the merge are returned, as the
+    five selected columns. No definition: no rows.
+    """
+    if isinstance(definitions, str):
+        raise invalid("definitions must be a collection of definition ids, not one string")
+    offset = max(offset, 0)
+    depth = -1 if limit < 0 else offset + limit
+    ranges = [fetch(definition, depth) for definition in sorted(set(definitions))]
+    merged = heapq.merge(*ranges, key=_index_order)
+    stop = None if limit < 0 else offset + limit
+    return [
+        (row[0], row[1], row[2], row[3], row[4]) for row in itertools.islice(merged, offset, stop)
+    ]

@@ -25,7 +25,7 @@ import random
 import select
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, LiteralString, TypeVar
@@ -60,6 +60,7 @@ from feltdb.storage.encoding import (
     invalid,
     keyset_page,
     logged_transaction,
+    merge_definitions,
     new_transaction_id,
     prepare_writes,
     stored_row,
@@ -807,6 +808,7 @@ class PostgresDatabase:
         *,
         limit: int,
         offset: int = 0,
+        definitions: Collection[str] | None = None,
     ) -> Commit | None:
         """Select claimable rows and commit ``decide``'s plan for them, in one transaction.
 
@@ -816,6 +818,11 @@ class PostgresDatabase:
         further rows through its reader, inside the same transaction; when it answers
         ``None``, nothing is written.
 
+        With ``definitions``, only rows of those definition ids are selected, each
+        definition by its own range of ``rows_by_definition`` (read, and locked, to
+        ``offset + limit`` rows), merged in index order; an empty collection selects
+        nothing.
+
         Raises:
             StorageConflict: a precondition of the plan failed; nothing was written.
             WorkloadError: whatever ``decide`` raises (nothing was written);
@@ -824,10 +831,24 @@ class PostgresDatabase:
         self._ensure_open()
         params = _claimable_params(collection, tenant_id, application_id, state, now, limit, offset)
 
+        def select(connection: _Connection) -> Sequence[tuple[str, str, int, int, str]]:
+            if definitions is None:
+                fetched: list[Any] = connection.execute(
+                    _Q["claimable_rows_locked"], params
+                ).fetchall()
+                return fetched
+
+            def fetch(definition: str, depth: int) -> list[tuple[Any, ...]]:
+                found: list[Any] = connection.execute(
+                    _Q["claimable_rows_by_definition_locked"],
+                    {**params, "definition": definition, "limit": _limit(depth)},
+                ).fetchall()
+                return found
+
+            return merge_definitions(fetch, definitions, offset, limit)
+
         def work(connection: _Connection) -> tuple[_Prepared, int, list[int | None]] | None:
-            rows = RowsDecodedOnRead(
-                connection.execute(_Q["claimable_rows_locked"], params).fetchall()
-            )
+            rows = RowsDecodedOnRead(select(connection))
 
             def read(row_collection: str, key: str) -> StoredRow | None:
                 found = connection.execute(

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -46,17 +46,22 @@ from feltdb.storage.encoding import (
     invalid,
     keyset_page,
     logged_transaction,
+    merge_definitions,
     new_transaction_id,
     prepare_writes,
     stored_row,
     to_json,
 )
-from feltdb.storage.sql import load_queries, load_schema
+from feltdb.storage.sql import load_migrations, load_queries, load_schema
 
 __all__ = ["APPLICATION_ID", "SCHEMA_VERSION", "SQLiteDatabase"]
 
-SCHEMA_VERSION: Final = 1
-"""The schema this release reads and writes, kept in the file's ``PRAGMA user_version``."""
+SCHEMA_VERSION: Final = 2
+"""The schema this release reads and writes, kept in the file's ``PRAGMA user_version``.
+
+1: the first release's. 2: ``rows.definition_id`` and its index ``rows_by_definition``. A
+file of an older schema is upgraded in place when it is opened (``sql/sqlite/migrations``).
+"""
 
 APPLICATION_ID: Final = 0x66656C74
 """``PRAGMA application_id`` of a feltdb store: ``"felt"`` in ASCII."""
@@ -78,7 +83,7 @@ _DUE_QUERIES: Final[Mapping[str, LiteralString]] = {
 _T = TypeVar("_T")
 
 
-def _split_script(script: LiteralString) -> list[LiteralString]:
+def _split_script(script: LiteralString, name: str = "schema.sql") -> list[LiteralString]:
     # executescript() cannot be used for the schema: on Python 3.11 it COMMITs any open
     # transaction before running, which would release the BEGIN IMMEDIATE that makes
     # creating the schema safe against a second process doing the same. So the script is
@@ -93,11 +98,21 @@ def _split_script(script: LiteralString) -> list[LiteralString]:
                 statements.append(statement)
             pending = ""
     if any(line.strip() and not line.strip().startswith("--") for line in pending.splitlines()):
-        raise ValueError(f"schema.sql ends with an incomplete statement: {pending.strip()!r}")
+        raise ValueError(f"{name} ends with an incomplete statement: {pending.strip()!r}")
     return statements
 
 
 _SCHEMA: Final = _split_script(load_schema("sqlite"))
+_UPGRADES: Final = [
+    (
+        migration.version,
+        _split_script(migration.script, f"{migration.version:04d}_{migration.name}"),
+    )
+    for migration in load_migrations("sqlite", first=2)
+]
+"""The steps from each older schema to the next: ``(version reached, statements)``."""
+if _UPGRADES[-1][0] != SCHEMA_VERSION:  # pragma: no cover - a packaging mistake
+    raise ValueError(f"the SQLite migrations end at {_UPGRADES[-1][0]}, not {SCHEMA_VERSION}")
 
 
 def _is_retryable(error: sqlite3.Error) -> bool:
@@ -369,11 +384,28 @@ class SQLiteDatabase:
                 f"{self.target} was written by a newer feltdb (schema {header.user_version}); "
                 f"this feltdb reads schema {SCHEMA_VERSION}: upgrade feltdb to open it"
             )
-        if header.user_version < SCHEMA_VERSION:
+        if 1 <= header.user_version < SCHEMA_VERSION:
+            # A file an older release wrote: upgraded in place, in one transaction. Two
+            # openers may race here as they may to create the schema; the second finds the
+            # file upgraded once it has the lock.
+            header = self._transaction(connection, self._upgrade_schema)
+        if header.user_version != SCHEMA_VERSION:
             raise storage_failure(
                 f"{self.target} is a feltdb store of schema {header.user_version}, which this "
                 f"feltdb (schema {SCHEMA_VERSION}) cannot read"
             )
+
+    def _upgrade_schema(self, connection: sqlite3.Connection) -> _Header:
+        header = self._header(connection)
+        if header.application_id != APPLICATION_ID or not (
+            1 <= header.user_version < SCHEMA_VERSION
+        ):
+            return header
+        for version, statements in _UPGRADES:
+            if version > header.user_version:
+                for statement in statements:
+                    connection.execute(statement).fetchall()
+        return self._header(connection)
 
     def _create_schema(self, connection: sqlite3.Connection) -> _Header:
         header = self._header(connection)
@@ -571,8 +603,9 @@ class SQLiteDatabase:
 
     def count_by_state(self, collection: str) -> dict[str, int]:
         """How many rows of ``collection`` are in each index ``state`` (states with no
-        rows, and rows without a state, are absent), by one ``GROUP BY`` over the
-        covering index ``rows_by_state`` (its entries only, never the table).
+        rows, and rows without a state, are absent), by one ``GROUP BY`` over a covering
+        index (``rows_by_state`` or ``rows_by_definition``: its entries only, never the
+        table).
 
         Raises:
             WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` if the store cannot be read.
@@ -660,12 +693,17 @@ class SQLiteDatabase:
         *,
         limit: int,
         offset: int = 0,
+        definitions: Collection[str] | None = None,
     ) -> Commit | None:
         """Select claimable rows and commit ``decide``'s plan for them, in one transaction.
 
         The transaction holds SQLite's write lock from the selection to the commit, so no
         other writer changes a selected row in between. ``decide`` may read further rows
         through its reader; when it answers ``None``, nothing is written.
+
+        With ``definitions``, only rows of those definition ids are selected, each
+        definition by its own range of ``rows_by_definition`` (read to ``offset + limit``
+        rows), merged in index order; an empty collection selects nothing.
 
         Raises:
             StorageConflict: a precondition of the plan failed; nothing was written.
@@ -683,8 +721,23 @@ class SQLiteDatabase:
             "offset": offset,
         }
 
+        def select(connection: sqlite3.Connection) -> Sequence[tuple[str, str, int, int, str]]:
+            if definitions is None:
+                fetched: list[tuple[str, str, int, int, str]]
+                fetched = connection.execute(_Q["claimable_rows"], params).fetchall()
+                return fetched
+
+            def fetch(definition: str, depth: int) -> list[tuple[Any, ...]]:
+                found: list[tuple[Any, ...]] = connection.execute(
+                    _Q["claimable_rows_by_definition"],
+                    {**params, "definition": definition, "limit": depth},
+                ).fetchall()
+                return found
+
+            return merge_definitions(fetch, definitions, offset, limit)
+
         def work(connection: sqlite3.Connection) -> tuple[_Prepared, int, list[int | None]] | None:
-            rows = RowsDecodedOnRead(connection.execute(_Q["claimable_rows"], params).fetchall())
+            rows = RowsDecodedOnRead(select(connection))
 
             def read(row_collection: str, key: str) -> StoredRow | None:
                 found = connection.execute(

@@ -33,6 +33,7 @@ def row_index(w: Workload) -> RowIndex:
         ),
         deadline_at=next_deadline_at(w),
         result_id=w.result.result_id if w.result is not None else None,
+        definition_id=w.definition_id,
     )
 
 

@@ -540,6 +540,7 @@ class WorkloadStore:
             examined = len(rows)
             for row in rows:
                 w = _parse(row)
+                # served is a guard only: the selection already holds nothing else.
                 if (served is not None and w.definition_id not in served) or (
                     places is not None and w.environment not in places
                 ):
@@ -572,6 +573,9 @@ class WorkloadStore:
                 decide,
                 limit=CANDIDATE_BATCH,
                 offset=offset,
+                # Only the served definitions' index ranges are read: a worker of one
+                # definition never pages through another's backlog. (decide still checks.)
+                definitions=served,
             )
             if commit is not None:
                 self._remember(commit)

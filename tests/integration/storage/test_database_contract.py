@@ -984,6 +984,122 @@ def test_commit_selected_pages_with_offset_and_honours_eligibility(db: Database)
     assert pages == [["k2", "k3"], ["early"]]
 
 
+def ready_of(db: Database, key: str, definition: str, priority: int, created_at: int) -> None:
+    """A claimable row ``key`` of ``definition`` (its document is ``{"n": key}``)."""
+    index = RowIndex("t1", "app1", "ready", priority, created_at, definition_id=definition)
+    put(db, key, index, n=key)
+
+
+def selected(db: Database, definitions: Any, *, limit: int = 10, offset: int = 0) -> list[str]:
+    """The keys commit_selected hands ``decide`` (which declines), at now = 100."""
+    seen: list[list[str]] = []
+
+    def look(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        seen.append(keys(rows))
+        return None
+
+    assert (
+        db.commit_selected(
+            "work",
+            "t1",
+            "app1",
+            "ready",
+            100,
+            look,
+            limit=limit,
+            offset=offset,
+            definitions=definitions,
+        )
+        is None
+    )
+    assert len(seen) == 1
+    return seen[0]
+
+
+@pytest.fixture
+def three_definitions(db: Database) -> Database:
+    ready_of(db, "a-hi", "a", 9, 1)
+    ready_of(db, "b-hi", "b", 9, 2)
+    ready_of(db, "a-mid", "a", 5, 3)
+    ready_of(db, "c-mid", "c", 5, 1)
+    ready_of(db, "b-old", "b", 1, 1)
+    ready_of(db, "b-new", "b", 1, 4)
+    ready_of(db, "a-tie", "a", 1, 4)  # same priority and age as b-new: the key decides
+    ready(db, "none", 7)  # no definition: selected only without definitions
+    put(db, "b-later", RowIndex("t1", "app1", "ready", 8, 1, 500, definition_id="b"))
+    put(db, "b-done", RowIndex("t1", "app1", "done", 8, 1, definition_id="b"))
+    put(db, "b-elsewhere", RowIndex("t2", "app1", "ready", 8, 1, definition_id="b"))
+    return db
+
+
+def test_commit_selected_with_definitions_selects_only_theirs(three_definitions: Database) -> None:
+    db = three_definitions
+    assert selected(db, ["b"]) == ["b-hi", "b-old", "b-new"]
+    assert selected(db, {"c"}) == ["c-mid"]
+    assert selected(db, ("unknown",)) == []
+    everything = ["a-hi", "b-hi", "none", "c-mid", "a-mid", "b-old", "a-tie", "b-new"]
+    assert selected(db, None) == everything  # unchanged without definitions
+
+
+def test_commit_selected_merges_definitions_in_index_order(three_definitions: Database) -> None:
+    db = three_definitions
+    merged = ["a-hi", "b-hi", "c-mid", "a-mid", "b-old", "a-tie", "b-new"]
+    assert selected(db, ["c", "b", "a"]) == merged
+    assert selected(db, frozenset({"a", "b"})) == [k for k in merged if k != "c-mid"]
+    assert selected(db, ["a", "a", "unknown"]) == ["a-hi", "a-mid", "a-tie"]
+
+
+def test_commit_selected_with_no_definitions_selects_nothing(three_definitions: Database) -> None:
+    db = three_definitions
+    revision = db.current_revision()
+    assert selected(db, []) == []
+    assert selected(db, frozenset()) == []
+    assert db.current_revision() == revision
+
+
+def test_commit_selected_pages_over_the_definitions_rows(three_definitions: Database) -> None:
+    db = three_definitions
+    merged = ["a-hi", "b-hi", "c-mid", "a-mid", "b-old", "a-tie", "b-new"]
+    pages = [selected(db, ["a", "b", "c"], limit=3, offset=offset) for offset in (0, 3, 6, 9)]
+    assert pages == [merged[0:3], merged[3:6], merged[6:], []]
+    assert selected(db, ["b"], limit=1, offset=1) == ["b-old"]
+    assert selected(db, ["b", "c"], limit=2, offset=1) == ["c-mid", "b-old"]
+
+
+def test_commit_selected_with_definitions_commits_the_plan(three_definitions: Database) -> None:
+    db = three_definitions
+
+    def claim_first(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        first = rows[0]
+        index = RowIndex("t1", "app1", "claimed", 1, 1, definition_id="b")
+        return PlannedCommit(
+            "claim",
+            [Mutation("work", first.key, {"n": first.key}, index)],
+            [Precondition("work", first.key, expected_version=first.version)],
+        )
+
+    commit = db.commit_selected(
+        "work", "t1", "app1", "ready", 100, claim_first, limit=1, definitions=["b"]
+    )
+    assert commit is not None and commit.rows[0].key == "b-hi"
+    assert selected(db, ["b"]) == ["b-old", "b-new"]
+
+
+def test_the_definition_index_is_written_by_every_index_write(db: Database) -> None:
+    ready_of(db, "k", "a", 1, 1)
+    assert selected(db, ["a"]) == ["k"]
+    assert db.update_index("work", "k", RowIndex("t1", "app1", "ready", 1, 1, definition_id="b"))
+    assert (selected(db, ["a"]), selected(db, ["b"])) == ([], ["k"])
+    db.restore_row(
+        "work", "k", {"n": "k"}, RowIndex("t1", "app1", "ready", 1, 1, definition_id="c")
+    )
+    assert (selected(db, ["b"]), selected(db, ["c"])) == ([], ["k"])
+    db.restore_row(
+        "work", "r", {"n": "r"}, RowIndex("t1", "app1", "ready", 1, 2, definition_id="c")
+    )
+    assert selected(db, ["c"]) == ["k", "r"]
+
+
 def test_concurrent_commit_selected_callers_take_disjoint_rows(target: str) -> None:
     """Four writers take the first selected row until none is left: every row is taken once,
     and no plan loses its guard (the rows a caller selected were its own until it committed).
@@ -1109,7 +1225,9 @@ def test_count_by_state_reads_the_state_index_not_the_table(backend: str, target
                 )
             ]
         # Only the covering index's entries are read (the GROUP BY sorts the states).
-        assert any("USING COVERING INDEX rows_by_state" in line for line in plan), plan
+        # rows_by_state or rows_by_definition: each covers the state column.
+        covering = re.compile(r"USING COVERING INDEX rows_by_(state|definition)\b")
+        assert any(covering.search(line) for line in plan), plan
         assert not any(line.startswith("SCAN") for line in plan), plan
     else:
         with psycopg.connect(target, autocommit=True) as connection:
@@ -1122,5 +1240,5 @@ def test_count_by_state_reads_the_state_index_not_the_table(backend: str, target
                     "EXPLAIN " + POSTGRES_QUERIES["count_by_state"], {"collection": "work"}
                 ).fetchall()
             )
-        assert "Index Only Scan using rows_by_state" in plan, plan
+        assert re.search(r"Index Only Scan using rows_by_(state|definition)\b", plan), plan
         assert "Seq Scan" not in plan, plan

@@ -846,6 +846,8 @@ PLAN_PARAMS: dict[str, Any] = {
     "limit": 10,
     "offset": 0,
     "result_id": "r42",
+    "definition": "d1",
+    "definition_id": "d1",
     "revision": 100,
     "expected_version": 1,
     "version": 1,
@@ -876,12 +878,13 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
             """
             INSERT INTO rows (collection, key, version, revision, document, tenant_id,
                 application_id, state, priority, created_at, eligible_at, lease_expires_at,
-                deadline_at, result_id)
+                deadline_at, result_id, definition_id)
             SELECT CASE WHEN n % 4 = 0 THEN 'other' ELSE 'work' END, 'w' || lpad(n::text, 5, '0'),
                 1, n, '{}', 't' || (n % 5), 'app' || (n % 3),
                 (ARRAY['ready', 'claimed', 'succeeded', 'failed'])[1 + n % 4], n % 5, n,
                 CASE WHEN n % 7 = 0 THEN n END, CASE WHEN n % 10 = 1 THEN n END,
-                CASE WHEN n % 10 = 2 THEN n END, CASE WHEN n % 10 = 3 THEN 'r' || n END
+                CASE WHEN n % 10 = 2 THEN n END, CASE WHEN n % 10 = 3 THEN 'r' || n END,
+                'd' || (n % 6)
             FROM generate_series(1, 4000) AS n
             """
         )
@@ -901,6 +904,7 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
 PLANS = {
     "claimable_rows": "rows_by_state",
     "claimable_rows_locked": "rows_by_state",
+    "claimable_rows_by_definition_locked": "rows_by_definition",
     "list_rows_by_state": "rows_by_state",
     "list_rows_by_application": "rows_by_application",
     "page_rows_by_state_same_priority": "rows_by_state",

@@ -74,7 +74,7 @@ def test_new_store_is_stamped_with_the_feltdb_application_id_and_schema(
     db: SQLiteDatabase, path: Path
 ) -> None:
     assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID == 0x66656C74
-    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 1
+    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 2
     assert raw_scalar(path, "PRAGMA journal_mode") == "wal"
     assert db.current_revision() == 0
     assert db.target == str(path)
@@ -135,14 +135,118 @@ def test_two_openers_of_a_new_file_create_the_schema_once(tmp_path: Path) -> Non
 def test_refuses_a_store_of_a_newer_schema(path: Path) -> None:
     SQLiteDatabase(path).close()
     connection = raw(path)
-    connection.execute("PRAGMA user_version = 2")
+    connection.execute("PRAGMA user_version = 3")
     connection.close()
     with pytest.raises(WorkloadError) as raised:
         SQLiteDatabase(path)
     assert raised.value.code == STORAGE_FAILURE
-    assert "newer feltdb (schema 2)" in raised.value.message
-    assert "reads schema 1" in raised.value.message
+    assert "newer feltdb (schema 3)" in raised.value.message
+    assert "reads schema 2" in raised.value.message
     assert str(path) in raised.value.message
+
+
+SCHEMA_1 = Path(__file__).with_name("sqlite_schema_1.sql").read_text(encoding="utf-8")
+"""The schema the first release created: the file an older feltdb wrote is built from it."""
+
+WORK = "system_durable_work"
+
+
+def make_schema_1_store(path: Path) -> None:
+    """A store as schema 1 left it: two workloads, a row of another collection, a log entry."""
+    connection = raw(path)
+    try:
+        connection.executescript(SCHEMA_1)
+        rows = [
+            (WORK, "w1", {"definition_id": "send", "state": "READY"}, "READY", 5, 10),
+            (WORK, "w2", {"definition_id": "bill", "state": "READY"}, "READY", 9, 20),
+            ("other", "o1", {"definition_id": "not-a-workload"}, None, None, None),
+        ]
+        for collection, key, document, state, priority, created_at in rows:
+            connection.execute(
+                "INSERT INTO rows (collection, key, version, revision, document, tenant_id, "
+                "application_id, state, priority, created_at) VALUES (?, ?, 1, 1, ?, 't', "
+                "'app', ?, ?, ?)",
+                (collection, key, json.dumps(document), state, priority, created_at),
+            )
+        connection.execute(
+            "INSERT INTO transactions VALUES (1, 0, 'tx_1', 1.0, '[\"op\"]', '[]', NULL)"
+        )
+    finally:
+        connection.close()
+    assert raw_scalar(path, "PRAGMA user_version") == 1
+
+
+def schema_of(path: Path) -> dict[str, Any]:
+    """The columns of ``rows`` and every index's columns, as SQLite reports them."""
+    connection = raw(path)
+    try:
+        indexes = connection.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' ORDER BY name"
+        ).fetchall()
+        return {
+            "columns": connection.execute("PRAGMA table_info(rows)").fetchall(),
+            "indexes": {
+                name: connection.execute(f"PRAGMA index_xinfo({name})").fetchall()
+                for (name,) in indexes
+            },
+        }
+    finally:
+        connection.close()
+
+
+def test_a_schema_1_store_is_upgraded_in_place_when_opened(tmp_path: Path, path: Path) -> None:
+    make_schema_1_store(path)
+    database = SQLiteDatabase(path)
+    try:
+        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 2
+        assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID
+        fresh = tmp_path / "fresh.db"
+        SQLiteDatabase(fresh).close()
+        assert schema_of(path) == schema_of(fresh)  # as if created at schema 2
+        backfilled = raw(path).execute(
+            "SELECT collection, key, definition_id FROM rows ORDER BY collection, key"
+        )
+        assert backfilled.fetchall() == [
+            ("other", "o1", None),  # not a workload: its document is not read
+            (WORK, "w1", "send"),
+            (WORK, "w2", "bill"),
+        ]
+        # The rows, their versions and the log are as they were.
+        assert database.current_revision() == 1
+        assert database.get_row(WORK, "w1").document == {  # type: ignore[union-attr]
+            "definition_id": "send",
+            "state": "READY",
+            "__version": 1,
+        }
+        seen: list[list[str]] = []
+
+        def look(rows: Any, read: Any) -> None:
+            seen.append([row.key for row in rows])
+
+        for served in (["send"], ["bill", "send"], []):
+            database.commit_selected(
+                WORK, "t", "app", "READY", 0, look, limit=5, definitions=served
+            )
+        assert seen == [["w1"], ["w2", "w1"], []]
+    finally:
+        database.close()
+    SQLiteDatabase(path).close()  # reopening an upgraded store changes nothing
+    assert raw_scalar(path, "PRAGMA user_version") == 2
+
+
+def test_a_failed_upgrade_leaves_the_schema_1_store_as_it_was(path: Path) -> None:
+    make_schema_1_store(path)
+    connection = raw(path)
+    # An object in the way of the upgrade's CREATE INDEX, so that its last steps fail.
+    connection.execute("CREATE INDEX rows_by_definition ON rows (key)")
+    connection.close()
+    with pytest.raises(WorkloadError) as raised:
+        SQLiteDatabase(path)
+    assert raised.value.code == STORAGE_FAILURE
+    assert "rows_by_definition" in raised.value.message
+    assert raw_scalar(path, "PRAGMA user_version") == 1
+    columns = raw(path).execute("PRAGMA table_info(rows)").fetchall()
+    assert "definition_id" not in [column[1] for column in columns]
 
 
 def test_refuses_a_sqlite_file_of_another_application_and_leaves_it_alone(path: Path) -> None:
@@ -293,6 +397,7 @@ def _plan(path: Path, query_name: str) -> list[str]:
     ("query_name", "index"),
     [
         ("claimable_rows", "rows_by_state"),
+        ("claimable_rows_by_definition", "rows_by_definition"),
         ("list_rows_by_state", "rows_by_state"),
         ("list_rows_by_application", "rows_by_application"),
         ("page_rows_by_state_same_priority", "rows_by_state"),
@@ -317,6 +422,27 @@ def test_index_queries_never_scan_nor_sort(
     assert any(re.search(rf"USING (COVERING )?INDEX {index}\b", detail) for detail in plan), plan
     assert not any(detail.startswith("SCAN") for detail in plan), plan
     assert not any("TEMP B-TREE" in detail for detail in plan), plan
+
+
+def test_one_definition_s_candidates_are_one_range_of_rows_by_definition(
+    db: SQLiteDatabase, path: Path
+) -> None:
+    # Many definitions, most rows of one of them, and statistics to plan with: the
+    # per-definition candidate query still seeks rows_by_definition on every equality
+    # column, definition included, and reads the range in ORDER BY order (no sort).
+    for n in range(300):
+        index = RowIndex("t1", "app1", "ready", n % 5, n, None, definition_id=f"d{min(n % 40, 3)}")
+        put(db, f"w{n}", index)
+    connection = raw(path)
+    connection.execute("ANALYZE")
+    connection.close()
+    plan = _plan(path, "claimable_rows_by_definition")
+    assert len(plan) == 1, plan
+    assert re.fullmatch(
+        r"SEARCH rows USING INDEX rows_by_definition \(collection=\? AND tenant_id=\? AND "
+        r"application_id=\? AND state=\? AND definition_id=\?\)",
+        plan[0],
+    ), plan
 
 
 def test_the_log_queries_use_the_revision_key(db: SQLiteDatabase, path: Path) -> None:

@@ -102,3 +102,35 @@ def test_an_identical_replay_of_work_admitted_into_approval_is_accepted(store):
     again, created = store.admit(make_request(approval=ApprovalPolicy(), not_before=500))
     assert not created
     assert again.workload_id == first.workload_id
+
+
+def test_a_worker_of_one_definition_reads_only_its_work_behind_another_s_backlog(store):
+    # The served definitions are index ranges of their own: a worker serving "b" is handed
+    # only "b"'s candidates, however much higher-priority "a" work is ready ahead of it.
+    backlog = CANDIDATE_BATCH * 4
+    for n in range(backlog):
+        store.create(make_request(idempotency_key=f"a-{n}", definition_id="a", priority=9))
+    wanted = store.create(make_request(idempotency_key="b", definition_id="b", priority=0))
+    handed: list[list[str]] = []
+    select = store.db.commit_selected
+
+    def counting(*args, **kwargs):
+        decide = args[5]
+
+        def watched(rows, read):
+            handed.append([row.document["definition_id"] for row in rows])
+            return decide(rows, read)
+
+        return select(*args[:5], watched, *args[6:], **kwargs)
+
+    store.db.commit_selected = counting
+    try:
+        claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions=["b"])
+    finally:
+        del store.db.commit_selected
+    assert claim is not None and claim.workload_id == wanted.workload_id
+    assert handed == [["b"]]  # one selection, of one candidate: no "a" row was examined
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions=["b"]) is None
+    first = store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions=["a", "b"])
+    assert first is not None and store.get(first.workload_id).definition_id == "a"
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions=[]) is None

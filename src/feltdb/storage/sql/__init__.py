@@ -7,8 +7,10 @@ blocks)::
     -- description: one row by key
     SELECT ...;
 
-and its schema: ``schema.sql`` (SQLite: applied whole to a new store) or
-``migrations/NNNN_<what>.sql`` (PostgreSQL: numbered steps, applied in order, each once).
+and its schema: ``migrations/NNNN_<what>.sql``, numbered steps applied in order, each once,
+that take a store of schema ``NNNN - 1`` to schema ``NNNN``. PostgreSQL's start at 1, from an
+empty database. SQLite's start at 2: a new SQLite store gets the newest schema whole from
+``schema.sql``, and the steps upgrade a file an older release wrote.
 
 Backends load these once, at import, and pick statements by name: runtime code never
 builds SQL, so every statement that can run is in these files, where it can be read and
@@ -111,8 +113,9 @@ class Migration:
     """The statements of the step, run as one script inside the migrating transaction."""
 
 
-def load_migrations(dialect: str) -> list[Migration]:
-    """The numbered migrations of a dialect, in order: versions 1, 2, 3, … without a gap.
+def load_migrations(dialect: str, *, first: int = 1) -> list[Migration]:
+    """The numbered migrations of a dialect, in order: versions ``first``, ``first + 1``, …
+    without a gap (PostgreSQL's start at 1, SQLite's at 2).
 
     Files of the ``migrations`` directory that are not named ``NNNN_<name>.sql`` (lowercase
     letters, digits and underscores) are refused rather than skipped, so that a misnamed
@@ -141,11 +144,11 @@ def load_migrations(dialect: str) -> list[Migration]:
         migrations.append(Migration(int(match["version"]), match["name"], script))
     if not migrations:
         raise ValueError(f"no migrations for SQL dialect {dialect!r}")
-    for expected, migration in enumerate(migrations, start=1):
+    for expected, migration in enumerate(migrations, start=first):
         if migration.version != expected:
             raise ValueError(
-                f"{dialect} migrations must be numbered 1, 2, 3, … without a gap or a "
-                f"repeat: found {migration.version:04d}_{migration.name}.sql where "
+                f"{dialect} migrations must be numbered {first}, {first + 1}, … without a gap "
+                f"or a repeat: found {migration.version:04d}_{migration.name}.sql where "
                 f"{expected:04d} was expected"
             )
     return migrations

@@ -174,6 +174,20 @@ ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint
 FOR UPDATE SKIP LOCKED;
 
+-- name: claimable_rows_by_definition_locked
+-- description: claimable_rows_locked of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
+SELECT collection, key, version, revision, document, priority, created_at
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND definition_id = %(definition)s
+  AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint
+FOR UPDATE SKIP LOCKED;
+
 -- name: rows_due_lease_expires_at
 -- description: rows whose lease expired at or before now, earliest first (rows_by_lease_expiry)
 SELECT collection, key, version, revision, document
@@ -233,12 +247,13 @@ RETURNING commit_revision;
 -- description: write a new row at version 1 unless the key exists (no result: it exists)
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+     definition_id)
 VALUES
     (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, %(document)s,
      %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
      %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s)
+     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
 ON CONFLICT (collection, key) DO NOTHING
 RETURNING version;
 
@@ -256,7 +271,8 @@ UPDATE rows SET
     eligible_at = %(eligible_at)s::bigint,
     lease_expires_at = %(lease_expires_at)s::bigint,
     deadline_at = %(deadline_at)s::bigint,
-    result_id = %(result_id)s
+    result_id = %(result_id)s,
+    definition_id = %(definition_id)s
 WHERE collection = %(collection)s AND key = %(key)s
   AND version = %(expected_version)s::bigint
 RETURNING version;
@@ -272,12 +288,13 @@ RETURNING version;
 -- description: write a row at version 1, or at its version + 1 if it exists; returns the version
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+     definition_id)
 VALUES
     (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, %(document)s,
      %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
      %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s)
+     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = rows.version + 1,
     revision = excluded.revision,
@@ -290,19 +307,21 @@ ON CONFLICT (collection, key) DO UPDATE SET
     eligible_at = excluded.eligible_at,
     lease_expires_at = excluded.lease_expires_at,
     deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id
+    result_id = excluded.result_id,
+    definition_id = excluded.definition_id
 RETURNING version;
 
 -- name: write_row_at_version
 -- description: write a row at exactly version, whether or not it exists (restore, and rows locked beforehand)
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+     definition_id)
 VALUES
     (%(collection)s, %(key)s, %(version)s::bigint, pg_current_xact_id()::text::bigint,
      %(document)s, %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
      %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s)
+     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = excluded.version,
     revision = excluded.revision,
@@ -315,7 +334,8 @@ ON CONFLICT (collection, key) DO UPDATE SET
     eligible_at = excluded.eligible_at,
     lease_expires_at = excluded.lease_expires_at,
     deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id;
+    result_id = excluded.result_id,
+    definition_id = excluded.definition_id;
 
 -- name: delete_row
 -- description: delete one row (no row: no change)
@@ -333,7 +353,8 @@ UPDATE rows SET
     eligible_at = %(eligible_at)s::bigint,
     lease_expires_at = %(lease_expires_at)s::bigint,
     deadline_at = %(deadline_at)s::bigint,
-    result_id = %(result_id)s
+    result_id = %(result_id)s,
+    definition_id = %(definition_id)s
 WHERE collection = %(collection)s AND key = %(key)s;
 
 -- name: transactions_after

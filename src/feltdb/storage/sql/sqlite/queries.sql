@@ -142,6 +142,19 @@ WHERE collection = :collection
 ORDER BY priority DESC, created_at, key
 LIMIT :limit OFFSET :offset;
 
+-- name: claimable_rows_by_definition
+-- description: claimable_rows of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
+SELECT collection, key, version, revision, document, priority, created_at
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND definition_id = :definition
+  AND (eligible_at IS NULL OR eligible_at <= :now)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
 -- name: rows_due_lease_expires_at
 -- description: rows whose lease expired at or before :now, earliest first (rows_by_lease_expiry)
 SELECT collection, key, version, revision, document
@@ -172,7 +185,7 @@ WHERE collection = :collection
 ORDER BY key;
 
 -- name: count_by_state
--- description: how many rows of a collection are in each state, read from the covering index rows_by_state (never the table)
+-- description: how many rows of a collection are in each state, read from a covering index, rows_by_state or rows_by_definition (never the table)
 SELECT state, count(*)
 FROM rows
 WHERE collection = :collection
@@ -197,10 +210,12 @@ RETURNING commit_revision;
 -- description: write a row at version 1, or at its version + 1 if it exists; returns the version
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+     definition_id)
 VALUES
     (:collection, :key, 1, :revision, :document, :tenant_id, :application_id, :state,
-     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id)
+     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
+     :definition_id)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = rows.version + 1,
     revision = excluded.revision,
@@ -213,17 +228,20 @@ ON CONFLICT (collection, key) DO UPDATE SET
     eligible_at = excluded.eligible_at,
     lease_expires_at = excluded.lease_expires_at,
     deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id
+    result_id = excluded.result_id,
+    definition_id = excluded.definition_id
 RETURNING version;
 
 -- name: restore_row
 -- description: write a row at exactly :version, whether or not it exists
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id)
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+     definition_id)
 VALUES
     (:collection, :key, :version, :revision, :document, :tenant_id, :application_id, :state,
-     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id)
+     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
+     :definition_id)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = excluded.version,
     revision = excluded.revision,
@@ -236,7 +254,8 @@ ON CONFLICT (collection, key) DO UPDATE SET
     eligible_at = excluded.eligible_at,
     lease_expires_at = excluded.lease_expires_at,
     deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id;
+    result_id = excluded.result_id,
+    definition_id = excluded.definition_id;
 
 -- name: delete_row
 -- description: delete one row (no row: no change)
@@ -254,7 +273,8 @@ UPDATE rows SET
     eligible_at = :eligible_at,
     lease_expires_at = :lease_expires_at,
     deadline_at = :deadline_at,
-    result_id = :result_id
+    result_id = :result_id,
+    definition_id = :definition_id
 WHERE collection = :collection AND key = :key;
 
 -- name: transactions_after

@@ -1,5 +1,6 @@
--- The feltdb store, schema 1. Applied once, in one transaction, to a new or empty file.
--- The two PRAGMAs at the end stamp the file as a feltdb store of schema 1: application_id
+-- The feltdb store, schema 2. Applied once, in one transaction, to a new or empty file (a file
+-- of schema 1 is upgraded in place instead, by upgrades/0002_definition_id.sql).
+-- The two PRAGMAs at the end stamp the file as a feltdb store of schema 2: application_id
 -- 0x66656C74 is "felt" in ASCII; user_version is feltdb.storage.sqlite.SCHEMA_VERSION.
 
 -- One row per (collection, key). document is the canonical JSON of the row's document
@@ -20,6 +21,7 @@ CREATE TABLE rows (
     lease_expires_at INTEGER,
     deadline_at      INTEGER,
     result_id        TEXT,
+    definition_id    TEXT,
     PRIMARY KEY (collection, key)
 );
 
@@ -28,6 +30,14 @@ CREATE TABLE rows (
 -- the eligibility filter is evaluated on the index entry before the table row is read.
 CREATE INDEX rows_by_state ON rows (
     collection, tenant_id, application_id, state, priority DESC, created_at, key, eligible_at
+);
+
+-- claimable_rows_by_definition: rows_by_state with the definition after the state, so that
+-- the work of one definition is one index range, in the same order, however much work of
+-- other definitions is ready ahead of it.
+CREATE INDEX rows_by_definition ON rows (
+    collection, tenant_id, application_id, state, definition_id,
+    priority DESC, created_at, key, eligible_at
 );
 
 -- list_rows(tenant_id, application_id) without a state: the same order without state.
@@ -61,4 +71,4 @@ CREATE TABLE transactions (
 );
 
 PRAGMA application_id = 0x66656C74;  -- "felt"
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;

@@ -1,0 +1,67 @@
+-- A verbatim copy of src/feltdb/storage/sql/sqlite/schema.sql as it was at schema 1 (the first
+-- release), kept so that tests can build the file an older feltdb wrote and open it.
+
+-- The feltdb store, schema 1. Applied once, in one transaction, to a new or empty file.
+-- The two PRAGMAs at the end stamp the file as a feltdb store of schema 1: application_id
+-- 0x66656C74 is "felt" in ASCII; user_version is feltdb.storage.sqlite.SCHEMA_VERSION.
+
+-- One row per (collection, key). document is the canonical JSON of the row's document
+-- without "__version"; version is stamped back in on read. The remaining columns are the
+-- RowIndex the caller computes from the document; the backend never derives them itself.
+CREATE TABLE rows (
+    collection       TEXT    NOT NULL,
+    key              TEXT    NOT NULL,
+    version          INTEGER NOT NULL CHECK (version >= 1),
+    revision         INTEGER NOT NULL,
+    document         TEXT    NOT NULL,
+    tenant_id        TEXT,
+    application_id   TEXT,
+    state            TEXT,
+    priority         INTEGER,
+    created_at       INTEGER,
+    eligible_at      INTEGER,
+    lease_expires_at INTEGER,
+    deadline_at      INTEGER,
+    result_id        TEXT,
+    PRIMARY KEY (collection, key)
+);
+
+-- claimable_rows and list_rows(tenant_id, application_id, state): equality on the first four
+-- columns, then the index order is exactly the ORDER BY, so no sort; eligible_at is last so
+-- the eligibility filter is evaluated on the index entry before the table row is read.
+CREATE INDEX rows_by_state ON rows (
+    collection, tenant_id, application_id, state, priority DESC, created_at, key, eligible_at
+);
+
+-- list_rows(tenant_id, application_id) without a state: the same order without state.
+CREATE INDEX rows_by_application ON rows (
+    collection, tenant_id, application_id, priority DESC, created_at, key
+);
+
+-- rows_due: only rows with a live lease / a deadline are indexed. key breaks ties so the
+-- order is total and still needs no sort.
+CREATE INDEX rows_by_lease_expiry ON rows (collection, lease_expires_at, key)
+    WHERE lease_expires_at IS NOT NULL;
+
+CREATE INDEX rows_by_deadline ON rows (collection, deadline_at, key)
+    WHERE deadline_at IS NOT NULL;
+
+-- rows_with_result_id: only rows that carry a result id are indexed.
+CREATE INDEX rows_by_result_id ON rows (collection, result_id, key)
+    WHERE result_id IS NOT NULL;
+
+-- The transaction log: one row per commit, written in the same transaction as its rows.
+-- commit_revision is the rowid, so MAX(commit_revision) is a single b-tree seek.
+CREATE TABLE transactions (
+    commit_revision INTEGER PRIMARY KEY,
+    base_revision   INTEGER NOT NULL,
+    transaction_id  TEXT    NOT NULL UNIQUE,
+    committed_at    REAL    NOT NULL,
+    operation_ids   TEXT    NOT NULL,  -- JSON array of strings
+    keys            TEXT    NOT NULL,  -- JSON array of "collection/key"
+    audit           TEXT,              -- canonical JSON object, or NULL
+    CHECK (base_revision = commit_revision - 1)
+);
+
+PRAGMA application_id = 0x66656C74;  -- "felt"
+PRAGMA user_version = 1;
