@@ -139,6 +139,81 @@ class WorkloadsByState(Collector):
             return dict(self._counted or {})
 
 
+MAX_DEFINITION_LABELS = 50
+"""The most ``definition`` label values of the ready-work gauges: the definitions with the
+oldest READY work; the rest are summed as ``other`` (definition ids are requesters' to
+choose, so the label set is bounded)."""
+
+ReadyCounter = Callable[[], dict[str, tuple[int, int]]]
+
+
+class ReadyByDefinition(Collector):
+    """``feltdb_ready_workloads{definition}`` and ``feltdb_oldest_ready_age_seconds
+    {definition}``: how much work waits READY per definition and for how long (work no
+    worker serves shows here), from one index query cached for :attr:`ttl_s`.
+    """
+
+    COUNT = "feltdb_ready_workloads"
+    AGE = "feltdb_oldest_ready_age_seconds"
+
+    def __init__(
+        self,
+        ttl_s: float = STATE_COUNT_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.ttl_s, self.clock, self.wall = ttl_s, clock, wall
+        self._count: ReadyCounter | None = None
+        self._counted: dict[str, tuple[int, int]] = {}
+        self._counted_at: float | None = None
+        self._lock = threading.Lock()
+
+    def bind(self, count: ReadyCounter) -> None:
+        """Count with ``count`` (``WorkloadStore.ready_by_definition``) from now on."""
+        with self._lock:
+            self._count, self._counted, self._counted_at = count, {}, None
+
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            GaugeMetricFamily(self.COUNT, "READY workloads per definition", labels=["definition"]),
+            GaugeMetricFamily(
+                self.AGE,
+                "Seconds the oldest READY workload of a definition has waited",
+                labels=["definition"],
+            ),
+        )
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:  # noqa: D102
+        return self._families()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:  # noqa: D102
+        counts, ages = self._families()
+        ready = list(self.ready().items())  # oldest first
+        now = self.wall()
+        shown, rest = ready[:MAX_DEFINITION_LABELS], ready[MAX_DEFINITION_LABELS:]
+        if rest:
+            shown.append(("other", (sum(n for _, (n, _) in rest), rest[0][1][1])))
+        for definition, (count, oldest) in shown:
+            counts.add_metric([definition], count)
+            ages.add_metric([definition], max(0.0, now - oldest))
+        yield counts
+        yield ages
+
+    def ready(self) -> dict[str, tuple[int, int]]:
+        """The cached answer, refreshed first when :attr:`ttl_s` old (empty on failure)."""
+        with self._lock:
+            now = self.clock()
+            fresh = self._counted_at is not None and now - self._counted_at < self.ttl_s
+            if self._count is not None and not fresh:
+                try:
+                    self._counted = self._count()
+                except WorkloadError as error:
+                    log.warning("counting ready work by definition failed: %s", error)
+                    self._counted = {}
+                self._counted_at = now
+            return dict(self._counted)
+
+
 class Metrics:
     """The counters, the latency histogram and the work-by-state gauge of one app, in a
     registry of its own (the gauge counts once a :class:`MeteredStore` binds it).
@@ -173,6 +248,8 @@ class Metrics:
         )
         self.workloads = WorkloadsByState()
         r.register(self.workloads)
+        self.ready = ReadyByDefinition()
+        r.register(self.ready)
 
     def failure(self, kind: str) -> None:
         """Count a failure report of ``kind`` (``other`` unless in
@@ -198,6 +275,7 @@ class MeteredStore(WorkloadStore):
         super().__init__(store.db, max_lease_ms=store.max_lease_ms)
         self.metrics = metrics
         metrics.workloads.bind(self.count_by_state)
+        metrics.ready.bind(self.ready_by_definition)
 
     def admit(self, request: CreateWorkload) -> tuple[Workload, bool]:  # noqa: D102
         workload, created = super().admit(request)

@@ -276,6 +276,13 @@ class Database(Protocol):
         """
         ...
 
+    def oldest_by_definition(self, collection: str, state: str) -> dict[str, tuple[int, int]]:
+        """Per index ``definition_id``, how many rows of ``collection`` are in ``state``
+        and the oldest ``created_at`` among them, oldest first; from the index columns,
+        never the documents.
+        """
+        ...
+
     def current_revision(self) -> int:
         """The greatest revision readable from the log (0 before any commit):
         ``committed_transactions_after(current_revision())`` is empty.

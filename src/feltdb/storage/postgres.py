@@ -731,6 +731,18 @@ class PostgresDatabase:
         )
         return {str(state): int(count) for state, count in fetched}
 
+    def oldest_by_definition(self, collection: str, state: str) -> dict[str, tuple[int, int]]:
+        """See :meth:`Database.oldest_by_definition` (one ``GROUP BY`` over the index).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` if the store cannot be read.
+        """
+        params = {"collection": collection, "state": state}
+        fetched = self._one_statement(
+            "read", lambda c: c.execute(_Q["oldest_by_definition"], params).fetchall()
+        )
+        return {str(d): (int(count), int(oldest)) for d, count, oldest in fetched}
+
     def current_revision(self) -> int:
         """The greatest logged revision every reader can see, 0 before any.
 

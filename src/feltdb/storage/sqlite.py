@@ -619,6 +619,21 @@ class SQLiteDatabase:
             )
         return {str(state): int(count) for state, count in fetched}
 
+    def oldest_by_definition(self, collection: str, state: str) -> dict[str, tuple[int, int]]:
+        """See :meth:`Database.oldest_by_definition` (one ``GROUP BY`` over the index).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` if the store cannot be read.
+        """
+        self._ensure_open()
+        with self._translate_errors("read"):
+            fetched = (
+                self._connection()
+                .execute(_Q["oldest_by_definition"], {"collection": collection, "state": state})
+                .fetchall()
+            )
+        return {str(d): (int(count), int(oldest)) for d, count, oldest in fetched}
+
     def current_revision(self) -> int:
         """The revision of the latest commit, 0 before any.
 

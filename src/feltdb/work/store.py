@@ -1049,6 +1049,16 @@ class WorkloadStore:
         counted = self.db.count_by_state(DURABLE_WORK_COLLECTION)
         return {state: counted.get(state.value, 0) for state in WorkloadState}
 
+    def ready_by_definition(self) -> dict[str, tuple[int, int]]:
+        """Per definition id, how much work is READY and since when: ``(count, oldest
+        created_at)``, oldest first, every tenant's. Work no worker serves stays READY, and
+        shows here (the server's ``feltdb_ready_*`` gauges).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        return self.db.oldest_by_definition(DURABLE_WORK_COLLECTION, WorkloadState.READY.value)
+
     # ---------------------------------------------------------------- maintenance
 
     def enforce_deadlines(self, now: int | None = None) -> builtins.list[str]:

@@ -303,3 +303,26 @@ def test_the_real_server_answers_work_by_state(server: Server, http: httpx.Clien
     counted = workloads(scrape(http))
     assert set(counted) == {state.value for state in WorkloadState}
     assert all(number >= 0 for number in counted.values())
+
+
+def test_ready_work_no_worker_serves_shows_per_definition(server: Server, http, app):
+    headers = server.headers(app)
+    for key, definition in (("a", "nobody-serves-this"), ("b", "nobody-serves-this")):
+        body = submission(key, definition_id=definition)
+        assert http.post("/v1/workloads", json=body, headers=headers).status_code == 201
+    deadline = time.monotonic() + 15  # the gauges are cached for up to 5 s
+    while True:
+        text = http.get("/metrics").text
+        line = next(
+            (
+                row
+                for row in text.splitlines()
+                if row.startswith('feltdb_ready_workloads{definition="nobody-serves-this"}')
+            ),
+            None,
+        )
+        if line is not None and float(line.split()[-1]) >= 2:
+            break
+        assert time.monotonic() < deadline, text[-2000:]
+        time.sleep(0.5)
+    assert 'feltdb_oldest_ready_age_seconds{definition="nobody-serves-this"}' in text

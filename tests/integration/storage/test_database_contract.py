@@ -1192,6 +1192,20 @@ def test_count_by_state_counts_one_collection_by_its_index_state(db: Database) -
     assert db.count_by_state("work") == {"ready": 3, "failed": 1, "succeeded": 2}
 
 
+def test_oldest_by_definition_counts_a_state_per_definition_oldest_first(db: Database) -> None:
+    from dataclasses import replace
+
+    assert db.oldest_by_definition("work", "ready") == {}
+    for key, definition, created_at in (("a1", "a", 30), ("a2", "a", 10), ("b1", "b", 20)):
+        put(db, key, replace(work_index("ready", created_at=created_at), definition_id=definition))
+    put(db, "c", replace(work_index("claimed", created_at=1), definition_id="a"))
+    put(db, "plain", work_index("ready", created_at=5))  # no definition: not counted
+    found = db.oldest_by_definition("work", "ready")
+    assert found == {"a": (2, 10), "b": (1, 20)}
+    assert list(found) == ["a", "b"]  # oldest first
+    assert db.oldest_by_definition("work", "claimed") == {"a": (1, 1)}
+
+
 COUNT_ROWS = 2000
 
 

@@ -226,6 +226,16 @@ WHERE collection = %(collection)s
 GROUP BY state
 ORDER BY state;
 
+-- name: oldest_by_definition
+-- description: per definition, how many rows of a collection are in a state and the oldest created_at among them
+SELECT definition_id, count(*), MIN(created_at)
+FROM rows
+WHERE collection = %(collection)s
+  AND state = %(state)s
+  AND definition_id IS NOT NULL
+GROUP BY definition_id
+ORDER BY MIN(created_at), definition_id;
+
 -- name: current_revision
 -- description: the latest logged revision below the snapshot's xmin (every older transaction has ended), 0 before any
 SELECT COALESCE(MAX(commit_revision), 0)

@@ -193,6 +193,16 @@ WHERE collection = :collection
 GROUP BY state
 ORDER BY state;
 
+-- name: oldest_by_definition
+-- description: per definition, how many rows of a collection are in a state and the oldest created_at among them, from the index (never the table)
+SELECT definition_id, count(*), MIN(created_at)
+FROM rows
+WHERE collection = :collection
+  AND state = :state
+  AND definition_id IS NOT NULL
+GROUP BY definition_id
+ORDER BY MIN(created_at), definition_id;
+
 -- name: current_revision
 -- description: the revision of the latest commit, 0 before any
 SELECT COALESCE(MAX(commit_revision), 0) FROM transactions;
