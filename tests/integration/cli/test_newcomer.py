@@ -189,7 +189,12 @@ def test_an_idle_long_poll_is_not_logged_at_info(server: Server):
         assert answer.status_code == 204
     assert server.log.read_text().count(marker) == before
     httpx.get(f"{server.url}/v1/workloads", headers=headers, timeout=10)
-    assert "GET /v1/workloads 200" in server.log.read_text()
+    # The access line is written as the answer goes out: wait for it, briefly.
+    deadline = time.monotonic() + 10
+    while "GET /v1/workloads 200" not in server.log.read_text():
+        assert time.monotonic() < deadline, server.log.read_text()[-2000:]
+        time.sleep(0.05)
+    assert server.log.read_text().count(marker) == before  # and still no idle poll
 
 
 # ------------------------------------------------------------------ 15: follow reconnects
