@@ -9,7 +9,6 @@ import json
 import os
 import time
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console, Group
@@ -17,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from feltdb.fields import iso_instant
 from feltdb.storage import CommittedTransaction
 from feltdb.work.models import Workload, WorkloadEvent
 from feltdb.work.states import WorkloadState
@@ -54,12 +54,7 @@ def stdout_console() -> Console:
 
 def when(at: float | None) -> str:
     """A unix time as ISO 8601 UTC (``2026-12-01T10:30:00Z``); ``-`` for none."""
-    if at is None:
-        return "-"
-    try:
-        return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, ValueError, OSError):
-        return f"{at:.0f} (unix seconds)"  # beyond the calendar's years: still shown
+    return "-" if at is None else iso_instant(at)
 
 
 def relative(at: float, now: float) -> str:

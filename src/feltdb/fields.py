@@ -93,3 +93,15 @@ def text_problem(value: str, max_chars: int, *, identifier: bool) -> str | None:
         except UnicodeEncodeError:
             return "must be valid Unicode text (it holds a lone surrogate)"
     return None
+
+
+def iso_instant(seconds: float) -> str:
+    """Unix ``seconds`` as ISO 8601 UTC (``2026-12-01T10:30:00Z``), for messages people read;
+    an instant beyond the calendar's years is written as its seconds.
+    """
+    from datetime import UTC, datetime
+
+    try:
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):
+        return f"{seconds:.0f} (unix seconds)"

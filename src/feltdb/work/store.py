@@ -26,7 +26,7 @@ from feltdb.auth import Subject
 from feltdb.auth.policy import covers, within_constraints, workload_uri
 from feltdb.canonical import canonical_json, content_hash, sha256_hex
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_PATH_CHARS
+from feltdb.fields import MAX_PATH_CHARS, iso_instant
 from feltdb.storage import open_database
 from feltdb.storage.base import (
     Commit,
@@ -245,7 +245,7 @@ class WorkloadStore:
         self._persist(w, "workload.mutated", version)
         raise WorkloadError(
             ErrorCode.WORKLOAD_TIMED_OUT,
-            f"the workload's {deadline} deadline passed at {at}",
+            f"the workload's {deadline} deadline passed at {iso_instant(at)}",
             {"deadline": deadline, "deadline_at": at},
         )
 

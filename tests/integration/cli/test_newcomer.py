@@ -355,3 +355,34 @@ def test_what_a_newcomer_tried_next_is_one_line_too(tmp_path: Path):
     one_line_usage_error(feltdb("serve", "--port", "99999", cwd=tmp_path))
     alone = feltdb()
     assert alone.returncode == 0 and alone.stdout.startswith("Usage: feltdb")
+
+
+# ------------------------------------------------------------------ 9, 12: help and start-up
+
+
+def test_help_is_plain_and_short_flags_work():
+    for command in (["-h"], ["submit", "-h"], ["serve", "--help"], ["ls", "--help"]):
+        run = feltdb(*command, columns=80)
+        assert run.returncode == 0, (command, run.stderr)
+        assert "<bool>" not in run.stdout and "``" not in run.stdout, command
+        assert run.stdout.startswith("Usage: feltdb"), command
+    version = feltdb("--version")
+    assert version.returncode == 0 and version.stdout.startswith("feltdb ")
+
+
+def test_an_error_is_one_line_on_stderr_however_long_not_wrapped_at_80(tmp_path: Path):
+    run = feltdb("show", "workload_" + "x" * 200, "--db", str(tmp_path / "missing.db"))
+    assert run.returncode == 2
+    assert len([line for line in run.stderr.splitlines() if line]) == 1
+
+
+def test_the_command_line_imports_no_postgresql_or_http_client_it_does_not_use():
+    probe = (
+        "import sys\n"
+        "from feltdb.cli import app\n"
+        "print(sorted(m for m in ('psycopg', 'psycopg_pool', 'httpx', 'fastapi', 'uvicorn')"
+        " if m in sys.modules))"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
