@@ -31,6 +31,16 @@ def feltdb(
     )
 
 
+def default_snapshot() -> Any:
+    """The fixture grant, in tenant and application ``default``."""
+    from support.factories import SIGNER, make_request
+
+    grant = make_request().authorization_snapshot.grant.model_copy(
+        update={"tenant_id": "default", "application_id": "default"}
+    )
+    return SIGNER.sign(grant)
+
+
 def one_line_usage_error(run: subprocess.CompletedProcess[str]) -> str:
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert "Traceback" not in run.stdout + run.stderr
@@ -71,9 +81,19 @@ def test_a_malformed_url_is_a_one_line_usage_error(url: str):
 
 def test_ls_fits_80_columns_never_blanks_a_header_and_says_there_is_more(tmp_path: Path):
     db = str(tmp_path / "work.db")
-    for n in range(51):
-        run = feltdb("submit", "send-newsletter", "--key", f"k{n}", "--input", "{}", "--db", db)
-        assert run.returncode == 0, run.stderr
+    from support.factories import make_request
+
+    with WorkloadStore.open(db) as store:  # the setup only: the listing is the CLI's
+        for n in range(51):
+            store.create(
+                make_request(
+                    tenant_id="default",
+                    application_id="default",
+                    authorization_snapshot=default_snapshot(),
+                    idempotency_key=f"k{n}",
+                    definition_id="send-newsletter",
+                )
+            )
     listed = feltdb("ls", "--db", db, columns=80)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
@@ -82,6 +102,7 @@ def test_ls_fits_80_columns_never_blanks_a_header_and_says_there_is_more(tmp_pat
     assert "id" in header and "state" in header
     with WorkloadStore.open(db) as store:
         ids = {w.workload_id for w in store.list("default", "default")}
+    assert len(ids) == 51
     shown = {word for line in lines for word in line.replace("│", " ").split() if word in ids}
     assert len(shown) == 50  # whole ids, the first 50
     assert "there are more" in listed.stderr and "--all" in listed.stderr
