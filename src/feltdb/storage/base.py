@@ -8,26 +8,30 @@ The contract every backend keeps, bit for bit:
 
 * A row is keyed by ``(collection, key)`` and holds a JSON object, its *document*. Every
   document read back carries ``"__version"``: the row's version, an integer that is 1 when
-  the row is first written and grows by one with every later write of it. (A row restored
-  without a version, as an older release wrote it, reads as version 1: the canonical CAS
-  contract defines a pre-versioned document as version 1.)
+  the row is first written and grows by one with every later write of it.
 * The store has one *revision*, an integer that strictly increases with every commit (not
-  necessarily by one: PostgreSQL numbers commits by transaction id); 0 before any. The log
-  only grows at its end: a reader that has seen revision R never later gets a commit
-  numbered R or less. :meth:`Database.current_revision` is the greatest revision readable
-  from the log, so it may lag a commit that has just returned while an older transaction
-  of another writer is still open.
+  necessarily by one: PostgreSQL numbers a commit by its transaction's id and its place
+  in that transaction, see :meth:`Database.commit_many`); 0 before any. The log only grows
+  at its end: a reader that has seen revision R never later gets a commit numbered R or
+  less. :meth:`Database.current_revision` is the greatest revision readable from the log,
+  so it may lag a commit that has just returned while an older transaction of another
+  writer is still open.
 * :meth:`Database.commit` applies several mutations atomically, or none. Each
-  :class:`Precondition` is checked inside the same transaction; if any fails, nothing is
-  written and :class:`StorageConflict` (code ``WORKLOAD_CONFLICT``) is raised.
+  :class:`Precondition` guards a row the commit writes and is checked by that write, in the
+  same transaction; if any fails, nothing is written and :class:`StorageConflict` (code
+  ``WORKLOAD_CONFLICT``) is raised.
 * Every commit appends one :class:`CommittedTransaction` to the log, in the same
-  transaction as its rows, so the log and the rows can never disagree.
+  transaction as its rows, so the log and the rows can never disagree. A
+  :meth:`Database.commit_many` batch is several commits in one database transaction: one
+  log entry, one revision, per committed plan.
 * Beside each document the backend keeps a :class:`RowIndex`, the few fields the
   scheduler selects and orders on, as indexed columns. The caller computes it from the
   document and passes it with every write; the backend never reads the document to
   fill it. Queries over the index never scan the collection.
 * Any other database failure is :class:`~feltdb.errors.WorkloadError` with code
   ``WORKLOAD_STORAGE_FAILURE``, the driver's exception as ``__cause__``.
+
+:class:`~feltdb.storage.engine.SQLEngine` implements the protocol once for every backend.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ from feltdb.errors import ErrorCode, WorkloadError
 
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""
+
+MAX_PLANS_PER_BATCH = 1024
+"""The most plans one :meth:`Database.commit_many` takes, on every backend (PostgreSQL
+numbers a transaction's commits within the lowest 10 bits of their revisions)."""
 
 
 class StorageConflict(WorkloadError):
@@ -94,10 +102,11 @@ class StoredRow:
 
 @dataclass(frozen=True, slots=True)
 class Precondition:
-    """A guard checked inside a commit's transaction.
+    """A guard of a row the commit writes, checked by that write inside its transaction.
 
-    ``require_absent``: the row must not exist. ``expected_version``: the row must exist at
-    exactly this version. Neither: no guard on this row.
+    ``require_absent``: the row must not exist (so the write creates it).
+    ``expected_version``: the row must exist at exactly this version. Neither: no guard.
+    One of the two, on one row at most once, and never ``require_absent`` on a deletion.
     """
 
     collection: str
@@ -154,12 +163,12 @@ class Commit:
 
 
 RowReader = Callable[[str, str], "StoredRow | None"]
-"""Reads one row by ``(collection, key)`` inside the transaction that is deciding."""
+"""Reads one row by ``(collection, key)`` inside the transaction that is choosing."""
 
 
 @dataclass(frozen=True, slots=True)
 class PlannedCommit:
-    """A commit that :meth:`Database.commit_selected`'s ``decide`` asks for."""
+    """A commit that :meth:`Database.commit_selected`'s ``choose`` asks for."""
 
     operation_id: str
     mutations: Sequence[Mutation]
@@ -210,22 +219,6 @@ class Database(Protocol):
         """
         ...
 
-    def claimable_rows(
-        self,
-        collection: str,
-        tenant_id: str,
-        application_id: str,
-        state: str,
-        now: int,
-        *,
-        limit: int,
-        offset: int = 0,
-    ) -> list[StoredRow]:
-        """Rows in ``state`` whose ``eligible_at`` is ``None`` or ``<= now``, in the
-        order of :meth:`list_rows`; served by an index, never a scan.
-        """
-        ...
-
     def commit_selected(
         self,
         collection: str,
@@ -233,29 +226,35 @@ class Database(Protocol):
         application_id: str,
         state: str,
         now: int,
-        decide: Callable[[Sequence[StoredRow], RowReader], PlannedCommit | None],
+        choose: Callable[[Sequence[StoredRow], RowReader], PlannedCommit | None],
         *,
         limit: int,
         offset: int = 0,
         definitions: Collection[str] | None = None,
     ) -> Commit | None:
-        """In one write transaction: select the rows :meth:`claimable_rows` would, locked
-        against every other writer until the transaction ends (a backend with row locks
-        skips rows another transaction holds, so concurrent callers get disjoint rows),
-        call ``decide`` with them and a reader of further rows, and apply the commit it
-        plans, guarded and logged as :meth:`commit` does. ``None``, and nothing written,
-        when ``decide`` answers ``None``. ``decide`` may be called again if the backend
-        retries the transaction, so it must not act outside it.
+        """In one write transaction: select the claimable rows, call ``choose`` with them and
+        a reader of further rows, and apply the commit it plans, guarded and logged as
+        :meth:`commit` does. ``None``, and nothing written, when ``choose`` answers ``None``.
+        ``choose`` may be called again if the backend retries the transaction, so it must
+        not act outside it.
+
+        The claimable rows are the rows of one tenant's application in index ``state``
+        whose ``eligible_at`` is ``None`` or ``<= now``, in :meth:`list_rows`'s order, and
+        of those the ``limit`` after the first ``offset``; read from an index, never a scan.
+        Each is locked against every other writer until the transaction ends (a backend
+        with row locks skips rows another transaction holds, so concurrent callers get
+        disjoint rows; one with a single writer holds its write lock throughout).
 
         ``definitions`` (``None``: any) selects only rows whose index ``definition_id`` is
         one of them, still in :meth:`list_rows`'s order and paged by ``offset`` and
         ``limit`` over that narrower set: one index range per definition (each read to
         ``offset + limit`` rows and merged), never a filter over other definitions' rows.
-        An empty collection selects nothing (``decide`` is called with no rows).
+        An empty collection selects nothing (``choose`` is called with no rows).
 
         Raises:
             StorageConflict: a precondition of the plan failed; nothing was written.
-            WorkloadError: whatever ``decide`` raises; ``WORKLOAD_STORAGE_FAILURE``.
+            WorkloadError: whatever ``choose`` raises; ``WORKLOAD_INVALID`` for a plan
+                :meth:`commit` refuses; ``WORKLOAD_STORAGE_FAILURE``.
         """
         ...
 
@@ -298,28 +297,54 @@ class Database(Protocol):
     ) -> Commit:
         """Apply ``mutations`` atomically if every precondition holds.
 
+        Each written row's version is its previous version + 1, or 1 for a new row; a
+        ``None`` document deletes the row. One transaction is logged, with
+        ``operation_id``, the written keys (in mutation order) and ``audit``.
+
         Raises:
             StorageConflict: a precondition failed; nothing was written.
-            WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` for any other database failure.
+            WorkloadError: ``WORKLOAD_INVALID`` for a document or audit that is not JSON,
+                a key written twice, a precondition that is not one guard of a row the
+                commit writes (see :class:`Precondition`), or a value the database cannot
+                store (an integer outside 64 bits); ``WORKLOAD_STORAGE_FAILURE`` for any
+                other database failure. Nothing was written.
         """
         ...
 
-    def restore_row(
-        self,
-        collection: str,
-        key: str,
-        document: Mapping[str, Any],
-        index: RowIndex | None = None,
-    ) -> Commit:
-        """Write a document exactly as given, with no guard: for restoring an export or an
-        older release's rows. Its version is the document's ``"__version"`` or, without
-        one, 1. Logged like any commit.
+    def commit_many(self, plans: Sequence[PlannedCommit]) -> list[Commit | StorageConflict]:
+        """Apply each plan as :meth:`commit` would, in order, all in one write transaction
+        (one sync to disk); answer, per plan and in order, its :class:`Commit` or the
+        :class:`StorageConflict` :meth:`commit` would have raised for it (same message and
+        details).
+
+        Each plan is its own commit: guarded by its own preconditions, checked against the
+        store as the batch's earlier plans leave it (a plan may guard on a version an
+        earlier plan wrote), and logged as its own entry, with its operation id, keys and
+        audit. A plan whose guard fails writes and logs nothing; the others still commit.
+        The committed plans' revisions are consecutive integers in the batch's order, and
+        each one's ``base_revision`` is the previous one's revision (the first's is the
+        current revision, as for :meth:`commit`). On PostgreSQL a revision is the
+        transaction's id times 1024, plus the commit's place among the transaction's
+        committed plans (0 for :meth:`commit` and :meth:`commit_selected`).
+
+        Nothing is acknowledged before the transaction has committed, and readers see the
+        batch's log entries and rows all at once. An empty ``plans`` answers ``[]`` and
+        opens no transaction.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` for more than :data:`MAX_PLANS_PER_BATCH`
+                plans, or for any plan :meth:`commit` refuses as invalid (checked for every
+                plan before anything is written; a value only the database refuses, such as
+                an integer outside 64 bits, is found while writing): the whole batch is
+                refused. ``WORKLOAD_STORAGE_FAILURE`` for any other database failure.
+                Whatever is raised, nothing was written.
         """
         ...
 
     def update_index(self, collection: str, key: str, index: RowIndex) -> bool:
         """Replace a row's index fields, leaving its document, version and the revision
-        alone (the index is derived from the document). ``False`` if there is no such row.
+        alone (the index is derived from the document, and this rebuilds it: see
+        ``WorkloadStore.rebuild_indexes``). ``False`` if there is no such row.
         """
         ...
 

@@ -1,6 +1,6 @@
-"""What every backend does the same way: encoding rows and log entries, transaction ids,
-and the wording of a lost guard. Kept in one place so that both backends keep identical
-values and messages.
+"""The values every backend encodes the same way: rows and log entries, transaction ids,
+the pairing of guards with writes, and the wording of a lost guard. Nothing here touches a
+database: :mod:`feltdb.storage.engine` uses it inside and around its transactions.
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ import json
 import secrets
 import string
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, LiteralString, overload
+from typing import Any, Final, overload
 
-from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import (
     VERSION_FIELD,
@@ -27,6 +25,7 @@ from feltdb.storage.base import (
     StoredRow,
     storage_failure,
 )
+from feltdb.storage.canonical import canonical_json
 
 PROVENANCE_FIELDS: Final = ("work_id", "agent_id", "session_id", "delegator_id")
 """Audit fields the log also keeps as the transaction's own provenance."""
@@ -177,38 +176,38 @@ def check_provenance(audit: Mapping[str, Any]) -> None:
             raise invalid(f"audit field {name!r} must be a string or null, not {value!r}")
 
 
-@dataclass(frozen=True)
-class RestoredRow:
-    """What :meth:`Database.restore_row` writes and logs, prepared before any lock."""
+def guards(
+    preconditions: Sequence[Precondition],
+    writes: Sequence[Mapping[str, Any]],
+    written: Mapping[tuple[str, str], int],
+) -> list[tuple[Precondition, int]]:
+    """Each precondition that guards anything, in order, with the position in ``writes``
+    (see :func:`prepare_writes`) of the write it guards: a guard is checked by its write.
 
-    version: int
-    text: str
-    params: dict[str, Any]
-    """The row's index columns, collection, key, document text and version."""
-    operation_id: str
-    transaction_id: str
-
-    @staticmethod
-    def plan(
-        collection: str, key: str, document: Mapping[str, Any], index: RowIndex | None
-    ) -> RestoredRow:
-        """The row to restore: its version is the document's ``"__version"`` (default 1).
-
-        Raises:
-            WorkloadError: ``WORKLOAD_INVALID`` for a document that is not a JSON object or
-                a ``"__version"`` that is not a positive integer.
-        """
-        version = document.get(VERSION_FIELD, 1) if isinstance(document, Mapping) else 1
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise invalid(
-                f"the document at {collection}/{key} has {VERSION_FIELD} {version!r}, "
-                "not a positive integer"
-            )
-        text = document_json(collection, key, document)
-        params = index_params(index or RowIndex())
-        params.update(collection=collection, key=key, document=text, version=version)
-        operation_id = "restore:" + key
-        return RestoredRow(version, text, params, operation_id, new_transaction_id(operation_id))
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``, before anything is written, for a guard on a
+            row the commit does not write, a row guarded twice, a guard that requires both
+            no row and a version, or a deletion that requires the row to be absent.
+    """
+    paired: list[tuple[Precondition, int]] = []
+    seen: set[tuple[str, str]] = set()
+    for precondition in preconditions:
+        if not precondition.require_absent and precondition.expected_version is None:
+            continue
+        address = (precondition.collection, precondition.key)
+        where = f"{precondition.collection}/{precondition.key}"
+        position = written.get(address)
+        if position is None:
+            raise invalid(f"{where} is guarded but not written: a guard is checked by its write")
+        if address in seen:
+            raise invalid(f"{where} is guarded twice in one commit")
+        if precondition.require_absent and precondition.expected_version is not None:
+            raise invalid(f"{where}: a guard requires no row or a version, not both")
+        if precondition.require_absent and writes[position]["document"] is None:
+            raise invalid(f"{where}: a deletion cannot require the row to be absent")
+        seen.add(address)
+        paired.append((precondition, position))
+    return paired
 
 
 def logged_transaction(
@@ -239,9 +238,9 @@ def logged_transaction(
     )
 
 
-def conflict(precondition: Precondition, found: int | None) -> StorageConflict | None:
-    """The conflict ``precondition`` raises against a row at version ``found`` (``None``: no
-    row), or ``None`` when the guard holds.
+def lost_guard(precondition: Precondition, found: int | None) -> StorageConflict:
+    """The conflict of ``precondition``, lost to a row at version ``found`` (``None``: no
+    row). The same wording on every backend.
     """
     address = f"{precondition.collection}/{precondition.key}"
     details: dict[str, Any] = {
@@ -258,7 +257,10 @@ def conflict(precondition: Precondition, found: int | None) -> StorageConflict |
         return StorageConflict(
             f"{address}: expected version {expected}, found {found_text}", details
         )
-    return None
+    # The row is as the guard wanted it again: a third writer changed it back between the
+    # guarded write and the read of its version (possible under PostgreSQL's READ
+    # COMMITTED; SQLite's write lock excludes it). The write still lost.
+    return StorageConflict(f"{address}: the row changed during the commit", details)
 
 
 def committed(
@@ -285,8 +287,7 @@ def committed(
 
 
 def keyset_page(
-    select: Callable[[LiteralString, Mapping[str, Any]], list[StoredRow]],
-    queries: Mapping[str, LiteralString],
+    select: Callable[[str, Mapping[str, Any]], list[StoredRow]],
     collection: str,
     tenant_id: str,
     application_id: str,
@@ -294,10 +295,10 @@ def keyset_page(
     after: tuple[int, int, str],
     limit: int,
 ) -> list[StoredRow]:
-    """The rows after a cursor, by two keyset seeks over the index (the same named queries
-    in every dialect): the rest of ``after``'s priority on ``(priority, created_at, key)``,
-    then, if the page is not full, the lower priorities. Neither reads a row before the
-    cursor.
+    """The rows after a cursor, by two keyset seeks over the index (``select`` runs a
+    dialect's statement by name): the rest of ``after``'s priority on ``(priority,
+    created_at, key)``, then, if the page is not full, the lower priorities. Neither reads a
+    row before the cursor.
     """
     scope = "by_application" if state is None else "by_state"
     priority, created_at, key = after
@@ -311,10 +312,10 @@ def keyset_page(
         "key": key,
         "limit": limit,
     }
-    rows = select(queries[f"page_rows_{scope}_same_priority"], params)
+    rows = select(f"page_rows_{scope}_same_priority", params)
     if len(rows) < limit:
         params["limit"] = limit - len(rows)
-        rows += select(queries[f"page_rows_{scope}_lower_priority"], params)
+        rows += select(f"page_rows_{scope}_lower_priority", params)
     return rows
 
 

@@ -2,14 +2,15 @@
 
 Each test runs on SQLite and on PostgreSQL through the ``backend`` fixture: the promises of
 the ``Database`` protocol (versions, guards, atomic commits, the revision and its log, the
-scheduling index, the locked select-decide-commit) are checked once, for both. What only one
+scheduling index, the locked select-choose-commit) are checked once, for both. What only one
 backend does (SQLite's PRAGMAs and file refusals, dense revisions) lives in that backend's
 own tests.
 
 Revisions: every backend's revision strictly increases with each commit, and a logged
 transaction's ``base_revision`` is below its ``commit_revision``. Whether revisions are
 dense (``commit_revision == base_revision + 1``) is the backend's choice, so these tests
-compare revisions with the ones commits returned, never with counts.
+compare revisions with the ones commits returned, never with counts; but the plans one
+``commit_many`` commits are at consecutive revisions on every backend.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ from feltdb.storage import (
     RowIndex,
     StorageConflict,
     StoredRow,
-    open_database,
 )
 from feltdb.storage.base import RowReader
 from feltdb.storage.sql import load_queries
+from feltdb.storage.targets import open_database
 
 STORAGE_FAILURE = ErrorCode.WORKLOAD_STORAGE_FAILURE.value
 INVALID = ErrorCode.WORKLOAD_INVALID.value
@@ -65,6 +66,39 @@ def db(target: str) -> Iterator[Database]:
 
 def log_count(db: Database) -> int:
     return len(db.committed_transactions_after(0))
+
+
+def claimable(
+    db: Database,
+    now: int = 0,
+    *,
+    limit: int = 10,
+    offset: int = 0,
+    definitions: Any = None,
+) -> list[StoredRow]:
+    """The rows commit_selected hands ``choose`` for t1/app1's ready work (nothing is
+    planned, so nothing is written).
+    """
+    seen: list[list[StoredRow]] = []
+
+    def look(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        seen.append(list(rows))
+        return None
+
+    commit = db.commit_selected(
+        "work",
+        "t1",
+        "app1",
+        "ready",
+        now,
+        look,
+        limit=limit,
+        offset=offset,
+        definitions=definitions,
+    )
+    assert commit is None
+    assert len(seen) == 1
+    return seen[0]
 
 
 def assert_revisions_increase(commits: list[Commit], db: Database) -> None:
@@ -109,10 +143,7 @@ def test_reopening_sees_everything(target: str) -> None:
             {"n": 2, "__version": 2},
         )
         assert second.current_revision() == c.revision
-        assert keys(second.claimable_rows("work", "t1", "app1", "ready", 0, limit=10)) == [
-            "w2",
-            "w1",
-        ]
+        assert keys(claimable(second)) == ["w2", "w1"]
         log = second.committed_transactions_after(0)
         assert [entry.operation_ids for entry in log] == [["a"], ["b"], ["c"]]
         assert [entry.commit_revision for entry in log] == [a.revision, b.revision, c.revision]
@@ -354,21 +385,54 @@ def test_a_missing_row_fails_an_expected_version_guard(db: Database) -> None:
     assert log_count(db) == 0
 
 
-def test_a_guard_may_cover_a_row_that_is_not_written(db: Database) -> None:
-    put(db, "parent")
-    db.commit(
-        "child",
-        [Mutation("work", "child", {})],
-        [Precondition("work", "parent", expected_version=1)],
-    )
-    put(db, "parent")
-    with pytest.raises(StorageConflict):
-        db.commit(
-            "child2",
-            [Mutation("work", "child2", {})],
+@pytest.mark.parametrize(
+    ("mutations", "preconditions", "refusal"),
+    [
+        (
+            [Mutation("work", "child", {})],
             [Precondition("work", "parent", expected_version=1)],
-        )
-    assert db.get_row("work", "child2") is None
+            "work/parent is guarded but not written",
+        ),
+        (
+            [Mutation("work", "parent", {})],
+            [
+                Precondition("work", "parent", expected_version=1),
+                Precondition("work", "parent", expected_version=1),
+            ],
+            "work/parent is guarded twice",
+        ),
+        (
+            [Mutation("work", "parent", {})],
+            [Precondition("work", "parent", require_absent=True, expected_version=1)],
+            "not both",
+        ),
+        (
+            [Mutation("work", "parent", None)],
+            [Precondition("work", "parent", require_absent=True)],
+            "a deletion cannot require the row to be absent",
+        ),
+    ],
+    ids=["row-not-written", "guarded-twice", "absent-and-version", "absent-deletion"],
+)
+def test_a_guard_that_its_write_cannot_check_is_refused_before_writing(
+    db: Database, mutations: list[Mutation], preconditions: list[Precondition], refusal: str
+) -> None:
+    # Every guard is checked by the statement that writes its row: one guard of a row the
+    # commit writes. Any other shape is a mistake of the caller's, refused up front.
+    put(db, "parent")
+    revision = db.current_revision()
+    with pytest.raises(WorkloadError) as raised:
+        db.commit("op", mutations, preconditions)
+    assert raised.value.code == INVALID
+    assert refusal in raised.value.message
+    assert db.current_revision() == revision
+    assert db.get_row("work", "child") is None
+    assert db.get_row("work", "parent").version == 1  # type: ignore[union-attr]
+
+
+def test_an_unguarded_precondition_is_no_guard(db: Database) -> None:
+    commit = db.commit("op", [Mutation("work", "w", {})], [Precondition("work", "elsewhere")])
+    assert commit.rows[0].version == 1
 
 
 def test_one_failing_precondition_among_several_writes_nothing(db: Database) -> None:
@@ -660,80 +724,10 @@ def test_a_follower_of_the_log_never_misses_a_commit_of_concurrent_writers(targe
             db.close()
 
 
-# --- restore and update_index ----------------------------------------------------------
-
-
-def test_a_restored_row_without_version_reads_as_version_one(db: Database) -> None:
-    commit = db.restore_row("work", "old", {"legacy": True})
-    assert commit.revision > 0
-    assert commit.revision == db.current_revision()
-    assert commit.rows[0].version == 1
-    row = db.get_row("work", "old")
-    assert row is not None
-    assert (row.version, row.revision, row.document) == (
-        1,
-        commit.revision,
-        {"legacy": True, "__version": 1},
-    )
-    written = db.commit(
-        "cas",
-        [Mutation("work", "old", {"legacy": False})],
-        [Precondition("work", "old", expected_version=1)],
-    )
-    assert written.rows[0].version == 2
-    [restore, _] = db.committed_transactions_after(0)
-    assert restore.commit_revision == commit.revision
-    assert restore.operation_ids == ["restore:old"]
-    assert restore.audit == {"kind": "restore"}
-    assert restore.keys == ["work/old"]
-    assert restore.transaction_id != "restore:old"
-
-
-def test_a_restored_row_keeps_its_version_and_index(db: Database) -> None:
-    put(db, "w")
-    restored = db.restore_row("work", "w", {"n": 1, "__version": 7}, work_index(priority=3))
-    row = db.get_row("work", "w")
-    assert row is not None
-    assert (row.version, row.revision, row.document) == (
-        7,
-        restored.revision,
-        {"n": 1, "__version": 7},
-    )
-    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5)) == ["w"]
-    db.restore_row("work", "w", {"n": 2})
-    assert db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5) == []
-
-
-@pytest.mark.parametrize("version", [0, -1, "3", True, 1.5])
-def test_restore_refuses_a_version_that_is_not_a_positive_integer(
-    db: Database, version: Any
-) -> None:
-    with pytest.raises(WorkloadError) as raised:
-        db.restore_row("work", "w", {"__version": version})
-    assert raised.value.code == INVALID
-    assert db.get_row("work", "w") is None
-    assert log_count(db) == 0
-
-
-def test_update_index_changes_the_index_only(db: Database) -> None:
-    commit = db.commit("op", [Mutation("work", "w", {"n": 1}, work_index("waiting"))])
-    assert db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5) == []
-    assert db.update_index("work", "w", work_index("ready")) is True
-    [row] = db.claimable_rows("work", "t1", "app1", "ready", 0, limit=5)
-    assert (row.version, row.revision, row.document) == (
-        1,
-        commit.revision,
-        {"n": 1, "__version": 1},
-    )
-    assert db.current_revision() == commit.revision
-    assert log_count(db) == 1
-    assert db.update_index("work", "missing", work_index()) is False
-
-
 # --- index queries ---------------------------------------------------------------------
 
 
-def test_claimable_rows_order_is_priority_desc_then_created_at_then_key(db: Database) -> None:
+def test_commit_selected_selects_by_priority_desc_then_created_at_then_key(db: Database) -> None:
     for key, priority, created_at in [
         ("e", 1, 5),
         ("b", 5, 20),
@@ -742,16 +736,14 @@ def test_claimable_rows_order_is_priority_desc_then_created_at_then_key(db: Data
         ("d", 9, 30),
     ]:
         put(db, key, work_index(priority=priority, created_at=created_at))
-    rows = db.claimable_rows("work", "t1", "app1", "ready", 0, limit=10)
-    assert keys(rows) == ["d", "a", "c", "b", "e"]
-    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=2)) == ["d", "a"]
-    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=2, offset=2)) == [
-        "c",
-        "b",
-    ]
+    assert keys(claimable(db)) == ["d", "a", "c", "b", "e"]
+    assert keys(claimable(db, limit=2)) == ["d", "a"]
+    assert keys(claimable(db, limit=2, offset=2)) == ["c", "b"]
 
 
-def test_claimable_rows_eligibility_boundary_and_filters(db: Database) -> None:
+def test_commit_selected_selects_eligible_rows_of_one_state_tenant_and_application(
+    db: Database,
+) -> None:
     put(db, "now", work_index(eligible_at=100))
     put(db, "past", work_index(eligible_at=99))
     put(db, "later", work_index(eligible_at=101))
@@ -760,17 +752,8 @@ def test_claimable_rows_eligibility_boundary_and_filters(db: Database) -> None:
     put(db, "other-tenant", work_index(tenant_id="t2"))
     put(db, "other-app", work_index(application_id="app2"))
     db.commit("x", [Mutation("other", "now", {}, work_index())])
-    assert sorted(keys(db.claimable_rows("work", "t1", "app1", "ready", 100, limit=10))) == [
-        "now",
-        "past",
-        "unset",
-    ]
-    assert sorted(keys(db.claimable_rows("work", "t1", "app1", "ready", 101, limit=10))) == [
-        "later",
-        "now",
-        "past",
-        "unset",
-    ]
+    assert sorted(keys(claimable(db, 100))) == ["now", "past", "unset"]
+    assert sorted(keys(claimable(db, 101))) == ["later", "now", "past", "unset"]
 
 
 def test_list_rows_filters_and_orders(db: Database) -> None:
@@ -869,7 +852,7 @@ def test_rows_with_result_id(db: Database) -> None:
     [
         lambda db: db.get_row("work", "a"),
         lambda db: db.list_rows("work"),
-        lambda db: db.claimable_rows("work", "t", "a", "ready", 0, limit=1),
+        lambda db: db.page_rows("work", "t", "a", None, (0, 0, "k"), limit=1),
         lambda db: db.commit_selected(
             "work", "t", "a", "ready", 0, lambda rows, read: None, limit=1
         ),
@@ -877,21 +860,25 @@ def test_rows_with_result_id(db: Database) -> None:
         lambda db: db.rows_with_result_id("work", "r"),
         lambda db: db.current_revision(),
         lambda db: db.commit("op", [Mutation("work", "a", {})]),
-        lambda db: db.restore_row("work", "a", {}),
-        lambda db: db.update_index("work", "a", RowIndex()),
+        lambda db: db.commit_many([PlannedCommit("op", [Mutation("work", "a", {})])]),
+        lambda db: db.commit_many([]),
+        lambda db: db.count_by_state("work"),
+        lambda db: db.oldest_by_definition("work", "ready"),
         lambda db: db.committed_transactions_after(0),
     ],
     ids=[
         "get_row",
         "list_rows",
-        "claimable_rows",
+        "page_rows",
         "commit_selected",
         "rows_due",
         "rows_with_result_id",
         "current_revision",
         "commit",
-        "restore_row",
-        "update_index",
+        "commit_many",
+        "commit_many-empty",
+        "count_by_state",
+        "oldest_by_definition",
         "committed_transactions_after",
     ],
 )
@@ -905,7 +892,7 @@ def test_a_closed_database_refuses_every_call(target: str, call: Any) -> None:
     assert "database is closed" in raised.value.message
 
 
-# --- commit_selected: select, decide and commit in one transaction ----------------------
+# --- commit_selected: select, choose and commit in one transaction ----------------------
 
 
 def test_commit_selected_applies_the_plan_for_the_rows_it_selected(db: Database) -> None:
@@ -913,7 +900,7 @@ def test_commit_selected_applies_the_plan_for_the_rows_it_selected(db: Database)
     ready(db, "high", 9)
     seen: list[list[str]] = []
 
-    def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+    def choose(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
         seen.append(keys(rows))
         first = rows[0]
         assert read("work", "low") is not None and read("work", "absent") is None
@@ -924,7 +911,7 @@ def test_commit_selected_applies_the_plan_for_the_rows_it_selected(db: Database)
             {"work_id": first.key},
         )
 
-    commit = db.commit_selected("work", "t1", "app1", "ready", 100, decide, limit=10)
+    commit = db.commit_selected("work", "t1", "app1", "ready", 100, choose, limit=10)
     assert commit is not None
     assert seen == [["high", "low"]]
     assert commit.rows[0].key == "high" and commit.rows[0].version == 2
@@ -932,10 +919,10 @@ def test_commit_selected_applies_the_plan_for_the_rows_it_selected(db: Database)
     stored = db.get_row("work", "high")
     assert stored is not None and stored.document["claimed"] is True
     assert db.committed_transactions_after(commit.revision - 1)[0].work_id == "high"
-    assert keys(db.claimable_rows("work", "t1", "app1", "ready", 100, limit=10)) == ["low"]
+    assert keys(claimable(db, 100)) == ["low"]
 
 
-def test_commit_selected_writes_nothing_when_decide_declines_or_raises(db: Database) -> None:
+def test_commit_selected_writes_nothing_when_choose_declines_or_raises(db: Database) -> None:
     ready(db, "a", 1)
     revision, logged = db.current_revision(), log_count(db)
     assert (
@@ -991,29 +978,8 @@ def ready_of(db: Database, key: str, definition: str, priority: int, created_at:
 
 
 def selected(db: Database, definitions: Any, *, limit: int = 10, offset: int = 0) -> list[str]:
-    """The keys commit_selected hands ``decide`` (which declines), at now = 100."""
-    seen: list[list[str]] = []
-
-    def look(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
-        seen.append(keys(rows))
-        return None
-
-    assert (
-        db.commit_selected(
-            "work",
-            "t1",
-            "app1",
-            "ready",
-            100,
-            look,
-            limit=limit,
-            offset=offset,
-            definitions=definitions,
-        )
-        is None
-    )
-    assert len(seen) == 1
-    return seen[0]
+    """The keys commit_selected hands ``choose`` (which declines), at now = 100."""
+    return keys(claimable(db, 100, limit=limit, offset=offset, definitions=definitions))
 
 
 @pytest.fixture
@@ -1085,17 +1051,31 @@ def test_commit_selected_with_definitions_commits_the_plan(three_definitions: Da
     assert selected(db, ["b"]) == ["b-old", "b-new"]
 
 
-def test_the_definition_index_is_written_by_every_index_write(db: Database) -> None:
+def test_the_definition_index_is_written_by_every_kind_of_write(db: Database) -> None:
+    # Each kind of write is its own statement: the unguarded upsert, the guarded update
+    # and the guarded insert.
     ready_of(db, "k", "a", 1, 1)
     assert selected(db, ["a"]) == ["k"]
-    assert db.update_index("work", "k", RowIndex("t1", "app1", "ready", 1, 1, definition_id="b"))
+    ready_of(db, "k", "b", 1, 1)
     assert (selected(db, ["a"]), selected(db, ["b"])) == ([], ["k"])
-    db.restore_row(
-        "work", "k", {"n": "k"}, RowIndex("t1", "app1", "ready", 1, 1, definition_id="c")
+    db.commit(
+        "to-c",
+        [
+            Mutation(
+                "work", "k", {"n": "k"}, RowIndex("t1", "app1", "ready", 1, 1, definition_id="c")
+            )
+        ],
+        [Precondition("work", "k", expected_version=2)],
     )
     assert (selected(db, ["b"]), selected(db, ["c"])) == ([], ["k"])
-    db.restore_row(
-        "work", "r", {"n": "r"}, RowIndex("t1", "app1", "ready", 1, 2, definition_id="c")
+    db.commit(
+        "new-c",
+        [
+            Mutation(
+                "work", "r", {"n": "r"}, RowIndex("t1", "app1", "ready", 1, 2, definition_id="c")
+            )
+        ],
+        [Precondition("work", "r", require_absent=True)],
     )
     assert selected(db, ["c"]) == ["k", "r"]
 
@@ -1188,7 +1168,7 @@ def test_count_by_state_counts_one_collection_by_its_index_state(db: Database) -
     # The count follows the index: a row moved to another state, a deleted row.
     put(db, "c", work_index("succeeded"))
     db.commit("gone", [Mutation("work", "r0", None)])
-    assert db.update_index("work", "r1", work_index("failed"))
+    put(db, "r1", work_index("failed"))
     assert db.count_by_state("work") == {"ready": 3, "failed": 1, "succeeded": 2}
 
 
@@ -1256,3 +1236,332 @@ def test_count_by_state_reads_the_state_index_not_the_table(backend: str, target
             )
         assert re.search(r"Index Only Scan using rows_by_(state|definition)\b", plan), plan
         assert "Seq Scan" not in plan, plan
+
+
+# --- update_index ----------------------------------------------------------------------
+
+
+def test_update_index_changes_the_index_only(db: Database) -> None:
+    commit = db.commit("op", [Mutation("work", "w", {"n": 1}, work_index("waiting"))])
+    assert claimable(db) == []
+    assert db.update_index("work", "w", work_index("ready")) is True
+    [row] = claimable(db)
+    assert (row.version, row.revision, row.document) == (
+        1,
+        commit.revision,
+        {"n": 1, "__version": 1},
+    )
+    assert db.current_revision() == commit.revision
+    assert log_count(db) == 1
+    assert db.update_index("work", "missing", work_index()) is False
+
+
+# --- commit_many: several commits in one transaction -------------------------------------
+
+
+def plan(
+    operation_id: str,
+    key: str,
+    document: dict[str, Any] | None = None,
+    *,
+    absent: bool = False,
+    version: int | None = None,
+) -> PlannedCommit:
+    """A plan writing ``work/key`` (the document is ``{"by": operation_id}`` unless given),
+    guarded as told, audited with its operation id.
+    """
+    return PlannedCommit(
+        operation_id,
+        [Mutation("work", key, {"by": operation_id} if document is None else document)],
+        [Precondition("work", key, require_absent=absent, expected_version=version)],
+        {"op": operation_id, "work_id": key},
+    )
+
+
+def conflict_of_commit(db: Database, planned: PlannedCommit) -> StorageConflict:
+    """The conflict ``commit`` raises for ``planned`` (which must lose a guard)."""
+    with pytest.raises(StorageConflict) as raised:
+        db.commit(planned.operation_id, planned.mutations, planned.preconditions, planned.audit)
+    return raised.value
+
+
+@contextmanager
+def write_transactions(backend: str, db: Database) -> Iterator[list[str]]:
+    """What opens write transactions while inside: each ``transact`` of the backend's
+    dialect (named), and on SQLite each ``BEGIN`` and ``COMMIT`` its connection runs.
+    """
+    begun: list[str] = []
+    dialect = db._dialect  # type: ignore[attr-defined]  # below the protocol, to count
+    transact = dialect.transact
+
+    def counted(doing: str, work: Callable[..., Any]) -> Any:
+        begun.append(f"transact {doing}")
+        return transact(doing, work)
+
+    dialect.transact = counted
+    connection = dialect.connection() if backend == "sqlite" else None
+    if connection is not None:
+        connection.set_trace_callback(
+            lambda statement: (
+                begun.append(statement.split()[0].rstrip(";"))
+                if statement.startswith(("BEGIN", "COMMIT"))
+                else None
+            )
+        )
+    try:
+        yield begun
+    finally:
+        del dialect.transact
+        if connection is not None:
+            connection.set_trace_callback(None)
+
+
+def test_commit_many_answers_each_plan_in_order_and_a_lost_guard_writes_nothing(
+    db: Database,
+) -> None:
+    put(db, "kept")  # version 1
+    put(db, "taken")
+    before = db.current_revision()
+    plans = [
+        plan("new", "fresh", absent=True),
+        plan("stale", "kept", version=7),
+        plan("free", "loose", version=None),
+        plan("dup", "taken", absent=True),
+        plan("cas", "kept", version=1),
+    ]
+    # What commit raises for the plans that lose (the batch's earlier plans leave their
+    # rows alone), and writes nothing.
+    expected = {n: conflict_of_commit(db, plans[n]) for n in (1, 3)}
+    assert db.current_revision() == before
+    answers = db.commit_many(plans)
+    assert [type(answer) for answer in answers] == [
+        Commit,
+        StorageConflict,
+        Commit,
+        StorageConflict,
+        Commit,
+    ]
+    commits = [answer for answer in answers if isinstance(answer, Commit)]
+    # Each conflict is the one commit raises for its plan, message and details.
+    for n, conflict in expected.items():
+        answer = answers[n]
+        assert isinstance(answer, StorageConflict)
+        assert (answer.code, answer.message, answer.details) == (
+            conflict.code,
+            conflict.message,
+            conflict.details,
+        )
+    # The committed plans wrote their rows at their own revisions...
+    assert [keys(commit.rows) for commit in commits] == [["fresh"], ["loose"], ["kept"]]
+    for commit in commits:
+        [row] = commit.rows
+        assert row.revision == commit.revision
+        assert db.get_row("work", row.key) == row
+    # ... and the lost ones nothing: "kept" moved only by "cas", "taken" is untouched.
+    kept, taken = db.get_row("work", "kept"), db.get_row("work", "taken")
+    assert kept is not None and kept.document == {"by": "cas", "__version": 2}
+    assert taken is not None and taken.version == 1 and taken.document["k"] == "taken"
+    # One log entry per committed plan, in order, each with its own audit, consecutive.
+    log = db.committed_transactions_after(before)
+    assert [entry.operation_ids for entry in log] == [["new"], ["free"], ["cas"]]
+    assert [entry.audit for entry in log] == [plans[n].audit for n in (0, 2, 4)]
+    assert [entry.work_id for entry in log] == ["fresh", "loose", "kept"]
+    assert [entry.keys for entry in log] == [["work/fresh"], ["work/loose"], ["work/kept"]]
+    assert [entry.transaction_id for entry in log] == [c.transaction_id for c in commits]
+    revisions = [commit.revision for commit in commits]
+    assert [entry.commit_revision for entry in log] == revisions
+    assert revisions == list(range(revisions[0], revisions[0] + 3))
+    assert [entry.base_revision for entry in log] == [before, *revisions[:-1]]
+    assert db.current_revision() == revisions[-1]
+    assert len({commit.transaction_id for commit in commits}) == 3
+
+
+def test_commit_many_plans_see_the_writes_of_earlier_plans(db: Database) -> None:
+    answers = db.commit_many(
+        [
+            plan("create", "w", {"n": 1}, absent=True),
+            plan("second", "w", {"n": 2}, version=1),
+            plan("stale", "w", {"n": -1}, version=1),  # the version "second" replaced
+            plan("third", "w", {"n": 3}, version=2),
+            plan("again", "w", absent=True),
+            PlannedCommit(
+                "delete",
+                [Mutation("work", "w", None)],
+                [Precondition("work", "w", expected_version=3)],
+            ),
+            plan("recreate", "w", {"n": 4}, absent=True),
+        ]
+    )
+    outcomes = [
+        answer.rows[0].version if isinstance(answer, Commit) and answer.rows else answer
+        for answer in answers
+    ]
+    assert outcomes[:2] == [1, 2]
+    assert isinstance(outcomes[2], StorageConflict)
+    assert outcomes[2].message == "work/w: expected version 1, found version 2"
+    assert outcomes[3] == 3
+    assert isinstance(outcomes[4], StorageConflict)
+    assert outcomes[4].message == "work/w: expected no row, found version 3"
+    assert isinstance(answers[5], Commit) and answers[5].rows == []
+    assert outcomes[6] == 1
+    row = db.get_row("work", "w")
+    assert row is not None and row.document == {"n": 4, "__version": 1}
+    ops = [entry.operation_ids[0] for entry in db.committed_transactions_after(0)]
+    assert ops == ["create", "second", "third", "delete", "recreate"]
+
+
+def test_commit_many_undoes_a_plan_that_loses_its_second_guard(db: Database) -> None:
+    put(db, "a")
+    put(db, "b")
+    before = db.current_revision()
+    both = PlannedCommit(
+        "both",
+        [Mutation("work", "a", {"both": 1}), Mutation("work", "b", {"both": 1})],
+        [
+            Precondition("work", "a", expected_version=1),  # holds: "a" is written first...
+            Precondition("work", "b", expected_version=5),  # ... then this one is lost
+        ],
+    )
+    two = PlannedCommit(
+        "two",
+        [Mutation("work", "b", {"two": 1}), Mutation("work", "c", {"two": 1})],
+        [
+            Precondition("work", "b", expected_version=1),
+            Precondition("work", "c", require_absent=True),
+        ],
+    )
+    answers = db.commit_many([plan("first", "x", absent=True), both, two])
+    assert isinstance(answers[0], Commit) and isinstance(answers[2], Commit)
+    assert isinstance(answers[1], StorageConflict)
+    # As commit would have answered then: "b" was at version 1 ("two" wrote it after).
+    assert answers[1].message == "work/b: expected version 5, found version 1"
+    assert answers[1].details == {
+        "collection": "work",
+        "key": "b",
+        "expected_version": 5,
+        "found_version": 1,
+    }
+    a = db.get_row("work", "a")
+    assert a is not None and a.version == 1 and "both" not in a.document
+    assert [row.version for row in answers[2].rows] == [2, 1]
+    log = db.committed_transactions_after(before)
+    assert [entry.operation_ids for entry in log] == [["first"], ["two"]]
+    assert log[1].commit_revision == log[0].commit_revision + 1
+
+
+def test_commit_many_is_one_write_transaction(backend: str, target: str, db: Database) -> None:
+    put(db, "a")
+    put(db, "b")
+    with write_transactions(backend, db) as begun:
+        answers = db.commit_many(
+            [
+                plan("one", "n1", absent=True),
+                plan("lost", "a", version=9),
+                PlannedCommit(
+                    "pair",
+                    [Mutation("work", "a", {}), Mutation("work", "b", {})],
+                    [
+                        Precondition("work", "a", expected_version=1),
+                        Precondition("work", "b", require_absent=True),
+                    ],
+                ),
+                plan("two", "n2", absent=True),
+            ]
+        )
+    assert [type(answer).__name__ for answer in answers] == [
+        "Commit",
+        "StorageConflict",
+        "StorageConflict",
+        "Commit",
+    ]
+    expected = ["transact commit"] + (["BEGIN", "COMMIT"] if backend == "sqlite" else [])
+    assert begun == expected
+    if backend == "postgres":
+        # Both log entries were written by one transaction: they carry its id as xmin.
+        with psycopg.connect(target) as connection:
+            writers = connection.execute(
+                "SELECT DISTINCT xmin::text FROM transactions WHERE transaction_id = ANY(%s)",
+                [[answer.transaction_id for answer in answers if isinstance(answer, Commit)]],
+            ).fetchall()
+        assert len(writers) == 1
+
+
+def test_an_empty_commit_many_answers_nothing_and_opens_no_transaction(
+    backend: str, db: Database
+) -> None:
+    put(db, "a")
+    with write_transactions(backend, db) as begun:
+        assert db.commit_many([]) == []
+    assert begun == []
+    assert log_count(db) == 1
+
+
+def test_commit_many_refuses_a_batch_with_an_invalid_plan_before_writing(db: Database) -> None:
+    put(db, "a")
+    before = db.current_revision()
+    unwritten_guard = PlannedCommit(
+        "bad", [Mutation("work", "b", {})], [Precondition("work", "elsewhere", require_absent=True)]
+    )
+    with pytest.raises(WorkloadError) as raised:
+        db.commit_many([plan("fine", "n", absent=True), unwritten_guard])
+    assert raised.value.code == INVALID
+    assert raised.value.message.startswith("plan 1 of the batch: work/elsewhere is guarded")
+    assert raised.value.details == {"plan": 1}
+    with pytest.raises(WorkloadError) as too_many:
+        db.commit_many([plan(f"p{n}", f"k{n}") for n in range(1025)])
+    assert too_many.value.code == INVALID
+    assert "at most 1024 plans" in too_many.value.message
+    assert db.current_revision() == before
+    assert db.get_row("work", "n") is None and db.get_row("work", "k0") is None
+
+
+def test_a_value_the_database_refuses_mid_batch_refuses_the_whole_batch(db: Database) -> None:
+    # Only the database finds an integer outside 64 bits, once the batch is writing.
+    put(db, "a")
+    before = db.current_revision()
+    overflowing = PlannedCommit("big", [Mutation("work", "big", {}, RowIndex(priority=2**63))])
+    with pytest.raises(WorkloadError) as raised:
+        db.commit_many([plan("fine", "n", absent=True), overflowing])
+    assert raised.value.code == INVALID
+    assert db.current_revision() == before
+    assert db.get_row("work", "n") is None
+    assert db.commit_many([plan("fine", "n", absent=True)])[0].revision > before  # type: ignore[union-attr]
+
+
+def test_two_racing_batches_have_exactly_one_winner_per_row(target: str) -> None:
+    rows = 30
+    setup = open_database(target)
+    try:
+        for n in range(rows):
+            put(setup, f"r{n}")
+    finally:
+        setup.close()
+    answers: dict[str, list[Commit | StorageConflict]] = {}
+    barrier = threading.Barrier(2)
+
+    def racer(name: str) -> None:
+        database = open_database(target)
+        try:
+            barrier.wait(timeout=JOIN_TIMEOUT_S)
+            answers[name] = database.commit_many(
+                [plan(f"{name}{n}", f"r{n}", {"by": name}, version=1) for n in range(rows)]
+            )
+        finally:
+            database.close()
+
+    threads = [threading.Thread(target=racer, args=(name,)) for name in ("x", "y")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_TIMEOUT_S)
+    assert sorted(answers) == ["x", "y"]
+    check = open_database(target)
+    try:
+        for n in range(rows):
+            won = [name for name in "xy" if isinstance(answers[name][n], Commit)]
+            assert len(won) == 1, (n, answers["x"][n], answers["y"][n])
+            row = check.get_row("work", f"r{n}")
+            assert row is not None and row.document == {"by": won[0], "__version": 2}
+        assert log_count(check) == rows + rows
+    finally:
+        check.close()

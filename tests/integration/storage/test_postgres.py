@@ -29,7 +29,6 @@ from feltdb.storage import (
     RowIndex,
     StorageConflict,
     StoredRow,
-    open_database,
 )
 from feltdb.storage.base import RowReader
 from feltdb.storage.postgres import (
@@ -39,6 +38,7 @@ from feltdb.storage.postgres import (
     PostgresDatabase,
 )
 from feltdb.storage.sql import load_migrations, load_queries
+from feltdb.storage.targets import open_database
 
 QUERIES = load_queries("postgres")
 STORAGE_FAILURE = ErrorCode.WORKLOAD_STORAGE_FAILURE.value
@@ -121,7 +121,7 @@ def run_threads(targets: list[Callable[[], None]]) -> None:
 
 
 def claim_first(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
-    """A decide() that moves the first selected row to state "claimed"."""
+    """A choose that moves the first selected row to state "claimed"."""
     if not rows:
         return None
     row = rows[0]
@@ -332,7 +332,9 @@ def test_a_database_with_other_tables_of_the_same_names_is_refused_untouched(
 # --- revisions ------------------------------------------------------------------------------
 
 
-def test_revisions_are_the_committing_transactions_ids(db: PostgresDatabase, url: str) -> None:
+def test_revisions_are_the_committing_transactions_ids_times_1024(
+    db: PostgresDatabase, url: str
+) -> None:
     commits = [db.commit(f"op{n}", [Mutation("work", f"k{n}", {"n": n})]) for n in range(5)]
     revisions = [commit.revision for commit in commits]
     assert revisions == sorted(set(revisions))
@@ -340,10 +342,11 @@ def test_revisions_are_the_committing_transactions_ids(db: PostgresDatabase, url
         logged = connection.execute(
             "SELECT commit_revision, xmin::text::bigint FROM transactions ORDER BY 1"
         ).fetchall()
-        # Each row was written by the transaction whose id is its revision (xmin is the
-        # 32-bit id; the revision is the same id with its epoch above it).
+        # Each row was written by the transaction whose id, times 1024, is its revision
+        # (xmin is the 32-bit id; the revision's id has its epoch above it), at position 0.
         assert [revision for revision, _ in logged] == revisions
-        assert all(revision % 2**32 == xmin for revision, xmin in logged)
+        assert all(revision % 1024 == 0 for revision in revisions)
+        assert all((revision // 1024) % 2**32 == xmin for revision, xmin in logged)
         # Ids are shared with every other transaction, so revisions are not dense.
         connection.execute("SELECT pg_current_xact_id()")
     later = db.commit("later", [Mutation("work", "later", {})])
@@ -354,6 +357,49 @@ def test_revisions_are_the_committing_transactions_ids(db: PostgresDatabase, url
     assert all(row.revision == later.revision for row in later.rows)
 
 
+def test_a_batch_s_revisions_are_its_transaction_id_times_1024_plus_each_plan_s_place(
+    db: PostgresDatabase, url: str
+) -> None:
+    put(db, "taken")
+    before = db.current_revision()
+    answers = db.commit_many(
+        [
+            PlannedCommit(f"p{n}", [Mutation("work", key, {})], [Precondition("work", key, True)])
+            for n, key in enumerate(["a", "taken", "b", "taken", "c"])
+        ]
+    )
+    commits = [answer for answer in answers if not isinstance(answer, StorageConflict)]
+    revisions = [commit.revision for commit in commits]
+    # The lost plans take no place: the committed ones are at 0, 1, 2 of one transaction.
+    first = revisions[0]
+    assert first % 1024 == 0 and revisions == [first, first + 1, first + 2]
+    assert [row.revision for commit in commits for row in commit.rows] == revisions
+    with admin(url) as connection:
+        logged = connection.execute(
+            "SELECT commit_revision, base_revision, xmin::text::bigint FROM transactions "
+            "WHERE commit_revision > %s ORDER BY 1",
+            [before],
+        ).fetchall()
+    assert logged == [
+        (first, before, (first // 1024) % 2**32),
+        (first + 1, first, (first // 1024) % 2**32),
+        (first + 2, first + 1, (first // 1024) % 2**32),
+    ]
+    assert db.current_revision() == first + 2
+
+
+def test_an_older_release_s_writer_is_fenced_off_after_migration_3(url: str) -> None:
+    # An older release logs at its bare transaction id, which readers past the revisions of
+    # this one would never see: migration 3's constraint refuses it.
+    with admin(url) as connection, pytest.raises(psycopg.errors.CheckViolation) as raised:
+        connection.execute(
+            "INSERT INTO transactions (commit_revision, base_revision, transaction_id, "
+            "committed_at, operation_ids, keys) "
+            "SELECT pg_current_xact_id()::text::bigint, 0, 'tx_old', 0, '{}', '{}'"
+        )
+    assert "transactions_revision_scheme_check" in str(raised.value)
+
+
 def test_a_transaction_left_open_holds_back_readers_but_not_writers(
     db: PostgresDatabase, url: str
 ) -> None:
@@ -362,7 +408,7 @@ def test_a_transaction_left_open_holds_back_readers_but_not_writers(
         holder.execute("BEGIN")
         held: int = holder.execute("SELECT pg_current_xact_id()::text::bigint").fetchall()[0][0]
         second = db.commit("second", [Mutation("work", "b", {})])
-        assert first.revision < held < second.revision
+        assert first.revision < held * 1024 < second.revision
         # The second commit is durable and readable, but the log does not show it yet: a
         # transaction with a smaller id might still commit before it.
         assert db.get_row("work", "b") is not None
@@ -382,15 +428,17 @@ def test_a_log_reader_never_skips_a_commit_while_writers_race(
     """THE test of the revision scheme.
 
     Four writers commit 200 times each, a fifth commits through commit_selected and holds
-    its transaction open for a few milliseconds after it has its id (its decide sleeps),
-    so commits end out of the order of their revisions. A reader pages through the log
-    all along, in small random pages, from where it stopped. At the end it must have seen
-    every logged transaction exactly once, in increasing order, and the commits must
-    really have ended out of order.
+    its transaction open for a few milliseconds after it has its id (its choose sleeps),
+    so commits end out of the order of their revisions, and a sixth commits batches of one
+    to nine plans (some lost) through commit_many, so a reader's page often ends inside a
+    batch. A reader pages through the log all along, in small random pages, from where it
+    stopped. At the end it must have seen every logged transaction exactly once, in
+    increasing order, and the commits must really have ended out of order.
     """
-    writers, per_writer, slow_commits = 4, 200, 40
+    writers, per_writer, slow_commits, batches = 4, 200, 40, 40
     for n in range(slow_commits):
         ready(db, f"slow{n:03d}", 0)
+    db.commit("taken", [Mutation("log", "taken", {})])  # the batches' lost plans guard it
     setup_revision = db.current_revision()
     finished = threading.Event()
     lock = threading.Lock()
@@ -411,15 +459,31 @@ def test_a_log_reader_never_skips_a_commit_while_writers_race(
         return run
 
     def slow_writer() -> None:
-        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        def choose(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
             # The transaction has its id since it locked the rows; others commit meanwhile.
             time.sleep(0.005)
             return claim_first(rows, read)
 
         for _ in range(slow_commits):
-            commit = db.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+            commit = db.commit_selected("work", "t1", "app1", "ready", 0, choose, limit=1)
             assert commit is not None
             record(commit.revision, commit.transaction_id)
+
+    def batch_writer() -> None:
+        batch_rng = random.Random(5)
+        for n in range(batches):
+            plans = []
+            for p in range(batch_rng.randint(1, 9)):
+                key = "taken" if p % 4 == 3 else f"b{n}:{p}"  # every fourth plan is lost
+                guard = Precondition("log", key, require_absent=True)
+                plans.append(PlannedCommit(f"b{n}:{p}", [Mutation("log", key, {})], [guard]))
+            for answer in db.commit_many(plans):
+                if isinstance(answer, StorageConflict):
+                    continue
+                record(answer.revision, answer.transaction_id)
+                batched.append(answer.revision)
+
+    batched: list[int] = []
 
     def reader() -> None:
         last = setup_revision
@@ -446,14 +510,14 @@ def test_a_log_reader_never_skips_a_commit_while_writers_race(
 
     reading = threading.Thread(target=read_all)
     reading.start()
-    run_threads([*(writer(n) for n in range(writers)), slow_writer])
+    run_threads([*(writer(n) for n in range(writers)), slow_writer, batch_writer])
     finished.set()
     reading.join(JOIN_TIMEOUT_S)
     assert not reading.is_alive()
     if errors:
         raise errors[0]
 
-    total = writers * per_writer + slow_commits
+    total = writers * per_writer + slow_commits + len(batched)
     assert len(committed) == total
     revisions = [revision for revision, _ in seen]
     assert revisions == sorted(revisions), "the reader saw the log out of order"
@@ -480,7 +544,7 @@ def test_concurrent_selectors_get_disjoint_rows(db: PostgresDatabase) -> None:
     picked: dict[str, list[str]] = {}
 
     def claim_all(name: str) -> Callable[[list[StoredRow], RowReader], PlannedCommit | None]:
-        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        def choose(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
             picked[name] = keys(rows)
             if name == "first":
                 first_selected.set()
@@ -494,7 +558,7 @@ def test_concurrent_selectors_get_disjoint_rows(db: PostgresDatabase) -> None:
                 [Precondition("work", row.key, expected_version=row.version) for row in rows],
             )
 
-        return decide
+        return choose
 
     def first() -> None:
         db.commit_selected("work", "t1", "app1", "ready", 0, claim_all("first"), limit=3)
@@ -502,7 +566,7 @@ def test_concurrent_selectors_get_disjoint_rows(db: PostgresDatabase) -> None:
     def second() -> None:
         assert first_selected.wait(WAIT_TIMEOUT_S)
         # A plain read does not wait for the locks, and sees every row still ready.
-        assert len(db.claimable_rows("work", "t1", "app1", "ready", 0, limit=10)) == 6
+        assert len(db.list_rows("work", tenant_id="t1", application_id="app1", state="ready")) == 6
         db.commit_selected("work", "t1", "app1", "ready", 0, claim_all("second"), limit=3)
 
     run_threads([first, second])
@@ -511,7 +575,7 @@ def test_concurrent_selectors_get_disjoint_rows(db: PostgresDatabase) -> None:
         row = db.get_row("work", f"w{n}")
         assert row is not None
         assert row.document["by"] == ("first" if n < 3 else "second")
-    assert db.claimable_rows("work", "t1", "app1", "ready", 0, limit=10) == []
+    assert db.list_rows("work", tenant_id="t1", application_id="app1", state="ready") == []
 
 
 def test_nothing_to_do_writes_nothing_and_releases_the_rows(db: PostgresDatabase, url: str) -> None:
@@ -525,15 +589,15 @@ def test_nothing_to_do_writes_nothing_and_releases_the_rows(db: PostgresDatabase
     assert commit is not None and keys(commit.rows) == ["a"]
 
 
-def test_an_error_in_decide_writes_nothing(db: PostgresDatabase, url: str) -> None:
+def test_an_error_in_choose_writes_nothing(db: PostgresDatabase, url: str) -> None:
     ready(db, "a", 0)
     revision = db.current_revision()
 
-    def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
-        raise WorkloadError(ErrorCode.WORKLOAD_INVALID, "refused by decide")
+    def choose(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+        raise WorkloadError(ErrorCode.WORKLOAD_INVALID, "refused by choose")
 
-    with pytest.raises(WorkloadError, match="refused by decide"):
-        db.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=5)
+    with pytest.raises(WorkloadError, match="refused by choose"):
+        db.commit_selected("work", "t1", "app1", "ready", 0, choose, limit=5)
     assert db.current_revision() == revision
     commit = db.commit_selected("work", "t1", "app1", "ready", 0, claim_first, limit=5)
     assert commit is not None
@@ -551,20 +615,17 @@ def insert_uncommitted(connection: psycopg.Connection[Any], key: str) -> None:
     )
 
 
-@pytest.mark.parametrize("guard_written_row", [True, False])
 def test_an_absent_guard_waits_for_an_uncommitted_insert_and_loses_to_it(
-    db: PostgresDatabase, url: str, guard_written_row: bool
+    db: PostgresDatabase, url: str
 ) -> None:
-    # guard_written_row: INSERT … ON CONFLICT DO NOTHING; otherwise the key is reserved
-    # with a placeholder row. Either way the guard waits for the other inserter to end.
-    written = "k" if guard_written_row else "other"
+    # The guard is its INSERT … ON CONFLICT DO NOTHING: it waits for the other inserter.
     outcome: list[BaseException | None] = []
 
     def commit() -> None:
         try:
             db.commit(
                 "op",
-                [Mutation("work", written, {"mine": True})],
+                [Mutation("work", "k", {"mine": True})],
                 [Precondition("work", "k", require_absent=True)],
             )
             outcome.append(None)
@@ -580,22 +641,20 @@ def test_an_absent_guard_waits_for_an_uncommitted_insert_and_loses_to_it(
         committing.join(JOIN_TIMEOUT_S)
     assert isinstance(outcome[0], StorageConflict)
     assert "expected no row, found version 1" in outcome[0].message
-    assert db.get_row("work", "k") is not None
-    assert db.get_row("work", "other") is None
+    row = db.get_row("work", "k")
+    assert row is not None and row.document == {"__version": 1}
 
 
-@pytest.mark.parametrize("guard_written_row", [True, False])
 def test_an_absent_guard_wins_when_the_other_insert_rolls_back(
-    db: PostgresDatabase, url: str, guard_written_row: bool
+    db: PostgresDatabase, url: str
 ) -> None:
-    written = "k" if guard_written_row else "other"
     outcome: list[Any] = []
 
     def commit() -> None:
         outcome.append(
             db.commit(
                 "op",
-                [Mutation("work", written, {"mine": True})],
+                [Mutation("work", "k", {"mine": True})],
                 [Precondition("work", "k", require_absent=True)],
             )
         )
@@ -608,17 +667,15 @@ def test_an_absent_guard_wins_when_the_other_insert_rolls_back(
         other.execute("ROLLBACK")
         committing.join(JOIN_TIMEOUT_S)
     assert len(outcome) == 1
-    row = db.get_row("work", written)
+    row = db.get_row("work", "k")
     assert row is not None and row.document == {"mine": True, "__version": 1}
-    if not guard_written_row:
-        # The placeholder that held the key was removed before the commit.
-        assert db.get_row("work", "k") is None
-        assert scalar(url, "SELECT count(*) FROM rows WHERE key = 'k'") == 0
 
 
-def test_a_guard_on_a_row_not_written_keeps_it_unchanged_until_the_commit(
+def test_a_version_guard_waits_for_an_uncommitted_update_and_loses_to_it(
     db: PostgresDatabase, url: str
 ) -> None:
+    # The guard is its UPDATE … WHERE version = 1: it waits for the other writer of the
+    # row, then re-checks the row as that writer committed it.
     put(db, "parent")
     with admin(url) as other:
         other.execute("BEGIN")
@@ -628,8 +685,8 @@ def test_a_guard_on_a_row_not_written_keeps_it_unchanged_until_the_commit(
         def commit() -> None:
             try:
                 db.commit(
-                    "child",
-                    [Mutation("work", "child", {})],
+                    "mine",
+                    [Mutation("work", "parent", {"mine": True})],
                     [Precondition("work", "parent", expected_version=1)],
                 )
                 outcome.append(None)
@@ -643,7 +700,8 @@ def test_a_guard_on_a_row_not_written_keeps_it_unchanged_until_the_commit(
         committing.join(JOIN_TIMEOUT_S)
     assert isinstance(outcome[0], StorageConflict)
     assert "expected version 1, found version 2" in outcome[0].message
-    assert db.get_row("work", "child") is None
+    row = db.get_row("work", "parent")
+    assert row is not None and row.version == 2 and "mine" not in row.document
 
 
 # --- retries and connection loss -------------------------------------------------------------
@@ -655,7 +713,7 @@ def test_a_lock_timeout_is_retried_then_reported(url: str) -> None:
         put(database, "held")
         calls: list[int] = []
 
-        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit:
+        def choose(rows: list[StoredRow], read: RowReader) -> PlannedCommit:
             calls.append(1)
             return PlannedCommit("op", [Mutation("work", "held", {"n": 2})])
 
@@ -664,7 +722,7 @@ def test_a_lock_timeout_is_retried_then_reported(url: str) -> None:
             holder.execute("SELECT * FROM rows WHERE key = 'held' FOR UPDATE")
             revision = database.current_revision()
             with pytest.raises(WorkloadError) as raised:
-                database.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+                database.commit_selected("work", "t1", "app1", "ready", 0, choose, limit=1)
             holder.execute("ROLLBACK")
         assert raised.value.code == STORAGE_FAILURE
         assert f"failed {WRITE_ATTEMPTS} times" in raised.value.message
@@ -684,13 +742,13 @@ def test_a_lock_released_between_attempts_lets_the_retry_commit(url: str) -> Non
         holder.execute("SELECT * FROM rows WHERE key = 'held' FOR UPDATE")
         calls: list[int] = []
 
-        def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit:
+        def choose(rows: list[StoredRow], read: RowReader) -> PlannedCommit:
             calls.append(1)
             if len(calls) == 2:
                 holder.execute("ROLLBACK")
             return PlannedCommit("op", [Mutation("work", "held", {"n": 2})])
 
-        commit = database.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+        commit = database.commit_selected("work", "t1", "app1", "ready", 0, choose, limit=1)
         assert commit is not None and commit.rows[0].version == 2
         assert len(calls) == 2
     finally:
@@ -742,13 +800,13 @@ def test_a_commit_whose_connection_is_lost_writes_nothing(db: PostgresDatabase, 
     assert row is not None
     revision = db.current_revision()
 
-    def decide(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+    def choose(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
         # From another connection, end this transaction's session before it writes.
         assert terminate_store_connections(url) >= 1
         return claim_first(rows, read)
 
     with pytest.raises(WorkloadError) as raised:
-        db.commit_selected("work", "t1", "app1", "ready", 0, decide, limit=1)
+        db.commit_selected("work", "t1", "app1", "ready", 0, choose, limit=1)
     assert raised.value.code == STORAGE_FAILURE
     assert isinstance(raised.value.__cause__, psycopg.OperationalError)
     assert url.split("@")[1].split("?")[0] in raised.value.message
@@ -778,10 +836,18 @@ def test_a_closed_store_refuses_every_call(url: str) -> None:
     [
         lambda db: db.commit("op", [Mutation("work", "a", {}, RowIndex(priority=2**63))]),
         lambda db: db.commit("op", [Mutation("work", "a", {}, RowIndex(deadline_at=-(2**63) - 1))]),
-        lambda db: db.claimable_rows("work", "t1", "app1", "ready", 2**64, limit=1),
+        lambda db: db.commit_selected(
+            "work", "t1", "app1", "ready", 2**64, lambda r, g: None, limit=1
+        ),
         lambda db: db.rows_due("work", "deadline_at", 2**63, limit=1),
-        lambda db: db.restore_row("work", "a", {"__version": 2**63}),
-        lambda db: db.update_index("work", "a", RowIndex(created_at=2**70)),
+        lambda db: db.commit(
+            "op", [Mutation("work", "a", {})], [Precondition("work", "a", expected_version=2**63)]
+        ),
+        lambda db: db.commit(
+            "op",
+            [Mutation("work", "a", {}, RowIndex(created_at=2**70))],
+            [Precondition("work", "a", expected_version=1)],
+        ),
         lambda db: db.committed_transactions_after(2**63),
         lambda db: db.commit("op", [Mutation("work", "a\x00b", {})]),
         lambda db: db.commit("op", [Mutation("work", "a", {"text": "\ud800"})]),
@@ -791,8 +857,8 @@ def test_a_closed_store_refuses_every_call(url: str) -> None:
         "index-below",
         "now",
         "due",
-        "restored-version",
-        "update-index",
+        "expected-version",
+        "guarded-index",
         "log-revision",
         "nul-in-key",
         "lone-surrogate",
@@ -814,11 +880,15 @@ def test_values_postgresql_cannot_store_are_invalid(
 def test_the_64_bit_limits_themselves_are_stored(db: PostgresDatabase) -> None:
     index = RowIndex(priority=2**63 - 1, created_at=-(2**63))
     db.commit("op", [Mutation("work", "a", {"big": 2**100}, index)])
-    db.restore_row("work", "b", {"__version": 2**63 - 1})
     row = db.get_row("work", "a")
     assert row is not None and row.document["big"] == 2**100
-    restored = db.get_row("work", "b")
-    assert restored is not None and restored.version == 2**63 - 1
+    # The largest version a guard can name is compared, not refused.
+    with pytest.raises(StorageConflict, match=f"expected version {2**63 - 1}, found version 1"):
+        db.commit(
+            "op",
+            [Mutation("work", "a", {})],
+            [Precondition("work", "a", expected_version=2**63 - 1)],
+        )
 
 
 # --- query plans -----------------------------------------------------------------------------
@@ -849,6 +919,7 @@ PLAN_PARAMS: dict[str, Any] = {
     "definition": "d1",
     "definition_id": "d1",
     "revision": 100,
+    "position": 0,
     "expected_version": 1,
     "version": 1,
     "document": "{}",
@@ -892,8 +963,9 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
             """
             INSERT INTO transactions (commit_revision, base_revision, transaction_id,
                 committed_at, operation_ids, keys, audit)
-            SELECT n, n - 1, 'tx' || n, n, ARRAY['op' || n], ARRAY['work/w' || n], NULL
-            FROM generate_series(1, 4000) AS n
+            SELECT r, r - 1, 'tx' || n, n, ARRAY['op' || n], ARRAY['work/w' || n], NULL
+            FROM generate_series(1, 4000) AS n,
+                 LATERAL (SELECT pg_current_xact_id()::text::bigint * 1024 + n AS r) AS revision
             """
         )
         connection.execute("ANALYZE")
@@ -903,8 +975,7 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
 
 PLANS = {
     "claimable_rows": "rows_by_state",
-    "claimable_rows_locked": "rows_by_state",
-    "claimable_rows_by_definition_locked": "rows_by_definition",
+    "claimable_rows_by_definition": "rows_by_definition",
     "list_rows_by_state": "rows_by_state",
     "list_rows_by_application": "rows_by_application",
     "page_rows_by_state_same_priority": "rows_by_state",
@@ -916,12 +987,10 @@ PLANS = {
     "rows_with_result_id": "rows_by_result_id",
     "get_row": "rows_pkey",
     "row_version": "rows_pkey",
-    "lock_row_version": "rows_pkey",
-    "share_row_version": "rows_pkey",
-    "update_index": "rows_pkey",
     "update_row_if_version": "rows_pkey",
     "delete_row_if_version": "rows_pkey",
     "delete_row": "rows_pkey",
+    "update_index": "rows_pkey",
     "current_revision": "transactions_pkey",
     "transactions_after": "transactions_pkey",
     "insert_transaction": "transactions_pkey",
@@ -959,13 +1028,14 @@ def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
         "oldest_by_definition",  # likewise: one GROUP BY over a state's rows of every tenant
         "insert_row_if_absent",  # INSERT … VALUES: no scan to plan
         "upsert_row",
-        "write_row_at_version",
-        "reserve_key",
         "migration_lock",
         "migrations_table_exists",
         "create_migrations_table",
         "schema_version",
         "record_migration",
+        "savepoint",  # commit_many's savepoints: no scan to plan
+        "rollback_to_savepoint",
+        "release_savepoint",
     }
     assert set(QUERIES) == set(PLANS) | unchecked
 

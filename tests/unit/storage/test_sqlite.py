@@ -17,16 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.rows import put, work_index
+from support.rows import put
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage import (
     Mutation,
+    PlannedCommit,
     Precondition,
     RowIndex,
     StorageConflict,
-    open_database,
-    sqlite_path,
 )
 from feltdb.storage.sql import load_queries, load_schema, parse_queries
 from feltdb.storage.sqlite import (
@@ -35,6 +34,7 @@ from feltdb.storage.sqlite import (
     WRITE_ATTEMPTS,
     SQLiteDatabase,
 )
+from feltdb.storage.targets import open_database, sqlite_path
 
 QUERIES = load_queries("sqlite")
 STORAGE_FAILURE = ErrorCode.WORKLOAD_STORAGE_FAILURE.value
@@ -81,7 +81,7 @@ def test_new_store_is_stamped_with_the_feltdb_application_id_and_schema(
 
 
 def test_each_connection_is_configured(db: SQLiteDatabase) -> None:
-    connection = db._connection()
+    connection = db._dialect.connection()
     assert connection.execute("PRAGMA busy_timeout").fetchall() == [(10000,)]
     assert connection.execute("PRAGMA synchronous").fetchall() == [(2,)]  # FULL
     assert connection.execute("PRAGMA foreign_keys").fetchall() == [(1,)]
@@ -369,17 +369,6 @@ def test_revisions_stay_dense_when_writers_race(path: Path) -> None:
             database.close()
 
 
-# --- restore ---------------------------------------------------------------------------
-
-
-def test_a_restored_row_is_stored_without_its_version(db: SQLiteDatabase, path: Path) -> None:
-    put(db, "w")
-    restore = db.restore_row("work", "w", {"n": 1, "__version": 7}, work_index(priority=3))
-    assert restore.revision == 2
-    assert raw_scalar(path, "SELECT document FROM rows WHERE key = 'w'") == '{"n":1}'
-    assert raw_scalar(path, "SELECT version FROM rows WHERE key = 'w'") == 7
-
-
 # --- index queries ---------------------------------------------------------------------
 
 
@@ -409,8 +398,10 @@ def _plan(path: Path, query_name: str) -> list[str]:
         ("rows_with_result_id", "rows_by_result_id"),
         ("get_row", "sqlite_autoindex_rows_1"),
         ("row_version", "sqlite_autoindex_rows_1"),
-        ("update_index", "sqlite_autoindex_rows_1"),
+        ("update_row_if_version", "sqlite_autoindex_rows_1"),
+        ("delete_row_if_version", "sqlite_autoindex_rows_1"),
         ("delete_row", "sqlite_autoindex_rows_1"),
+        ("update_index", "sqlite_autoindex_rows_1"),
     ],
 )
 def test_index_queries_never_scan_nor_sort(
@@ -466,7 +457,7 @@ def _count_begins(database: SQLiteDatabase, on_begin: Any = None) -> list[str]:
             if on_begin is not None:
                 on_begin(len(begins))
 
-    database._connection().set_trace_callback(trace)
+    database._dialect.connection().set_trace_callback(trace)
     return begins
 
 
@@ -511,6 +502,98 @@ def test_a_write_is_retried_when_the_lock_is_released_between_attempts(path: Pat
         database.close()
 
 
+def _trace(database: SQLiteDatabase) -> list[str]:
+    statements: list[str] = []
+    database._dialect.connection().set_trace_callback(statements.append)
+    return statements
+
+
+def test_a_guarded_write_is_one_statement(db: SQLiteDatabase) -> None:
+    # No SELECT of the version first: the UPDATE … WHERE version = ? is the guard.
+    put(db, "a")
+    statements = _trace(db)
+    db.commit(
+        "op", [Mutation("work", "a", {"n": 2})], [Precondition("work", "a", expected_version=1)]
+    )
+    db.commit("op", [Mutation("work", "b", {})], [Precondition("work", "b", require_absent=True)])
+    db.commit("op", [Mutation("work", "a", None)], [Precondition("work", "a", expected_version=2)])
+    writes = [s.split()[0] for s in statements if not s.startswith(("BEGIN", "COMMIT"))]
+    # Each commit: the guarded write, then its log entry (INSERT INTO transactions).
+    assert writes == ["UPDATE", "INSERT", "INSERT", "INSERT", "DELETE", "INSERT"]
+    assert [s.split()[2] for s in statements if s.startswith("INSERT")] == [
+        "transactions",
+        "rows",
+        "transactions",
+        "transactions",
+    ]
+    assert not any(s.startswith("SELECT") for s in statements), statements
+
+
+def test_a_lost_guard_reads_the_version_that_beat_it(db: SQLiteDatabase) -> None:
+    put(db, "a")
+    put(db, "a")
+    statements = _trace(db)
+    with pytest.raises(StorageConflict) as raised:
+        db.commit(
+            "op", [Mutation("work", "a", {})], [Precondition("work", "a", expected_version=1)]
+        )
+    assert raised.value.details["found_version"] == 2
+    # The guard is the commit's first write: nothing was logged before it was lost.
+    assert [s.split()[0].rstrip(";") for s in statements] == [
+        "BEGIN",
+        "UPDATE",
+        "SELECT",
+        "ROLLBACK",
+    ]
+
+
+def test_a_batch_is_one_transaction_with_a_savepoint_only_around_plans_of_two_guards(
+    db: SQLiteDatabase,
+) -> None:
+    put(db, "a")
+    put(db, "b")
+    statements = _trace(db)
+    single = PlannedCommit(
+        "single", [Mutation("work", "a", {})], [Precondition("work", "a", expected_version=9)]
+    )
+    pair = PlannedCommit(
+        "pair",
+        [Mutation("work", "a", {}), Mutation("work", "b", {})],
+        [
+            Precondition("work", "a", expected_version=1),
+            Precondition("work", "b", expected_version=9),
+        ],
+    )
+    free = PlannedCommit("free", [Mutation("work", "c", {})])
+    answers = db.commit_many([single, pair, free, free])
+    assert [type(answer).__name__ for answer in answers] == [
+        "StorageConflict",
+        "StorageConflict",
+        "Commit",
+        "Commit",
+    ]
+    assert [s.split()[0].rstrip(";") for s in statements] == [
+        "BEGIN",
+        "UPDATE",  # single: its guard, lost
+        "SELECT",
+        "SAVEPOINT",  # pair: its first guard holds, its second is lost
+        "UPDATE",
+        "UPDATE",
+        "SELECT",
+        "ROLLBACK",  # ROLLBACK TO SAVEPOINT
+        "RELEASE",
+        "INSERT",  # free: the row, then the log entry
+        "INSERT",
+        "INSERT",
+        "INSERT",
+        "COMMIT",
+    ]
+    # Dense revisions: the two committed plans are the next two.
+    assert [answer.revision for answer in answers[2:]] == [3, 4]  # type: ignore[union-attr]
+    log = db.committed_transactions_after(2)
+    assert [(t.base_revision, t.commit_revision) for t in log] == [(2, 3), (3, 4)]
+
+
 def test_a_conflict_is_not_retried(db: SQLiteDatabase) -> None:
     put(db, "a")
     begins = _count_begins(db)
@@ -532,14 +615,14 @@ def test_each_thread_has_its_own_connection_released_when_the_thread_ends(
 
     def read() -> None:
         assert db.get_row("work", "a") is not None
-        seen.append(db._connection())
+        seen.append(db._dialect.connection())
 
     for _ in range(20):
         thread = threading.Thread(target=read)
         thread.start()
         thread.join()
-    assert db._connection() not in seen
-    assert len(db._connections) == 1
+    assert db._dialect.connection() not in seen
+    assert len(db._dialect.connections) == 1
     with pytest.raises(sqlite3.ProgrammingError):
         seen[0].execute("SELECT 1")
 
@@ -550,7 +633,7 @@ def test_close_closes_every_thread_s_connection(path: Path) -> None:
     connections: list[sqlite3.Connection] = []
 
     def hold() -> None:
-        connections.append(database._connection())
+        connections.append(database._dialect.connection())
         ready.set()
         done.wait(timeout=30)
 
@@ -558,7 +641,7 @@ def test_close_closes_every_thread_s_connection(path: Path) -> None:
     thread.start()
     try:
         assert ready.wait(timeout=30)
-        connections.append(database._connection())
+        connections.append(database._dialect.connection())
         database.close()
         for connection in connections:
             with pytest.raises(sqlite3.ProgrammingError):

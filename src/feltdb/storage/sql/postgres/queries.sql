@@ -9,8 +9,11 @@
 -- the backend reports as WORKLOAD_INVALID) instead of a numeric comparison that would both
 -- succeed silently and keep the planner off the indexes.
 --
--- The revision of a writing transaction is its own transaction id, pg_current_xact_id(), and
--- a reader sees only log entries below its snapshot's xmin: see feltdb/storage/postgres.py.
+-- A commit's revision is its transaction's id, pg_current_xact_id(), times 1024, plus
+-- %(position)s, its place among the transaction's committed plans (0 but in commit_many);
+-- a reader sees only log entries below its snapshot's xmin times 1024: see
+-- feltdb/storage/postgres.py. A commit writes its rows first, its log entry last (see
+-- feltdb/storage/writes.py); each statement computes the revision itself.
 
 -- name: migration_lock
 -- description: serialize schema migrations between openers, until the transaction ends
@@ -36,6 +39,18 @@ SELECT COALESCE(MAX(version), 0) FROM feltdb_schema_migrations;
 -- description: record one migration as applied
 INSERT INTO feltdb_schema_migrations (version) VALUES (%(version)s);
 
+-- name: savepoint
+-- description: commit_many: mark where a plan of several guards starts, to undo it alone if it loses one
+SAVEPOINT plan;
+
+-- name: rollback_to_savepoint
+-- description: commit_many: undo what the plan wrote since its savepoint (the savepoint stays, to be released)
+ROLLBACK TO SAVEPOINT plan;
+
+-- name: release_savepoint
+-- description: commit_many: forget the plan's savepoint, keeping what it wrote (if anything) in the transaction
+RELEASE SAVEPOINT plan;
+
 -- name: get_row
 -- description: one row by key (rows_pkey)
 SELECT collection, key, version, revision, document
@@ -47,27 +62,6 @@ WHERE collection = %(collection)s AND key = %(key)s;
 SELECT version
 FROM rows
 WHERE collection = %(collection)s AND key = %(key)s;
-
--- name: lock_row_version
--- description: the version of a row the transaction will write, locked until it ends
-SELECT version
-FROM rows
-WHERE collection = %(collection)s AND key = %(key)s
-FOR UPDATE;
-
--- name: share_row_version
--- description: the version of a guarded row the transaction will not write, kept unchanged until it ends
-SELECT version
-FROM rows
-WHERE collection = %(collection)s AND key = %(key)s
-FOR SHARE;
-
--- name: reserve_key
--- description: hold an absent key until the transaction ends (a placeholder deleted before commit)
-INSERT INTO rows (collection, key, version, revision, document)
-VALUES (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, '{}')
-ON CONFLICT (collection, key) DO NOTHING
-RETURNING version;
 
 -- name: list_rows
 -- description: rows of a collection, each filter optional (NULL: any); sorted, not index-ordered
@@ -150,19 +144,7 @@ ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint;
 
 -- name: claimable_rows
--- description: rows in a state that are eligible at now, in index order (rows_by_state)
-SELECT collection, key, version, revision, document
-FROM rows
-WHERE collection = %(collection)s
-  AND tenant_id = %(tenant_id)s
-  AND application_id = %(application_id)s
-  AND state = %(state)s
-  AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
-LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint;
-
--- name: claimable_rows_locked
--- description: claimable_rows, each row locked until the transaction ends; rows another transaction holds are skipped
+-- description: commit_selected: rows in a state that are eligible at now, in index order (rows_by_state), each locked until the transaction ends; rows another transaction holds are skipped
 SELECT collection, key, version, revision, document
 FROM rows
 WHERE collection = %(collection)s
@@ -174,8 +156,8 @@ ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint
 FOR UPDATE SKIP LOCKED;
 
--- name: claimable_rows_by_definition_locked
--- description: claimable_rows_locked of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
+-- name: claimable_rows_by_definition
+-- description: commit_selected with definitions: claimable_rows of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
 SELECT collection, key, version, revision, document, priority, created_at
 FROM rows
 WHERE collection = %(collection)s
@@ -237,20 +219,22 @@ GROUP BY definition_id
 ORDER BY MIN(created_at), definition_id;
 
 -- name: current_revision
--- description: the latest logged revision below the snapshot's xmin (every older transaction has ended), 0 before any
+-- description: the latest logged revision below the snapshot's xmin times 1024 (every older transaction has ended), 0 before any
 SELECT COALESCE(MAX(commit_revision), 0)
 FROM transactions
-WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint;
+WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024;
 
 -- name: insert_transaction
--- description: log this transaction at its own id as revision, based on the revision readers see now
+-- description: log a commit at its transaction's id times 1024 plus its position, based on the revision readers see now (the first) or on the transaction's previous commit
 INSERT INTO transactions
     (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit)
-SELECT pg_current_xact_id()::text::bigint, COALESCE(MAX(commit_revision), 0),
+SELECT pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
+       CASE WHEN %(position)s::bigint = 0 THEN COALESCE(MAX(commit_revision), 0)
+            ELSE pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint - 1 END,
        %(transaction_id)s, EXTRACT(EPOCH FROM clock_timestamp())::double precision,
        %(operation_ids)s::text[], %(keys)s::text[], %(audit)s::text
 FROM transactions
-WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
 RETURNING commit_revision;
 
 -- name: insert_row_if_absent
@@ -260,7 +244,8 @@ INSERT INTO rows
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
      definition_id)
 VALUES
-    (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, %(document)s,
+    (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
+     %(document)s,
      %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
      %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
      %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
@@ -271,7 +256,7 @@ RETURNING version;
 -- description: write a row at version + 1 if it is at exactly expected_version (no result: it is not)
 UPDATE rows SET
     version = version + 1,
-    revision = pg_current_xact_id()::text::bigint,
+    revision = pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
     document = %(document)s,
     tenant_id = %(tenant_id)s,
     application_id = %(application_id)s,
@@ -301,7 +286,8 @@ INSERT INTO rows
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
      definition_id)
 VALUES
-    (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint, %(document)s,
+    (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
+     %(document)s,
      %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
      %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
      %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
@@ -321,36 +307,19 @@ ON CONFLICT (collection, key) DO UPDATE SET
     definition_id = excluded.definition_id
 RETURNING version;
 
--- name: write_row_at_version
--- description: write a row at exactly version, whether or not it exists (restore, and rows locked beforehand)
-INSERT INTO rows
-    (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id)
-VALUES
-    (%(collection)s, %(key)s, %(version)s::bigint, pg_current_xact_id()::text::bigint,
-     %(document)s, %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
-     %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
-ON CONFLICT (collection, key) DO UPDATE SET
-    version = excluded.version,
-    revision = excluded.revision,
-    document = excluded.document,
-    tenant_id = excluded.tenant_id,
-    application_id = excluded.application_id,
-    state = excluded.state,
-    priority = excluded.priority,
-    created_at = excluded.created_at,
-    eligible_at = excluded.eligible_at,
-    lease_expires_at = excluded.lease_expires_at,
-    deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id,
-    definition_id = excluded.definition_id;
-
 -- name: delete_row
 -- description: delete one row (no row: no change)
 DELETE FROM rows
 WHERE collection = %(collection)s AND key = %(key)s;
+
+-- name: transactions_after
+-- description: logged commits after a revision and below the snapshot's xmin, oldest first (one snapshot)
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
+FROM transactions
+WHERE commit_revision > %(revision)s::bigint
+  AND commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
+ORDER BY commit_revision
+LIMIT %(limit)s::bigint;
 
 -- name: update_index
 -- description: replace one row's index columns only; version, revision and document stay
@@ -366,12 +335,3 @@ UPDATE rows SET
     result_id = %(result_id)s,
     definition_id = %(definition_id)s
 WHERE collection = %(collection)s AND key = %(key)s;
-
--- name: transactions_after
--- description: logged commits after a revision and below the snapshot's xmin, oldest first (one snapshot)
-SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
-FROM transactions
-WHERE commit_revision > %(revision)s::bigint
-  AND commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
-ORDER BY commit_revision
-LIMIT %(limit)s::bigint;

@@ -2,6 +2,11 @@
 -- this file once into {name: text}; runtime code picks statements by name and never builds
 -- SQL. Each block: "-- name: <name>", "-- description: <one line>", then the statement.
 -- Rows are always selected as (collection, key, version, revision, document).
+--
+-- A commit writes its rows first and its log entry last (see feltdb/storage/writes.py), so
+-- a row's revision is the next one to be logged, (SELECT MAX(commit_revision) + 1): the
+-- write lock of BEGIN IMMEDIATE keeps it the commit's own until the entry is logged.
+-- :position (a commit's place within a batch) is PostgreSQL's; revisions here are dense.
 
 -- name: begin_immediate
 -- description: start a write transaction, taking the write lock now rather than at the first write
@@ -14,6 +19,18 @@ COMMIT;
 -- name: rollback
 -- description: abandon the current transaction
 ROLLBACK;
+
+-- name: savepoint
+-- description: commit_many: mark where a plan of several guards starts, to undo it alone if it loses one
+SAVEPOINT plan;
+
+-- name: rollback_to_savepoint
+-- description: commit_many: undo what the plan wrote since its savepoint (the savepoint stays, to be released)
+ROLLBACK TO SAVEPOINT plan;
+
+-- name: release_savepoint
+-- description: commit_many: forget the plan's savepoint, keeping what it wrote (if anything) in the transaction
+RELEASE SAVEPOINT plan;
 
 -- name: journal_mode
 -- description: the file's journal mode (wal once any opener has switched it)
@@ -45,7 +62,7 @@ FROM rows
 WHERE collection = :collection AND key = :key;
 
 -- name: row_version
--- description: the version of one row, for a precondition (no row: no result)
+-- description: the version of one row, to report a lost guard (no row: no result)
 SELECT version
 FROM rows
 WHERE collection = :collection AND key = :key;
@@ -131,7 +148,7 @@ ORDER BY priority DESC, created_at, key
 LIMIT :limit;
 
 -- name: claimable_rows
--- description: rows in a state that are eligible at :now, in index order (rows_by_state)
+-- description: commit_selected: rows in a state that are eligible at :now, in index order (rows_by_state), under the write lock of its transaction
 SELECT collection, key, version, revision, document
 FROM rows
 WHERE collection = :collection
@@ -143,7 +160,7 @@ ORDER BY priority DESC, created_at, key
 LIMIT :limit OFFSET :offset;
 
 -- name: claimable_rows_by_definition
--- description: claimable_rows of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
+-- description: commit_selected with definitions: claimable_rows of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
 SELECT collection, key, version, revision, document, priority, created_at
 FROM rows
 WHERE collection = :collection
@@ -216,6 +233,47 @@ SELECT latest.revision + 1, latest.revision, :transaction_id, :committed_at,
 FROM (SELECT COALESCE(MAX(commit_revision), 0) AS revision FROM transactions) AS latest
 RETURNING commit_revision;
 
+-- name: insert_row_if_absent
+-- description: write a new row at version 1 unless the key exists (no result: it exists)
+INSERT INTO rows
+    (collection, key, version, revision, document, tenant_id, application_id, state,
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+     definition_id)
+VALUES
+    (:collection, :key, 1, (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
+     :document, :tenant_id, :application_id, :state,
+     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
+     :definition_id)
+ON CONFLICT (collection, key) DO NOTHING
+RETURNING version;
+
+-- name: update_row_if_version
+-- description: write a row at version + 1 if it is at exactly :expected_version (no result: it is not)
+UPDATE rows SET
+    version = version + 1,
+    revision = (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
+    document = :document,
+    tenant_id = :tenant_id,
+    application_id = :application_id,
+    state = :state,
+    priority = :priority,
+    created_at = :created_at,
+    eligible_at = :eligible_at,
+    lease_expires_at = :lease_expires_at,
+    deadline_at = :deadline_at,
+    result_id = :result_id,
+    definition_id = :definition_id
+WHERE collection = :collection AND key = :key
+  AND version = :expected_version
+RETURNING version;
+
+-- name: delete_row_if_version
+-- description: delete a row if it is at exactly :expected_version (no result: it is not)
+DELETE FROM rows
+WHERE collection = :collection AND key = :key
+  AND version = :expected_version
+RETURNING version;
+
 -- name: upsert_row
 -- description: write a row at version 1, or at its version + 1 if it exists; returns the version
 INSERT INTO rows
@@ -223,7 +281,8 @@ INSERT INTO rows
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
      definition_id)
 VALUES
-    (:collection, :key, 1, :revision, :document, :tenant_id, :application_id, :state,
+    (:collection, :key, 1, (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
+     :document, :tenant_id, :application_id, :state,
      :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
      :definition_id)
 ON CONFLICT (collection, key) DO UPDATE SET
@@ -242,35 +301,18 @@ ON CONFLICT (collection, key) DO UPDATE SET
     definition_id = excluded.definition_id
 RETURNING version;
 
--- name: restore_row
--- description: write a row at exactly :version, whether or not it exists
-INSERT INTO rows
-    (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id)
-VALUES
-    (:collection, :key, :version, :revision, :document, :tenant_id, :application_id, :state,
-     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
-     :definition_id)
-ON CONFLICT (collection, key) DO UPDATE SET
-    version = excluded.version,
-    revision = excluded.revision,
-    document = excluded.document,
-    tenant_id = excluded.tenant_id,
-    application_id = excluded.application_id,
-    state = excluded.state,
-    priority = excluded.priority,
-    created_at = excluded.created_at,
-    eligible_at = excluded.eligible_at,
-    lease_expires_at = excluded.lease_expires_at,
-    deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id,
-    definition_id = excluded.definition_id;
-
 -- name: delete_row
 -- description: delete one row (no row: no change)
 DELETE FROM rows
 WHERE collection = :collection AND key = :key;
+
+-- name: transactions_after
+-- description: logged commits after a revision, oldest first
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
+FROM transactions
+WHERE commit_revision > :revision
+ORDER BY commit_revision
+LIMIT :limit;
 
 -- name: update_index
 -- description: replace one row's index columns only; version, revision and document stay
@@ -286,11 +328,3 @@ UPDATE rows SET
     result_id = :result_id,
     definition_id = :definition_id
 WHERE collection = :collection AND key = :key;
-
--- name: transactions_after
--- description: logged commits after a revision, oldest first
-SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
-FROM transactions
-WHERE commit_revision > :revision
-ORDER BY commit_revision
-LIMIT :limit;

@@ -1,0 +1,301 @@
+"""The storage protocol, implemented once over SQL for every backend.
+
+:class:`SQLEngine` implements :class:`~feltdb.storage.base.Database` by running the named
+statements of a dialect's ``queries.sql``: every dialect names the same statements, binds
+the same parameters and selects rows as ``(collection, key, version, revision, document)``.
+What differs between backends is their :class:`~feltdb.storage.dialect.Dialect`: how a read
+runs, how a write transaction runs (its locking and its retries), how driver errors are
+translated (inside both), and how the log's lists of strings are stored.
+
+Compare-and-set is the write itself, on every backend: ``require_absent`` is an ``INSERT …
+ON CONFLICT DO NOTHING`` (``insert_row_if_absent``) and ``expected_version`` an ``UPDATE``
+or ``DELETE … WHERE version = :expected_version`` (``update_row_if_version``,
+``delete_row_if_version``); a statement that returns no row has lost its guard. So each
+precondition guards one row its commit writes (see :func:`~feltdb.storage.encoding.guards`).
+:mod:`feltdb.storage.writes` writes a commit, alone or as one plan of a batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Final, Generic, TypeVar
+
+from feltdb.storage.base import (
+    Commit,
+    CommittedTransaction,
+    Mutation,
+    PlannedCommit,
+    Precondition,
+    RowIndex,
+    RowReader,
+    StorageConflict,
+    StoredRow,
+)
+from feltdb.storage.dialect import Dialect, Session
+from feltdb.storage.encoding import (
+    RowsDecodedOnRead,
+    SelectedRow,
+    index_params,
+    invalid,
+    keyset_page,
+    logged_transaction,
+    merge_definitions,
+    stored_row,
+)
+from feltdb.storage.writes import prepare, prepare_batch, write_batch, write_plan
+
+__all__ = ["SQLEngine"]
+
+_DUE_QUERIES: Final = {
+    "lease_expires_at": "rows_due_lease_expires_at",
+    "deadline_at": "rows_due_deadline_at",
+}
+"""The named statement that serves each column :meth:`SQLEngine.rows_due` accepts."""
+
+
+_Dialect = TypeVar("_Dialect", bound=Dialect)
+
+
+class SQLEngine(Generic[_Dialect]):
+    """Implements :class:`~feltdb.storage.base.Database` over a :class:`Dialect`."""
+
+    target: str
+    """Where the database lives, as its backend names it in messages."""
+
+    def __init__(self, target: str, dialect: _Dialect) -> None:
+        self.target = target
+        self._dialect = dialect
+        self._queries = dialect.queries
+
+    # --- reads -------------------------------------------------------------------------
+
+    def _limit(self, limit: int | None) -> int | None:
+        # A negative LIMIT is no limit: SQLite reads it so, PostgreSQL would refuse it.
+        return self._dialect.no_limit if limit is None or limit < 0 else limit
+
+    def _select(self, name: str, params: Mapping[str, Any]) -> list[StoredRow]:
+        return [stored_row(*row) for row in self._dialect.read(self._queries[name], params)]
+
+    def get_row(self, collection: str, key: str) -> StoredRow | None:
+        """See :meth:`Database.get_row`; one seek of the primary key."""
+        rows = self._select("get_row", {"collection": collection, "key": key})
+        return rows[0] if rows else None
+
+    def list_rows(
+        self,
+        collection: str,
+        *,
+        tenant_id: str | None = None,
+        application_id: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+    ) -> list[StoredRow]:
+        """See :meth:`Database.list_rows`. With ``tenant_id`` and ``application_id`` (and
+        optionally ``state``) the rows come from an index in order; other filters read the
+        collection and sort it.
+        """
+        if tenant_id is not None and application_id is not None:
+            name = "list_rows_by_application" if state is None else "list_rows_by_state"
+        else:
+            name = "list_rows"
+        params = {
+            "collection": collection,
+            "tenant_id": tenant_id,
+            "application_id": application_id,
+            "state": state,
+            "limit": self._limit(limit),
+        }
+        return self._select(name, params)
+
+    def page_rows(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str | None,
+        after: tuple[int, int, str] | None,
+        *,
+        limit: int,
+    ) -> list[StoredRow]:
+        """See :meth:`Database.page_rows` and :func:`~feltdb.storage.encoding.keyset_page`."""
+        if limit <= 0:
+            return []
+        if after is None:
+            return self.list_rows(
+                collection,
+                tenant_id=tenant_id,
+                application_id=application_id,
+                state=state,
+                limit=limit,
+            )
+        return keyset_page(self._select, collection, tenant_id, application_id, state, after, limit)
+
+    def rows_due(self, collection: str, column: str, now: int, *, limit: int) -> list[StoredRow]:
+        """See :meth:`Database.rows_due`; by key among rows due at the same instant, read
+        from a partial index of ``column``.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` for another column.
+        """
+        name = _DUE_QUERIES.get(column)
+        if name is None:
+            raise invalid(f"rows_due column must be one of {sorted(_DUE_QUERIES)}, not {column!r}")
+        return self._select(
+            name, {"collection": collection, "now": now, "limit": self._limit(limit)}
+        )
+
+    def rows_with_result_id(self, collection: str, result_id: str) -> list[StoredRow]:
+        """See :meth:`Database.rows_with_result_id`; by key."""
+        return self._select(
+            "rows_with_result_id", {"collection": collection, "result_id": result_id}
+        )
+
+    def count_by_state(self, collection: str) -> dict[str, int]:
+        """See :meth:`Database.count_by_state` (one ``GROUP BY`` over the state index)."""
+        fetched = self._dialect.read(self._queries["count_by_state"], {"collection": collection})
+        return {str(state): int(count) for state, count in fetched}
+
+    def oldest_by_definition(self, collection: str, state: str) -> dict[str, tuple[int, int]]:
+        """See :meth:`Database.oldest_by_definition` (one ``GROUP BY`` over the index)."""
+        params = {"collection": collection, "state": state}
+        fetched = self._dialect.read(self._queries["oldest_by_definition"], params)
+        return {str(d): (int(count), int(oldest)) for d, count, oldest in fetched}
+
+    def current_revision(self) -> int:
+        """See :meth:`Database.current_revision`."""
+        revision: int = self._dialect.read(self._queries["current_revision"], {})[0][0]
+        return revision
+
+    def committed_transactions_after(
+        self, revision: int, limit: int | None = None
+    ) -> list[CommittedTransaction]:
+        """See :meth:`Database.committed_transactions_after`; at most ``limit`` of them
+        (``None``: all).
+        """
+        params = {"revision": revision, "limit": self._limit(limit)}
+        fetched = self._dialect.read(self._queries["transactions_after"], params)
+        loaded = self._dialect.loaded_list
+        return [
+            logged_transaction(done, base, tx, at, loaded(ops), loaded(keys), audit)
+            for done, base, tx, at, ops, keys, audit in fetched
+        ]
+
+    # --- writes ------------------------------------------------------------------------
+
+    def commit(
+        self,
+        operation_id: str,
+        mutations: Sequence[Mutation],
+        preconditions: Sequence[Precondition] = (),
+        audit: Mapping[str, Any] | None = None,
+    ) -> Commit:
+        """See :meth:`Database.commit`. Each written row's version is its previous version
+        + 1, or 1 for a new row; the commit is logged with ``operation_id``, the written
+        keys and ``audit``. Validated and serialized before any lock is taken.
+        """
+        self._dialect.ensure_open()
+        plan = PlannedCommit(operation_id, mutations, preconditions, audit)
+        prepared = prepare(self._dialect, plan)
+        return self._dialect.transact(
+            "commit", lambda session: write_plan(session, self._queries, prepared)
+        )
+
+    def commit_many(self, plans: Sequence[PlannedCommit]) -> list[Commit | StorageConflict]:
+        """See :meth:`Database.commit_many`: every plan validated and serialized before any
+        lock is taken, then written in one transaction by
+        :func:`~feltdb.storage.writes.write_batch` (a ``SAVEPOINT`` only around a plan of
+        two guards or more).
+        """
+        self._dialect.ensure_open()
+        if not plans:
+            return []
+        batch = prepare_batch(self._dialect, plans)
+        return self._dialect.transact(
+            "commit", lambda session: write_batch(session, self._queries, batch)
+        )
+
+    def update_index(self, collection: str, key: str, index: RowIndex) -> bool:
+        """See :meth:`Database.update_index`: one ``UPDATE`` of the index columns; nothing
+        is logged.
+        """
+        self._dialect.ensure_open()
+        params = {**index_params(index), "collection": collection, "key": key}
+        query = self._queries["update_index"]
+        return self._dialect.transact(
+            "update index", lambda session: session.execute(query, params).rowcount > 0
+        )
+
+    def commit_selected(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str,
+        now: int,
+        choose: Callable[[Sequence[StoredRow], RowReader], PlannedCommit | None],
+        *,
+        limit: int,
+        offset: int = 0,
+        definitions: Collection[str] | None = None,
+    ) -> Commit | None:
+        """See :meth:`Database.commit_selected`; the dialect's ``claimable_rows`` and
+        ``claimable_rows_by_definition`` select and lock the rows.
+        """
+        self._dialect.ensure_open()
+        params = {
+            "collection": collection,
+            "tenant_id": tenant_id,
+            "application_id": application_id,
+            "state": state,
+            "now": now,
+            "limit": self._limit(limit),
+            "offset": max(offset, 0),  # a negative OFFSET is none, as SQLite reads it
+        }
+
+        def work(session: Session) -> Commit | None:
+            def read(row_collection: str, key: str) -> StoredRow | None:
+                found = session.execute(
+                    self._queries["get_row"], {"collection": row_collection, "key": key}
+                ).fetchall()
+                return stored_row(*found[0]) if found else None
+
+            selected = self._select_claimable(session, params, definitions, offset, limit)
+            plan = choose(RowsDecodedOnRead(selected), read)
+            if plan is None:
+                # Nothing to write: the transaction commits empty (which ends it and its
+                # row locks) rather than rolling back, for psycopg drops every prepared
+                # statement of a connection on a rollback, and an idle queue answers this.
+                return None
+            return write_plan(session, self._queries, prepare(self._dialect, plan))
+
+        return self._dialect.transact("commit", work)
+
+    def close(self) -> None:
+        """See :meth:`Database.close`."""
+        self._dialect.close()
+
+    def _select_claimable(
+        self,
+        session: Session,
+        params: Mapping[str, Any],
+        definitions: Collection[str] | None,
+        offset: int,
+        limit: int,
+    ) -> Sequence[SelectedRow]:
+        """Inside the write transaction: the rows :meth:`commit_selected` hands ``choose``,
+        locked as the dialect's statements lock them.
+        """
+        if definitions is None:
+            rows: list[SelectedRow] = session.execute(
+                self._queries["claimable_rows"], params
+            ).fetchall()
+            return rows
+
+        def fetch(definition: str, depth: int) -> list[tuple[Any, ...]]:
+            ranged = {**params, "definition": definition, "limit": self._limit(depth)}
+            found: list[tuple[Any, ...]] = session.execute(
+                self._queries["claimable_rows_by_definition"], ranged
+            ).fetchall()
+            return found
+
+        return merge_definitions(fetch, definitions, offset, limit)

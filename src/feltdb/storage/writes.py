@@ -1,0 +1,194 @@
+"""The write path of :class:`~feltdb.storage.engine.SQLEngine`: a commit validated and
+serialized before any lock is taken, then written inside a write transaction, alone or as
+one plan of a batch.
+
+Each plan is written in one order on every backend: its guarded rows first, in the
+preconditions' order (each by the one statement that is its guard, so the conflict reported
+is the first failing precondition's), then its other rows, then its log entry. The row
+statements and the log entry compute the plan's revision themselves (SQLite: the greatest
+logged revision + 1, read before the entry is logged; PostgreSQL: the transaction's id
+times 1024 plus ``position``, the plan's place among the transaction's committed plans).
+
+So a plan that loses its first guard has written nothing: in a batch, only a plan with
+two guards or more, which may lose the second after writing the first, is written inside
+a ``SAVEPOINT``, rolled back to when a guard is lost. (A savepoint for every plan costs a
+subtransaction each on PostgreSQL, two more round trips per plan, and past 64 of them in
+one transaction every snapshot of the cluster overflows its subtransaction cache.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, LiteralString
+
+from feltdb.errors import WorkloadError
+from feltdb.storage.base import (
+    MAX_PLANS_PER_BATCH,
+    Commit,
+    Mutation,
+    PlannedCommit,
+    Precondition,
+    StorageConflict,
+)
+from feltdb.storage.dialect import Dialect, Session
+from feltdb.storage.encoding import (
+    committed,
+    guards,
+    invalid,
+    lost_guard,
+    new_transaction_id,
+    prepare_writes,
+    to_json,
+)
+
+__all__ = ["PreparedCommit", "prepare", "prepare_batch", "write_batch", "write_plan"]
+
+Queries = Mapping[str, LiteralString]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCommit:
+    """A validated, serialized commit, ready to apply inside a write transaction."""
+
+    transaction_id: str
+    mutations: list[Mutation]
+    writes: list[dict[str, Any]]
+    """Parameters of each mutation, in mutation order (``document`` ``None``: delete)."""
+    guards: list[tuple[Precondition, int]]
+    """Each guard, in the given order, and the position in ``writes`` of the row it guards."""
+    log: dict[str, Any]
+    """Parameters of ``insert_transaction``, but ``committed_at`` and ``position``."""
+
+    def commit(self, revision: int, versions: list[int | None]) -> Commit:
+        """What the commit answers once written at ``revision``, with each write's version."""
+        return committed(self.transaction_id, self.mutations, revision, versions)
+
+
+def prepare(dialect: Dialect, plan: PlannedCommit) -> PreparedCommit:
+    """Validate and serialize a commit, and pair each guard with its write.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``, as :meth:`Database.commit` documents.
+    """
+    writes, written = prepare_writes(plan.operation_id, plan.mutations, plan.audit)
+    guarded = guards(plan.preconditions, writes, written)
+    transaction_id = new_transaction_id(plan.operation_id)
+    audit = plan.audit
+    log = {
+        "transaction_id": transaction_id,
+        "operation_ids": dialect.stored_list([plan.operation_id]),
+        "keys": dialect.stored_list([f"{m.collection}/{m.key}" for m in plan.mutations]),
+        "audit": None if audit is None else to_json(audit, "the audit record"),
+    }
+    return PreparedCommit(transaction_id, list(plan.mutations), writes, guarded, log)
+
+
+def prepare_batch(dialect: Dialect, plans: Sequence[PlannedCommit]) -> list[PreparedCommit]:
+    """Every plan of a batch prepared, or the first refusal: the whole batch is refused.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` for more than :data:`MAX_PLANS_PER_BATCH`
+            plans, or the first invalid plan's refusal, its place in the message and as
+            ``details["plan"]``.
+    """
+    if len(plans) > MAX_PLANS_PER_BATCH:
+        raise invalid(f"a batch commits at most {MAX_PLANS_PER_BATCH} plans, not {len(plans)}")
+    prepared: list[PreparedCommit] = []
+    for place, plan in enumerate(plans):
+        try:
+            prepared.append(prepare(dialect, plan))
+        except WorkloadError as error:
+            details = {**(error.details or {}), "plan": place}
+            message = f"plan {place} of the batch: {error.message}"
+            raise WorkloadError(error.code, message, details) from error
+    return prepared
+
+
+def write_plan(
+    session: Session, queries: Queries, prepared: PreparedCommit, position: int = 0
+) -> Commit:
+    """Inside the write transaction: write one plan's rows, guarded rows first, then log it
+    (see the module's docstring); what it committed.
+
+    Raises:
+        StorageConflict: a guard was lost; the rows written before it are not undone here.
+    """
+    versions: list[int | None] = [None] * len(prepared.writes)
+    for precondition, place in prepared.guards:
+        write = {**prepared.writes[place], "position": position}
+        versions[place] = _guarded_write(session, queries, precondition, write)
+    guarded = {place for _, place in prepared.guards}
+    for place, params in enumerate(prepared.writes):
+        if place in guarded:
+            continue
+        if params["document"] is None:
+            session.execute(queries["delete_row"], params)
+        else:
+            write = {**params, "position": position}
+            versions[place] = session.execute(queries["upsert_row"], write).fetchall()[0][0]
+    # Stamped inside the transaction, so committed_at follows the order of commits (as far
+    # as the wall clock does); a dialect may take the instant from its server.
+    stamped = {**prepared.log, "committed_at": time.time(), "position": position}
+    revision: int = session.execute(queries["insert_transaction"], stamped).fetchall()[0][0]
+    return prepared.commit(revision, versions)
+
+
+def write_batch(
+    session: Session, queries: Queries, batch: Sequence[PreparedCommit]
+) -> list[Commit | StorageConflict]:
+    """Inside the write transaction: write each plan in order, each committed plan at the
+    next position; a plan that loses a guard leaves nothing behind and answers its
+    conflict.
+    """
+    answers: list[Commit | StorageConflict] = []
+    position = 0
+    for prepared in batch:
+        # A plan's one guard, if it has only one, is its first statement: losing it writes
+        # nothing. A plan of more guards may lose one after writing: it has a savepoint.
+        undoable = len(prepared.guards) > 1
+        if undoable:
+            session.execute(queries["savepoint"], {})
+        try:
+            answers.append(write_plan(session, queries, prepared, position))
+            position += 1
+        except StorageConflict as conflict:
+            if undoable:
+                # psycopg forgets its prepared statements after this, as after any
+                # ROLLBACK: the price of the rare plan that loses its second guard.
+                session.execute(queries["rollback_to_savepoint"], {})
+            answers.append(conflict)
+        if undoable:
+            session.execute(queries["release_savepoint"], {})
+    return answers
+
+
+def _guarded_write(
+    session: Session, queries: Queries, precondition: Precondition, write: dict[str, Any]
+) -> int | None:
+    """Write one guarded row by the statement that is its guard; its new version
+    (``None``: deleted).
+
+    Raises:
+        StorageConflict: the statement wrote nothing: the guard was lost.
+    """
+    if write["document"] is None:
+        name = "delete_row_if_version"
+    elif precondition.require_absent:
+        name = "insert_row_if_absent"
+    else:
+        name = "update_row_if_version"
+    write["expected_version"] = precondition.expected_version
+    found = session.execute(queries[name], write).fetchall()
+    if not found:
+        raise _lost(session, queries, precondition)
+    return None if write["document"] is None else int(found[0][0])
+
+
+def _lost(session: Session, queries: Queries, precondition: Precondition) -> StorageConflict:
+    """The conflict of a guard its write lost, with the version that beat it."""
+    found = session.execute(
+        queries["row_version"], {"collection": precondition.collection, "key": precondition.key}
+    ).fetchall()
+    return lost_guard(precondition, found[0][0] if found else None)
