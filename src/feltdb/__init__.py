@@ -18,9 +18,11 @@ from feltdb.auth import (
 from feltdb.errors import WorkloadError
 
 # Storage
-from feltdb.storage import CommittedTransaction, open_database
+from feltdb.storage import CommittedTransaction
+from feltdb.storage.targets import open_database
 
 # The authority
+from feltdb.work.batches import Completion, Heartbeat
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.models import (
     DEADLINE_CONTRACT_VERSION,
@@ -57,11 +59,13 @@ __all__ = [
     "AttemptStatus",
     "BackoffPolicy",
     "CommittedTransaction",
+    "Completion",
     "CreateWorkload",
     "Grant",
     "GrantConstraints",
     "GrantSigner",
     "GrantStatus",
+    "Heartbeat",
     "ResourceScope",
     "ResourceScopeKind",
     "SignedGrant",

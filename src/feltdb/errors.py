@@ -132,10 +132,6 @@ class WorkloadError(Exception):
     def __repr__(self) -> str:
         return f"WorkloadError({self.code!r}, {self.message!r}, {self.details!r})"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The error as the JSON body ``{"code", "message", "details"}``."""
-        return {"code": self.code, "message": self.message, "details": self.details}
-
 
 def _rebuild(
     kind: type[WorkloadError], code: str, message: str, details: dict[str, Any] | None

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from support.factories import CAPABILITIES, make_request
+from support.pinned import pinned_store
 
 from feltdb import CreateWorkload, Subject, WorkloadError, WorkloadState, WorkloadStore
 from feltdb.work.identities import workload_id_for
@@ -97,7 +98,7 @@ def test_competing_admissions_share_one_canonical_idempotency_identity(
         )
         # The same request from a third, equally stale writer converges on it:
         # a writer that has seen nothing and does not re-read before committing.
-        third = stack.enter_context(WorkloadStore.open(store_target))._pin_reads(empty=True)
+        third = pinned_store(stack.enter_context(WorkloadStore.open(store_target)), empty=True)
         converged, created = third.admit(make_request())
         assert not created
         assert converged.workload_id == accepted.workload_id

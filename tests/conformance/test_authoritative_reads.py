@@ -11,6 +11,7 @@ import threading
 
 import pytest
 from support.factories import CAPABILITIES, make_request
+from support.pinned import pinned_store
 
 from feltdb import (
     WorkloadDependency,
@@ -56,7 +57,7 @@ def test_another_writers_commits_are_visible_and_acted_on_without_restart(store,
     a = store
     b = open_store()
     # A projection that does not re-read: what B would be if it answered from memory.
-    stale = open_store()._pin_reads()
+    stale = pinned_store(open_store())
     id = a.create(make_request()).workload_id
     # B never saw the admission, yet reads it from the store.
     with pytest.raises(WorkloadError) as missing:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from support.factories import CAPABILITIES, make_request
+from support.pinned import pinned_store
+from support.rows import write_pre_versioned_row
 
 import feltdb
 from feltdb import (
@@ -97,7 +99,7 @@ def test_competing_writers_use_canonical_document_cas_before_and_after_restart(
         winner = stack.enter_context(WorkloadStore.open(store_target))
         # The loser's claim races the winner's inside the window between its read
         # and its commit, which only the storage guard closes.
-        loser = stack.enter_context(WorkloadStore.open(store_target))._pin_reads()
+        loser = pinned_store(stack.enter_context(WorkloadStore.open(store_target)))
         winner.claim(workload_id, "worker-a", CAPABILITIES, now=11, lease_ms=1_000)
         with pytest.raises(WorkloadError) as conflict:
             loser.claim(workload_id, "worker-b", CAPABILITIES, now=11, lease_ms=1_000)
@@ -117,7 +119,7 @@ def test_competing_writers_use_canonical_document_cas_before_and_after_restart(
         recovery = stack.enter_context(WorkloadStore.open(store_target))
         recovery.recover_expired(now=13)
         restarted_winner = stack.enter_context(WorkloadStore.open(store_target))
-        restarted_loser = stack.enter_context(WorkloadStore.open(store_target))._pin_reads()
+        restarted_loser = pinned_store(stack.enter_context(WorkloadStore.open(store_target)))
         restarted_winner.claim(workload_id, "worker-c", CAPABILITIES, now=13, lease_ms=10_000)
         with pytest.raises(WorkloadError) as conflict:
             restarted_loser.claim(workload_id, "worker-d", CAPABILITIES, now=13, lease_ms=10_000)
@@ -132,7 +134,7 @@ def test_pre_versioned_canonical_rows_upgrade_through_the_standard_cas_contract(
     workload = store.create(make_request())
     db = store.db
     # An older release's row: the document with no "__version", written unguarded.
-    db.restore_row(DURABLE_WORK_COLLECTION, workload.workload_id, workload.to_json())
+    write_pre_versioned_row(db, DURABLE_WORK_COLLECTION, workload.workload_id, workload.to_json())
     row = db.get_row(DURABLE_WORK_COLLECTION, workload.workload_id)
     assert row is not None
     assert row.version == 1, "a pre-versioned document reads as version 1"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from support.factories import CAPABILITIES, make_request
+from support.pinned import commit_unchecked, pinned_store
 
 from feltdb import AttemptStatus, Workload, WorkloadError, WorkloadState, WorkloadStore
 
@@ -111,7 +112,7 @@ def test_concurrent_recovery_commits_one_transition_and_the_loser_converges(
             # A writer that loaded the workload before either recovery. Commits land in
             # this store's window between its read and its commit: only the storage
             # guard can refuse them.
-            stale = stack.enter_context(WorkloadStore.open(target))._pin_reads()
+            stale = pinned_store(stack.enter_context(WorkloadStore.open(target)))
 
             first, second, recovered = race_recovery(stack, target, claim.expires_at)
             # Exactly one writer committed the recovery; the other reported none.
@@ -224,7 +225,7 @@ def test_claiming_exhausted_ready_work_dead_letters_it_instead(store, open_store
     # What unbounded recovery used to leave behind: Ready, budget spent.
     legacy = store.get(workload_id)
     legacy.attempt_count = 7
-    store._persist(legacy, "fixture.legacy")
+    commit_unchecked(store, legacy)
     with pytest.raises(WorkloadError) as refused:
         store.claim(workload_id, "worker-a", CAPABILITIES, now=100, lease_ms=10_000)
     assert refused.value.code == "WORKLOAD_ATTEMPTS_EXHAUSTED"

@@ -40,3 +40,30 @@ def ready(db: Database, key: str, priority: int) -> None:
 
 def keys(rows: Iterable[StoredRow]) -> list[str]:
     return [row.key for row in rows]
+
+
+_UNVERSION = {
+    # An older release kept no "__version" in the document: what it wrote reads as
+    # version 1. Written below the protocol, which never writes such a row.
+    "sqlite": "UPDATE rows SET version = 1, document = :document "
+    "WHERE collection = :collection AND key = :key",
+    "postgres": "UPDATE rows SET version = 1, document = %(document)s "
+    "WHERE collection = %(collection)s AND key = %(key)s",
+}
+
+
+def write_pre_versioned_row(
+    db: Database, collection: str, key: str, document: dict[str, Any]
+) -> None:
+    """Overwrite the existing row ``collection/key`` as an older release wrote it: the
+    document (any ``"__version"`` dropped) at version 1, unguarded and unlogged.
+    """
+    import json
+
+    from feltdb.storage.sqlite import SQLiteDatabase
+
+    unversioned = {name: value for name, value in document.items() if name != "__version"}
+    query = _UNVERSION["sqlite" if isinstance(db, SQLiteDatabase) else "postgres"]
+    params = {"collection": collection, "key": key, "document": json.dumps(unversioned)}
+    dialect = db._dialect  # type: ignore[attr-defined]  # a fixture below the protocol
+    dialect.transact("fixture", lambda session: session.execute(query, params))

@@ -82,11 +82,6 @@ def test_an_explicit_message_and_details_are_kept():
     error = WorkloadError("WORKLOAD_INVALID", "priority: not a number", {"fields": ["priority"]})
     assert error.message == "priority: not a number"
     assert error.details == {"fields": ["priority"]}
-    assert error.to_dict() == {
-        "code": "WORKLOAD_INVALID",
-        "message": "priority: not a number",
-        "details": {"fields": ["priority"]},
-    }
 
 
 def test_an_empty_message_is_kept_rather_than_replaced():

@@ -53,6 +53,9 @@ API_NAMES = {
     "WorkloadExecutionContext",
     "WorkloadEvent",
     "CommittedTransaction",
+    # batch items ("Routing, scope and batches")
+    "Completion",
+    "Heartbeat",
     # constants and functions
     "WORKLOAD_CONTRACT_VERSION",
     "DEADLINE_CONTRACT_VERSION",

@@ -4,19 +4,30 @@ Pure: a verified grant and the request's tenant, application and resource in, a 
 out. Every entry point decides coverage here: :func:`covers` for one workload,
 :func:`covers_application` for all of an application's, :func:`within_constraints` for a
 grant narrowed to environments or definitions, and :func:`worker_name` for who a worker
-is. The server decides which capability and resource each endpoint checks.
+is. The rules of the server's routes are here too: who may read a workload
+(:func:`may_read`, :func:`authorize_read`), act on one (:func:`authorize_workload`), act as
+its worker (:func:`authorize_worker`), claim from a whole application
+(:func:`claim_filter`), read the audit (:func:`authorize_audit`) and revoke grants
+(:func:`authorize_revoke`).
+Which work a grant may *see* at all is its :class:`~feltdb.auth.scope.Scope`, which the
+store applies.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from feltdb.auth.grants import Grant, ResourceScope, ResourceScopeKind
+from feltdb.auth.scope import Scope
 from feltdb.auth.subjects import Subject
 from feltdb.errors import ErrorCode, WorkloadError
+
+if TYPE_CHECKING:  # the records import this package: at run time they are only read
+    from feltdb.work.models import Workload
 
 SUBMIT: Final = "workload:execute"
 """Admit work (``POST /v1/workloads``)."""
@@ -208,3 +219,155 @@ def worker_name(subject: Subject) -> str:
     (``worker:w1``), so two subjects of different kinds and one id are never one worker.
     """
     return str(subject)
+
+
+# ---------------------------------------------------------------------- the routes' rules
+
+
+def authorize_workload(grant: Grant, capability: str, workload_id: str) -> None:
+    """Refuse unless ``grant`` allows ``capability`` on workload ``workload_id`` of its own
+    tenant and application (:func:`authorize` on its :func:`workload_uri`).
+
+    Whether the workload exists, and is inside the grant's :class:`Scope`, is not asked:
+    the store answers work outside the scope ``WORKLOAD_NOT_FOUND``, as missing work.
+    """
+    authorize(
+        grant,
+        capability,
+        grant.tenant_id,
+        grant.application_id,
+        workload_uri(grant.application_id, workload_id),
+    )
+
+
+def authorize_worker(grant: Grant, workload_id: str) -> str:
+    """Refuse unless ``grant`` may act as a worker on ``workload_id`` (:data:`CLAIM` on
+    it); answer the worker it acts as (:func:`worker_name`). The claim's fence (whether
+    this worker holds the claim it names) is the store's to check.
+    """
+    authorize_workload(grant, CLAIM, workload_id)
+    return worker_name(grant.subject)
+
+
+def _allows(grant: Grant, capability: str, workload_id: str) -> bool:
+    try:
+        authorize_workload(grant, capability, workload_id)
+    except WorkloadError:
+        return False
+    return True
+
+
+def may_read(grant: Grant, workload: Workload) -> bool:
+    """Whether ``grant`` may read ``workload``: work inside its scope that it holds
+    :data:`READ` on; or that its subject holds the current claim of, with :data:`CLAIM` on
+    it (a worker reads its definition, timeouts and state: whether cancellation was
+    requested); or that requires an approval, with :data:`APPROVE` on it (an approver
+    reviews its input and input hash, as the inbox lists it).
+    """
+    if not Scope.of_grant(grant).admits(
+        workload.tenant_id, workload.application_id, workload.environment, workload.definition_id
+    ):
+        return False
+    workload_id = workload.workload_id
+    if _allows(grant, READ, workload_id):
+        return True
+    claim = workload.current_claim
+    if (
+        claim is not None
+        and claim.worker_id == worker_name(grant.subject)
+        and _allows(grant, CLAIM, workload_id)
+    ):
+        return True
+    return workload.approval is not None and _allows(grant, APPROVE, workload_id)
+
+
+def authorize_read(grant: Grant, workload_id: str, workload: Workload | None) -> None:
+    """Refuse ``grant`` reading ``workload_id`` unless :func:`may_read` allows it.
+
+    ``workload`` is the workload as read in the grant's scope, ``None`` when there is none
+    (missing, or outside the scope). A grant with :data:`READ` on ``workload_id`` is never
+    refused here: work it cannot find is the caller's ``WORKLOAD_NOT_FOUND``. Any other
+    grant is refused for the missing capability whatever ``workload`` is, never told
+    "not found": a grant without :data:`READ` does not learn whether the work exists.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``, as :func:`authorize` for :data:`READ`.
+    """
+    try:
+        authorize_workload(grant, READ, workload_id)
+    except WorkloadError:
+        if workload is None or not may_read(grant, workload):
+            raise
+
+
+def authorize_audit(grant: Grant) -> None:
+    """Refuse unless ``grant`` may read the audit: :data:`AUDIT` on the whole application,
+    and narrowed to no environment or definition (the log is the whole application's).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``; a constrained grant's names
+            ``"unconstrained grant"`` as missing.
+    """
+    _authorize_unconstrained(
+        grant,
+        AUDIT,
+        "the audit is the whole application's: a grant constrained to environments or"
+        " definitions may not read it",
+    )
+
+
+def authorize_revoke(grant: Grant) -> None:
+    """Refuse unless ``grant`` may revoke grants: :data:`REVOKE` on the whole application,
+    and narrowed to no environment or definition (a revocation reaches every grant of the
+    application, whatever work it covers).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``, as :func:`authorize_audit`.
+    """
+    _authorize_unconstrained(
+        grant,
+        REVOKE,
+        "a grant constrained to environments or definitions may not revoke grants",
+    )
+
+
+def _authorize_unconstrained(grant: Grant, capability: str, refusal: str) -> None:
+    authorize_application(grant, capability)
+    if constrained(grant):
+        raise _refuse(refusal, "unconstrained grant")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimFilter:
+    """What a worker's ``claim_next`` may pick: work its capabilities cover, of these
+    definitions and environments (``None``: any).
+    """
+
+    capabilities: frozenset[str]
+    definitions: frozenset[str] | None
+    environments: frozenset[str] | None
+
+
+def claim_filter(
+    grant: Grant,
+    capabilities: Iterable[str] | None = None,
+    definitions: Iterable[str] | None = None,
+) -> ClaimFilter:
+    """Refuse unless ``grant`` may claim from its whole application (:data:`CLAIM` on every
+    workload: ``claim_next`` may pick any); answer what it may claim, the worker's own
+    ``capabilities`` and ``definitions`` (its handlers) narrowing the grant's. A
+    capability the grant does not hold is ignored; so is a definition outside the grant's
+    constraints.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``, as :func:`authorize_application`.
+    """
+    authorize_application(grant, CLAIM)
+    held = frozenset(grant.capabilities)
+    if capabilities is not None:
+        held &= frozenset(capabilities)
+    allowed = frozenset(grant.constraints.definitions) or None
+    if definitions is not None:
+        asked = frozenset(definitions)
+        allowed = asked if allowed is None else allowed & asked
+    return ClaimFilter(held, allowed, frozenset(grant.constraints.environments) or None)

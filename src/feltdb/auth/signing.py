@@ -21,8 +21,8 @@ import hashlib
 import hmac
 
 from feltdb.auth.grants import Grant, GrantStatus, SignedGrant
-from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.canonical import canonical_json
 
 TOKEN_DOMAIN = b"feltdb bearer token v2\x00"
 """What a token signature covers before the grant: it separates tokens from evidence."""

@@ -31,8 +31,8 @@ from pydantic import ValidationError
 
 from feltdb.auth.grants import Grant, SignedGrant
 from feltdb.auth.signing import GrantSigner
-from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.canonical import canonical_json
 
 TOKEN_PREFIX = "fgt2."
 """The version tag every token starts with; a new encoding gets a new tag."""

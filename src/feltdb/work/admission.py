@@ -6,11 +6,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from feltdb.auth.policy import ensure_within_constraints
-from feltdb.canonical import canonical_json, content_hash
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS, MAX_LIST_ITEMS, text_problem
+from feltdb.storage.canonical import canonical_json, content_hash
 from feltdb.work.approvals import validate_approval_policy
-from feltdb.work.lifecycle import transition
 from feltdb.work.models import (
     DEADLINE_CONTRACT_VERSION,
     ApprovalPolicy,
@@ -22,6 +21,7 @@ from feltdb.work.models import (
 )
 from feltdb.work.safety import ensure_safe, ensure_safe_text
 from feltdb.work.states import WorkloadState
+from feltdb.work.transitions import transition
 
 ADMISSION_ACTOR = "feltdb"
 
@@ -250,16 +250,16 @@ def execution_fields(
     ]
 
 
-def admitted_not_before(w: Workload) -> int | None:
+def admitted_not_before(workload: Workload) -> int | None:
     """The ``not_before`` a workload was admitted with, from its admission event.
 
     ``next_attempt_at`` moves with retries; the admission evidence does not. The reference
     reads the first ``READY`` event, which work admitted into approval lacks; this port reads
     the first event of the history (API.md, "deliberately differs").
     """
-    if not w.execution_history:
+    if not workload.execution_history:
         return None
-    value = w.execution_history[0].evidence.get("not_before")
+    value = workload.execution_history[0].evidence.get("not_before")
     return int(value) if value is not None else None
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 from feltdb.work.models import DEADLINE_CONTRACT_VERSION, Workload
 from feltdb.work.states import WorkloadState
 
-_S = WorkloadState
-
 DEADLINE_ACTIVE_STATES = frozenset(
-    {_S.READY, _S.CLAIMED, _S.RUNNING, _S.CHECKPOINTED, _S.AWAITING_APPROVAL}
+    {
+        WorkloadState.READY,
+        WorkloadState.CLAIMED,
+        WorkloadState.RUNNING,
+        WorkloadState.CHECKPOINTED,
+        WorkloadState.AWAITING_APPROVAL,
+    }
 )
 """Only work in these states can pass a deadline."""
 
@@ -21,15 +25,15 @@ def deadline_seconds(ms: int) -> int:
     return -(-ms // 1000)
 
 
-def _entered_at(w: Workload, state: WorkloadState) -> int:
-    for event in reversed(w.execution_history):
+def _entered_at(workload: Workload, state: WorkloadState) -> int:
+    for event in reversed(workload.execution_history):
         if event.to is state:
             return event.at
-    return w.created_at
+    return workload.created_at
 
 
-def deadline_instants(w: Workload) -> list[tuple[str, int]]:
-    """Every deadline that applies to ``w`` in its current state, with when it falls, in the
+def deadline_instants(workload: Workload) -> list[tuple[str, int]]:
+    """Every deadline that applies to ``workload`` in its current state, with when it falls, in the
     order they are checked: approval, overall, queue, claim, execution, heartbeat.
 
     Measured from: approval — entering ``AWAITING_APPROVAL``; overall — admission; queue —
@@ -37,26 +41,37 @@ def deadline_instants(w: Workload) -> list[tuple[str, int]]:
     attempt's start; heartbeat — the last heartbeat (or the claim). Only workloads admitted
     at ``DEADLINE_CONTRACT_VERSION`` or later have deadlines.
     """
-    if w.contract_version < DEADLINE_CONTRACT_VERSION or w.state not in DEADLINE_ACTIVE_STATES:
+    if (
+        workload.contract_version < DEADLINE_CONTRACT_VERSION
+        or workload.state not in DEADLINE_ACTIVE_STATES
+    ):
         return []
-    t = w.timeouts
-    claim = w.current_claim
+    t = workload.timeouts
+    claim = workload.current_claim
     instants: list[tuple[str, int]] = []
-    if t.approval_ms is not None and w.state is _S.AWAITING_APPROVAL:
+    if t.approval_ms is not None and workload.state is WorkloadState.AWAITING_APPROVAL:
         instants.append(
-            ("approval", _entered_at(w, _S.AWAITING_APPROVAL) + deadline_seconds(t.approval_ms))
+            (
+                "approval",
+                _entered_at(workload, WorkloadState.AWAITING_APPROVAL)
+                + deadline_seconds(t.approval_ms),
+            )
         )
     if t.overall_ms is not None:
-        instants.append(("overall", w.created_at + deadline_seconds(t.overall_ms)))
-    if t.queue_ms is not None and w.state is _S.READY:
-        ready_since = _entered_at(w, _S.READY)
-        if w.next_attempt_at is not None:
-            ready_since = max(ready_since, w.next_attempt_at)
+        instants.append(("overall", workload.created_at + deadline_seconds(t.overall_ms)))
+    if t.queue_ms is not None and workload.state is WorkloadState.READY:
+        ready_since = _entered_at(workload, WorkloadState.READY)
+        if workload.next_attempt_at is not None:
+            ready_since = max(ready_since, workload.next_attempt_at)
         instants.append(("queue", ready_since + deadline_seconds(t.queue_ms)))
-    if t.claim_ms is not None and w.state is _S.CLAIMED and claim is not None:
+    if t.claim_ms is not None and workload.state is WorkloadState.CLAIMED and claim is not None:
         instants.append(("claim", claim.claimed_at + deadline_seconds(t.claim_ms)))
-    if t.execution_ms is not None and w.state in (_S.RUNNING, _S.CHECKPOINTED) and w.attempts:
-        started = w.attempts[-1].started_at
+    if (
+        t.execution_ms is not None
+        and workload.state in (WorkloadState.RUNNING, WorkloadState.CHECKPOINTED)
+        and workload.attempts
+    ):
+        started = workload.attempts[-1].started_at
         if started is not None:
             instants.append(("execution", started + deadline_seconds(t.execution_ms)))
     if t.heartbeat_ms is not None and claim is not None:

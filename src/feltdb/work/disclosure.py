@@ -18,11 +18,11 @@ REDACTED = "redacted"
 """What an answer shows in place of the snapshot's signature."""
 
 
-def disclosed(w: Workload) -> dict[str, Any]:
-    """``w`` as JSON for a reader: :meth:`Workload.to_json` with the snapshot's signature
+def disclosed(workload: Workload) -> dict[str, Any]:
+    """``workload`` as JSON for a reader: :meth:`Workload.to_json` with the snapshot's signature
     replaced by :data:`REDACTED` (the grant, its id and the key id stay visible).
     """
-    document = w.to_json()
+    document = workload.to_json()
     snapshot = document.get("authorization_snapshot")
     if isinstance(snapshot, dict):
         document["authorization_snapshot"] = {**snapshot, "signature": REDACTED}

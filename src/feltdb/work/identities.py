@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from feltdb.auth import Subject
-from feltdb.canonical import canonical_json, sha256_hex
+from feltdb.storage.canonical import canonical_json, sha256_hex
 
 
 def idempotency_scope(

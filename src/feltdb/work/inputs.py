@@ -10,7 +10,7 @@ most :data:`~feltdb.fields.MAX_TEXT_CHARS`, and no string that is not valid Unic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
@@ -22,7 +22,13 @@ from feltdb.fields import (
     MAX_TEXT_CHARS,
     text_problem,
 )
+from feltdb.storage.base import MAX_PLANS_PER_BATCH
+from feltdb.work.states import WorkloadState
 
+MAX_BATCH_ITEMS = MAX_PLANS_PER_BATCH
+"""The most items one batch operation takes: what one transaction commits."""
+DEFAULT_LEASE_MS = 30_000
+"""The lease a claim gets, and the extension a heartbeat asks for, unless told otherwise."""
 DEFAULT_MAX_LEASE_MS = 24 * 3600 * 1000
 """The longest lease (and heartbeat extension) a store grants unless told otherwise: a
 day. A crashed worker's work is recovered at most this long after its last heartbeat."""
@@ -90,6 +96,21 @@ def integer(value: Any, field: str, minimum: int, maximum: int = MAX_SAFE_INTEGE
     return value
 
 
+def batch(value: Any, field: str) -> list[Any]:
+    """``value`` as the items of a batch: a sequence of at most :data:`MAX_BATCH_ITEMS`
+    (one transaction's worth).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming ``field``.
+    """
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise invalid(field, "must be a list")
+    items = list(value)
+    if len(items) > MAX_BATCH_ITEMS:
+        raise invalid(field, f"must hold at most {MAX_BATCH_ITEMS} items (one transaction)")
+    return items
+
+
 def identifiers(value: Any, field: str, *, max_chars: int = MAX_ID_CHARS) -> list[str]:
     """``value`` as a list of identifiers (at most :data:`MAX_LIST_ITEMS`); a bare string
     is refused rather than taken as a sequence of one-letter strings.
@@ -155,3 +176,17 @@ def cursor(value: Any) -> Cursor:
         if abs(number) > MAX_SAFE_INTEGER:
             raise invalid("after", f"its numbers must be at most {MAX_SAFE_INTEGER} in size")
     return value[0], value[1], value[2]
+
+
+def state(value: Any) -> str | None:
+    """A workload state's value (``None`` stays ``None``: any state).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming ``state``.
+    """
+    if value is None:
+        return None
+    try:
+        return WorkloadState(value).value
+    except ValueError:
+        raise invalid("state", f"not a workload state: {value!r}") from None

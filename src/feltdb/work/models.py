@@ -14,9 +14,9 @@ from pydantic._internal._model_construction import ModelMetaclass
 
 from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.subjects import SubjectSet
-from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import Count, Instant, Priority, StringSet
+from feltdb.storage.canonical import canonical_json
 from feltdb.work.states import (
     ApprovalOutcome,
     AttemptStatus,

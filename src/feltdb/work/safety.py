@@ -24,9 +24,9 @@ import re
 import unicodedata
 from typing import Any
 
-from feltdb.canonical import canonical_json
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_DOCUMENT_BYTES, MAX_JSON_DEPTH, text_problem
+from feltdb.storage.canonical import canonical_json
 
 SECRET_KEY_NAMES = frozenset(
     {
@@ -139,6 +139,18 @@ def _check_string(text: str, field: str) -> None:
         raise _secret(field)
 
 
+def _check_key(key: Any, field: str) -> None:
+    """Refuse an object key that is not a string, not valid Unicode, or secret-like."""
+    if type(key) is not str:
+        raise _invalid(field, "must be JSON: object keys must be strings")
+    if not key.isascii():
+        _check_string(key, field)
+    elif len(key) >= _SHORTEST_SECRET and sensitive_text(key):
+        raise _secret(field)
+    if secret_key(key):
+        raise _secret(field)
+
+
 def check_document(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH) -> None:
     """Refuse a document (input, checkpoint state, output) that is not JSON, nests deeper
     than ``max_depth``, holds text that is not valid Unicode, or carries secret material.
@@ -184,14 +196,7 @@ def check_document(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH) -
         container, depth = stack.pop()
         if isinstance(container, dict):
             for key, item in container.items():
-                if type(key) is not str:
-                    raise _invalid(field, "must be JSON: object keys must be strings")
-                if not key.isascii():
-                    _check_string(key, field)
-                elif len(key) >= _SHORTEST_SECRET and sensitive_text(key):
-                    raise _secret(field)
-                if secret_key(key):
-                    raise _secret(field)
+                _check_key(key, field)
                 size += 6 * len(key)
                 member(item, depth)
         else:

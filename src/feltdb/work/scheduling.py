@@ -8,37 +8,39 @@ from collections.abc import Callable
 
 from feltdb.storage.base import RowIndex
 from feltdb.work.deadlines import next_deadline_at
-from feltdb.work.lifecycle import RECOVERABLE_STATES
 from feltdb.work.models import Workload
+from feltdb.work.recovery import RECOVERABLE_STATES
 from feltdb.work.states import WorkloadState
 
 
-def row_index(w: Workload) -> RowIndex:
-    """The index fields of ``w``, derived from the workload alone.
+def row_index(workload: Workload) -> RowIndex:
+    """The index fields of ``workload``, derived from the workload alone.
 
     ``lease_expires_at`` is set only while a lease can expire into recovery, and
     ``deadline_at`` only while a deadline can fall, so the maintenance queries return
     exactly the work they may act on.
     """
-    claim = w.current_claim
+    claim = workload.current_claim
     return RowIndex(
-        tenant_id=w.tenant_id,
-        application_id=w.application_id,
-        state=w.state.value,
-        priority=w.priority,
-        created_at=w.created_at,
-        eligible_at=w.next_attempt_at,
+        tenant_id=workload.tenant_id,
+        application_id=workload.application_id,
+        state=workload.state.value,
+        priority=workload.priority,
+        created_at=workload.created_at,
+        eligible_at=workload.next_attempt_at,
         lease_expires_at=(
-            claim.expires_at if claim is not None and w.state in RECOVERABLE_STATES else None
+            claim.expires_at if claim is not None and workload.state in RECOVERABLE_STATES else None
         ),
-        deadline_at=next_deadline_at(w),
-        result_id=w.result.result_id if w.result is not None else None,
-        definition_id=w.definition_id,
+        deadline_at=next_deadline_at(workload),
+        result_id=workload.result.result_id if workload.result is not None else None,
+        definition_id=workload.definition_id,
     )
 
 
-def dependencies_satisfied(w: Workload, state_of: Callable[[str], WorkloadState | None]) -> bool:
-    """Whether every dependency of ``w`` is in its required state (``state_of`` answers a
+def dependencies_satisfied(
+    workload: Workload, state_of: Callable[[str], WorkloadState | None]
+) -> bool:
+    """Whether every dependency of ``workload`` is in its required state (``state_of`` answers a
     workload id with its committed state, ``None`` when there is no such workload).
     """
-    return all(state_of(d.workload_id) is d.required_state for d in w.dependencies)
+    return all(state_of(d.workload_id) is d.required_state for d in workload.dependencies)

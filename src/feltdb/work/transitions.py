@@ -1,57 +1,58 @@
-"""The workload state machine: which transitions are legal, and what each is called.
+"""The workload state machine: which transitions are legal, what each is called, and
+:func:`transition`, the one function that moves a workload and records the event.
 
 ``docs/state_machine.md`` draws the same table; a unit test keeps the two in step.
 """
 
 from __future__ import annotations
 
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.work.models import Workload, WorkloadEvent
 from feltdb.work.states import WorkloadState
-
-_S = WorkloadState
 
 LEGAL_TRANSITIONS: frozenset[tuple[WorkloadState, WorkloadState]] = frozenset(
     {
-        (_S.CREATED, _S.READY),
-        (_S.READY, _S.CLAIMED),
-        (_S.CLAIMED, _S.RUNNING),
-        (_S.RUNNING, _S.CHECKPOINTED),
-        (_S.CHECKPOINTED, _S.CHECKPOINTED),
-        (_S.RUNNING, _S.SUCCEEDED),
-        (_S.CHECKPOINTED, _S.SUCCEEDED),
-        (_S.CLAIMED, _S.CANCELLATION_REQUESTED),
-        (_S.RUNNING, _S.CANCELLATION_REQUESTED),
-        (_S.CHECKPOINTED, _S.CANCELLATION_REQUESTED),
-        (_S.CANCELLATION_REQUESTED, _S.CANCELLED),
-        (_S.READY, _S.CANCELLED),
-        (_S.CREATED, _S.CANCELLED),
-        (_S.FAILED, _S.CANCELLED),
-        (_S.DEAD_LETTER, _S.CANCELLED),
-        (_S.CLAIMED, _S.FAILED),
-        (_S.RUNNING, _S.FAILED),
-        (_S.CHECKPOINTED, _S.FAILED),
-        (_S.CLAIMED, _S.RECOVERING),
-        (_S.RUNNING, _S.RECOVERING),
-        (_S.CHECKPOINTED, _S.RECOVERING),
-        (_S.RECOVERING, _S.READY),
-        (_S.FAILED, _S.READY),
-        (_S.TIMED_OUT, _S.READY),
-        (_S.DEAD_LETTER, _S.READY),
-        (_S.FAILED, _S.DEAD_LETTER),
-        (_S.RUNNING, _S.TIMED_OUT),
-        (_S.CLAIMED, _S.TIMED_OUT),
-        (_S.CHECKPOINTED, _S.TIMED_OUT),
-        (_S.READY, _S.TIMED_OUT),
-        (_S.TIMED_OUT, _S.DEAD_LETTER),
-        (_S.RECOVERING, _S.DEAD_LETTER),
-        (_S.READY, _S.DEAD_LETTER),
-        (_S.CREATED, _S.AWAITING_APPROVAL),
-        (_S.AWAITING_APPROVAL, _S.READY),
-        (_S.AWAITING_APPROVAL, _S.REJECTED),
-        (_S.AWAITING_APPROVAL, _S.CANCELLED),
-        (_S.AWAITING_APPROVAL, _S.TIMED_OUT),
-        (_S.TIMED_OUT, _S.AWAITING_APPROVAL),
-        (_S.DEAD_LETTER, _S.AWAITING_APPROVAL),
-        (_S.FAILED, _S.AWAITING_APPROVAL),
+        (WorkloadState.CREATED, WorkloadState.READY),
+        (WorkloadState.READY, WorkloadState.CLAIMED),
+        (WorkloadState.CLAIMED, WorkloadState.RUNNING),
+        (WorkloadState.RUNNING, WorkloadState.CHECKPOINTED),
+        (WorkloadState.CHECKPOINTED, WorkloadState.CHECKPOINTED),
+        (WorkloadState.RUNNING, WorkloadState.SUCCEEDED),
+        (WorkloadState.CHECKPOINTED, WorkloadState.SUCCEEDED),
+        (WorkloadState.CLAIMED, WorkloadState.CANCELLATION_REQUESTED),
+        (WorkloadState.RUNNING, WorkloadState.CANCELLATION_REQUESTED),
+        (WorkloadState.CHECKPOINTED, WorkloadState.CANCELLATION_REQUESTED),
+        (WorkloadState.CANCELLATION_REQUESTED, WorkloadState.CANCELLED),
+        (WorkloadState.READY, WorkloadState.CANCELLED),
+        (WorkloadState.CREATED, WorkloadState.CANCELLED),
+        (WorkloadState.FAILED, WorkloadState.CANCELLED),
+        (WorkloadState.DEAD_LETTER, WorkloadState.CANCELLED),
+        (WorkloadState.CLAIMED, WorkloadState.FAILED),
+        (WorkloadState.RUNNING, WorkloadState.FAILED),
+        (WorkloadState.CHECKPOINTED, WorkloadState.FAILED),
+        (WorkloadState.CLAIMED, WorkloadState.RECOVERING),
+        (WorkloadState.RUNNING, WorkloadState.RECOVERING),
+        (WorkloadState.CHECKPOINTED, WorkloadState.RECOVERING),
+        (WorkloadState.RECOVERING, WorkloadState.READY),
+        (WorkloadState.FAILED, WorkloadState.READY),
+        (WorkloadState.TIMED_OUT, WorkloadState.READY),
+        (WorkloadState.DEAD_LETTER, WorkloadState.READY),
+        (WorkloadState.FAILED, WorkloadState.DEAD_LETTER),
+        (WorkloadState.RUNNING, WorkloadState.TIMED_OUT),
+        (WorkloadState.CLAIMED, WorkloadState.TIMED_OUT),
+        (WorkloadState.CHECKPOINTED, WorkloadState.TIMED_OUT),
+        (WorkloadState.READY, WorkloadState.TIMED_OUT),
+        (WorkloadState.TIMED_OUT, WorkloadState.DEAD_LETTER),
+        (WorkloadState.RECOVERING, WorkloadState.DEAD_LETTER),
+        (WorkloadState.READY, WorkloadState.DEAD_LETTER),
+        (WorkloadState.CREATED, WorkloadState.AWAITING_APPROVAL),
+        (WorkloadState.AWAITING_APPROVAL, WorkloadState.READY),
+        (WorkloadState.AWAITING_APPROVAL, WorkloadState.REJECTED),
+        (WorkloadState.AWAITING_APPROVAL, WorkloadState.CANCELLED),
+        (WorkloadState.AWAITING_APPROVAL, WorkloadState.TIMED_OUT),
+        (WorkloadState.TIMED_OUT, WorkloadState.AWAITING_APPROVAL),
+        (WorkloadState.DEAD_LETTER, WorkloadState.AWAITING_APPROVAL),
+        (WorkloadState.FAILED, WorkloadState.AWAITING_APPROVAL),
     }
 )
 
@@ -62,19 +63,53 @@ def can_transition(from_state: WorkloadState, to_state: WorkloadState) -> bool:
 
 
 EVENT_NAMES: dict[WorkloadState, str] = {
-    _S.CREATED: "workload.created",
-    _S.READY: "workload.ready",
-    _S.CLAIMED: "workload.claimed",
-    _S.RUNNING: "workload.started",
-    _S.CHECKPOINTED: "workload.checkpointed",
-    _S.RECOVERING: "workload.recovered",
-    _S.CANCELLATION_REQUESTED: "workload.cancellation_requested",
-    _S.SUCCEEDED: "workload.completed",
-    _S.FAILED: "workload.failed",
-    _S.CANCELLED: "workload.cancelled",
-    _S.TIMED_OUT: "workload.timed_out",
-    _S.DEAD_LETTER: "workload.dead_lettered",
-    _S.AWAITING_APPROVAL: "workload.awaiting_approval",
-    _S.REJECTED: "workload.rejected",
+    WorkloadState.CREATED: "workload.created",
+    WorkloadState.READY: "workload.ready",
+    WorkloadState.CLAIMED: "workload.claimed",
+    WorkloadState.RUNNING: "workload.started",
+    WorkloadState.CHECKPOINTED: "workload.checkpointed",
+    WorkloadState.RECOVERING: "workload.recovered",
+    WorkloadState.CANCELLATION_REQUESTED: "workload.cancellation_requested",
+    WorkloadState.SUCCEEDED: "workload.completed",
+    WorkloadState.FAILED: "workload.failed",
+    WorkloadState.CANCELLED: "workload.cancelled",
+    WorkloadState.TIMED_OUT: "workload.timed_out",
+    WorkloadState.DEAD_LETTER: "workload.dead_lettered",
+    WorkloadState.AWAITING_APPROVAL: "workload.awaiting_approval",
+    WorkloadState.REJECTED: "workload.rejected",
 }
 """The history event type recorded on entering each state."""
+
+
+def transition(
+    workload: Workload,
+    to: WorkloadState,
+    actor: str,
+    at: int,
+    evidence: dict[str, str] | None = None,
+) -> None:
+    """Move ``workload`` to ``to`` and record the event, if the state machine allows it.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_TRANSITION_DENIED``.
+    """
+    if not can_transition(workload.state, to):
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_TRANSITION_DENIED,
+            f"{workload.state.value} cannot transition to {to.value}",
+            {"state": workload.state.value, "to": to.value},
+        )
+    sequence = workload.execution_history[-1].sequence + 1 if workload.execution_history else 1
+    workload.execution_history.append(
+        WorkloadEvent(
+            sequence=sequence,
+            event_type=EVENT_NAMES[to],
+            from_state=workload.state,
+            to=to,
+            actor=actor,
+            at=at,
+            evidence=evidence or {},
+        )
+    )
+    workload.state = to
+    workload.updated_at = at

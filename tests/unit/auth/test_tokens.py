@@ -28,8 +28,8 @@ from feltdb.auth import (
     encode_token,
 )
 from feltdb.auth.tokens import MAX_TOKEN_CHARS
-from feltdb.canonical import canonical_json
 from feltdb.errors import WorkloadError
+from feltdb.storage.canonical import canonical_json
 
 SECRET = bytes([1] * 32)
 OTHER_SECRET = bytes([2] * 32)

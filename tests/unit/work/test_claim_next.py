@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from support.factories import CAPABILITIES, make_request
+from support.pinned import commit_unchecked
 
 from feltdb import (
     ApprovalPolicy,
@@ -57,7 +58,7 @@ def test_a_candidate_out_of_attempts_is_dead_lettered_and_the_next_one_claimed(s
     spent = store.create(make_request(idempotency_key="spent", priority=9))
     legacy = store.get(spent.workload_id)
     legacy.attempt_count = 3
-    store._persist(legacy, "fixture.legacy")
+    commit_unchecked(store, legacy)
     fine = store.create(make_request(idempotency_key="fine", priority=1))
     claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11)
     assert claim is not None and claim.workload_id == fine.workload_id

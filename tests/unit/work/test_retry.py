@@ -27,6 +27,7 @@ from feltdb.work.retry import (
     deadline_decision,
     failure_decision,
     operator_retries,
+    operator_timeout_decision,
     recovery_decision,
 )
 
@@ -245,7 +246,9 @@ def test_each_operator_retry_adds_one_attempt_to_the_budget(store):
 )
 def test_failure_decision(claimed_once, kind, effect, retry_on, attempt_count, decision):
     w = with_policy(claimed_once, attempt_count=attempt_count, retry_on=retry_on)
-    assert failure_decision(w, kind, effect) == decision
+    decided = failure_decision(w, kind, effect)
+    assert decided.reason == decision
+    assert decided.retry is (decision == RETRY)
 
 
 def test_a_failure_the_store_dead_letters_records_why(store):
@@ -263,20 +266,20 @@ def test_a_failure_the_store_dead_letters_records_why(store):
 @pytest.mark.parametrize("deadline", ["overall", "queue", "approval"])
 def test_a_work_bounding_deadline_is_never_retried(claimed_once, deadline):
     w = with_policy(claimed_once, attempt_count=0, max_attempts=10)
-    assert deadline_decision(w, deadline) == "deadline_not_retryable"
+    assert deadline_decision(w, deadline).reason == "deadline_not_retryable"
 
 
 @pytest.mark.parametrize("deadline", ["claim", "execution", "heartbeat"])
 def test_an_attempt_deadline_is_retried_while_attempts_remain(claimed_once, deadline):
-    assert deadline_decision(with_policy(claimed_once, attempt_count=1), deadline) == RETRY
+    assert deadline_decision(with_policy(claimed_once, attempt_count=1), deadline).reason == RETRY
     assert (
-        deadline_decision(with_policy(claimed_once, attempt_count=3), deadline)
+        deadline_decision(with_policy(claimed_once, attempt_count=3), deadline).reason
         == "attempt_budget_exhausted"
     )
     assert (
         deadline_decision(
             with_policy(claimed_once, attempt_count=1, retry_on={"worker_failure"}), deadline
-        )
+        ).reason
         == "timeout_not_retryable"
     )
 
@@ -285,18 +288,18 @@ def test_an_attempt_deadline_is_retried_while_attempts_remain(claimed_once, dead
 
 
 def test_recovery_retries_a_lost_worker_while_attempts_remain(claimed_once):
-    assert recovery_decision(with_policy(claimed_once, attempt_count=2)) == RETRY
+    assert recovery_decision(with_policy(claimed_once, attempt_count=2)).reason == RETRY
 
 
 def test_recovery_gives_up_when_the_budget_is_spent(claimed_once):
-    assert (
-        recovery_decision(with_policy(claimed_once, attempt_count=3)) == "attempt_budget_exhausted"
-    )
+    spent = recovery_decision(with_policy(claimed_once, attempt_count=3))
+    assert spent.reason == "attempt_budget_exhausted"
+    assert not spent.retry
 
 
 def test_recovery_gives_up_when_the_policy_does_not_retry_worker_failure(claimed_once):
     assert (
-        recovery_decision(with_policy(claimed_once, attempt_count=1, retry_on={"timeout"}))
+        recovery_decision(with_policy(claimed_once, attempt_count=1, retry_on={"timeout"})).reason
         == "worker_failure_not_retryable"
     )
 
@@ -312,3 +315,30 @@ def test_recovery_through_the_store_follows_the_decision(store):
         now = claim.expires_at + 10
     assert decisions == [RETRY, "attempt_budget_exhausted"]
     assert store.get(w.workload_id).state is S.DEAD_LETTER
+
+
+# ------------------------------------------------------------------ one decision, applied once
+
+
+def test_a_failure_retry_carries_the_backoff_of_the_next_retry(claimed_once):
+    w = with_policy(claimed_once, attempt_count=1)
+    w.retry_count = 2
+    decided = failure_decision(w, "transient_connection", None)
+    assert decided.retry and decided.counted and decided.recorded
+    assert decided.delay_ms == backoff_delay_ms(w.retry_policy, 3)
+    assert decided.actor == "feltdb.retry"
+
+
+def test_a_recovery_is_no_automatic_retry_and_keeps_eligibility(claimed_once):
+    decided = recovery_decision(with_policy(claimed_once, attempt_count=1))
+    assert decided.retry and not decided.counted
+    assert decided.delay_ms is None
+    assert decided.actor == "feltdb.recovery"
+
+
+def test_an_operator_timeout_decision_is_not_recorded_as_evidence(claimed_once):
+    retried = operator_timeout_decision(with_policy(claimed_once, attempt_count=1))
+    assert retried.retry and not retried.recorded and retried.actor == "feltdb.retry"
+    spent = operator_timeout_decision(with_policy(claimed_once, attempt_count=3))
+    assert not spent.retry and spent.actor == "feltdb.timeout"
+    assert spent.reason == "attempt_budget_exhausted"

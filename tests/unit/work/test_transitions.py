@@ -16,8 +16,7 @@ from feltdb import (
     WorkloadStore,
     can_transition,
 )
-from feltdb.work.lifecycle import transition
-from feltdb.work.transitions import EVENT_NAMES, LEGAL_TRANSITIONS
+from feltdb.work.transitions import EVENT_NAMES, LEGAL_TRANSITIONS, transition
 
 S = WorkloadState
 

@@ -1,0 +1,102 @@
+"""The audit trail: what each commit records of who acted, and reading it back by tenant.
+
+Every commit of a workload logs one audit record (:func:`audit_record`) in the same
+transaction as the row, so the log and the work never disagree. :func:`audit_after` reads
+one tenant's application's entries back, in commit order, at a bounded cost per call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from feltdb.storage.base import CommittedTransaction, Database
+from feltdb.storage.canonical import content_hash
+from feltdb.work import inputs
+from feltdb.work.models import Workload
+
+AUDIT_SCAN = 1000
+"""Log entries one :func:`audit_after` call reads at most, whatever it finds."""
+AUDIT_BATCH = 250
+"""Log entries :func:`audit_after` reads per query."""
+MIGRATION = "workload_migration"
+"""The audit kind of a legacy record's import."""
+
+
+def audit_record(
+    workload: Workload, document: dict[str, Any], action: str, operation_id: str
+) -> dict[str, Any]:
+    """The audit record of a commit of ``workload`` (committed as ``document``): who asked for
+    the work, under which grant, who acted now, and a digest of the committed aggregate.
+    """
+    grant = workload.authorization_snapshot.grant
+    requester = workload.requested_by
+    last = workload.execution_history[-1] if workload.execution_history else None
+    migration = action == MIGRATION
+    return {
+        "kind": action,
+        "subject": requester.id,
+        "principal_id": requester.id,
+        "agent_id": requester.id if requester.kind.value == "agent" else None,
+        "session_id": workload.session_id,
+        "delegator_id": grant.issuer.id,
+        "authorization_decision_id": grant.id,
+        "tenant": workload.tenant_id,
+        "application": workload.application_id,
+        "work_id": workload.workload_id,
+        "operation_id": operation_id,
+        "attempt_id": workload.attempts[-1].attempt_id if workload.attempts else None,
+        "worker_id": workload.current_claim.worker_id
+        if workload.current_claim is not None
+        else None,
+        "result_id": workload.result.result_id if workload.result is not None else None,
+        "actor": last.actor if last is not None else None,
+        "event_type": last.event_type if last is not None else None,
+        "state": workload.state.value,
+        "source_kind": "WorkloadStore" if migration else None,
+        "source_digest": content_hash(document),
+        "migration_outcome": "imported" if migration else None,
+    }
+
+
+def audit_after(
+    db: Database,
+    tenant_id: str,
+    application_id: str,
+    after: int = 0,
+    limit: int = 100,
+    *,
+    scan: int = AUDIT_SCAN,
+) -> tuple[list[CommittedTransaction], int]:
+    """Committed transactions after revision ``after`` whose audit record names this
+    tenant and application (``"tenant"``, ``"application"``), oldest first, at most
+    ``limit``; and the revision to continue after.
+
+    The log is one sequence for every tenant, so this reads it in order and keeps the
+    matching entries; one call reads at most ``scan`` log entries (a bounded cost
+    however sparse the tenant's entries are). The revision answered is the last
+    returned entry's when the page is full, otherwise the last entry read (or
+    ``after`` when none was): passing it back never skips nor repeats an entry.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    tenant_id = inputs.identifier(tenant_id, "tenant_id")
+    application_id = inputs.identifier(application_id, "application_id")
+    after = inputs.integer(after, "after", 0)
+    limit = inputs.integer(limit, "limit", 1)
+    budget = inputs.integer(scan, "scan", 1)
+    found: list[CommittedTransaction] = []
+    cursor = after
+    while budget > 0:
+        batch = db.committed_transactions_after(cursor, min(budget, AUDIT_BATCH))
+        if not batch:
+            break
+        budget -= len(batch)
+        for transaction in batch:
+            cursor = transaction.commit_revision
+            audit = transaction.audit or {}
+            if audit.get("tenant") == tenant_id and audit.get("application") == application_id:
+                found.append(transaction)
+                if len(found) == limit:
+                    return found, cursor
+    return found, cursor

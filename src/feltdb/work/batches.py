@@ -1,0 +1,154 @@
+"""Batches: many operations of one kind decided one by one and committed together.
+
+A batch (``admit_many``, ``complete_many``, ``heartbeat_many``) decides each item exactly
+as the single call would, on what the store holds *and* what the batch's earlier items
+planned (so two items on one workload chain, as two calls in a row would), then commits
+every planned change in one transaction (``Database.commit_many``). Answers are per item,
+in order: an item's refusal, or its lost guard, refuses no other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from feltdb.errors import WorkloadError
+from feltdb.storage.base import Database, PlannedCommit, StorageConflict
+from feltdb.work.changes import Operation
+from feltdb.work.inputs import DEFAULT_LEASE_MS
+from feltdb.work.models import Workload
+from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, planned_commit, same_application
+
+T = TypeVar("T")
+Item = TypeVar("Item")
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One item of ``complete_many``: the arguments of ``complete``."""
+
+    workload_id: str
+    claim_id: str
+    worker: str
+    fencing_token: int
+    result_id: str
+    output: Any
+    artifacts: Iterable[str] = ()
+    schema_version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """One item of ``heartbeat_many``: the arguments of ``heartbeat``."""
+
+    workload_id: str
+    claim_id: str
+    worker: str
+    fencing_token: int
+    extend_ms: int = DEFAULT_LEASE_MS
+
+
+@dataclass(slots=True)
+class Step(Generic[T]):
+    """One operation decided on a loaded workload: the change to commit (``loaded``, when
+    there is one), and then the answer, or the refusal to raise once the change is
+    committed (a deadline found passed is committed as a timeout, then refused).
+    """
+
+    loaded: LoadedWorkload | None = None
+    operation: Operation | None = None
+    answer: T | None = None
+    refusal: WorkloadError | None = None
+
+
+Notify = Callable[[Operation, LoadedWorkload | None, Workload], None]
+
+
+@dataclass
+class Batch:
+    """The changes a batch planned so far, and what its later items must see of them."""
+
+    db: Database
+    read: Callable[[str], LoadedWorkload]
+    """The committed workload of an id (refusing what is missing or out of scope)."""
+    pending: dict[str, LoadedWorkload] = field(default_factory=dict)
+    results: dict[str, Workload] = field(default_factory=dict)
+    """Result ids this batch records, and the workload of each."""
+
+    def load(self, workload_id: str) -> LoadedWorkload:
+        """The workload as the batch leaves it so far: a copy of what an earlier item
+        planned (so a refused item leaves nothing behind), else the committed one.
+        """
+        planned = self.pending.get(workload_id)
+        if planned is None:
+            return self.read(workload_id)
+        return LoadedWorkload.of(planned.workload.model_copy(deep=True), planned.version)
+
+    def result_owner(self, result_id: str, workload: Workload) -> str | None:
+        """The workload of ``workload``'s application this batch records ``result_id`` for."""
+        owner = self.results.get(result_id)
+        if owner is not None and same_application(owner.to_json(), workload):
+            return owner.workload_id
+        return None
+
+    def decide_each(
+        self, items: Iterable[Item], decide: Callable[[Item], Step[T]]
+    ) -> list[Step[T] | WorkloadError]:
+        """Each item decided in order (``decide`` refusing it, or answering its step, which
+        is planned so later items see it).
+        """
+        steps: list[Step[T] | WorkloadError] = []
+        for item in items:
+            try:
+                step = decide(item)
+            except WorkloadError as refusal:
+                steps.append(refusal)
+                continue
+            self.plan(step)
+            steps.append(step)
+        return steps
+
+    def plan(self, step: Step[Any]) -> None:
+        """Keep ``step``'s change for the commit; later items see it."""
+        if step.loaded is None:
+            return
+        workload = step.loaded.workload
+        # What the next item on this workload reads: this change, at the version it makes.
+        self.pending[workload.workload_id] = LoadedWorkload.of(workload, step.loaded.version + 1)
+        if workload.result is not None:
+            self.results.setdefault(workload.result.result_id, workload)
+
+    def commit(
+        self, steps: Sequence[Step[T] | WorkloadError], notify: Notify
+    ) -> list[T | WorkloadError]:
+        """Commit every step's change in one transaction and answer each item in order:
+        its answer, its refusal, or the conflict of a lost guard.
+        """
+        changed = [step for step in steps if isinstance(step, Step) and step.loaded is not None]
+        plans = [_plan(step) for step in changed]
+        outcomes = dict(zip(map(id, changed), self.db.commit_many(plans), strict=True))
+        answers: list[T | WorkloadError] = []
+        for step in steps:
+            if isinstance(step, WorkloadError):
+                answers.append(step)
+                continue
+            outcome = outcomes.get(id(step))
+            if isinstance(outcome, StorageConflict):
+                answers.append(outcome)
+                continue
+            if step.loaded is not None and step.operation is not None:
+                admitted = step.operation is Operation.ADMIT
+                notify(step.operation, None if admitted else step.loaded, step.loaded.workload)
+            answers.append(step.refusal if step.refusal is not None else step.answer)  # type: ignore[arg-type]
+        return answers
+
+
+def _plan(step: Step[Any]) -> PlannedCommit:
+    """The guarded commit of a step's change: require-absent for an admission, else guarded
+    by the version it was read at.
+    """
+    assert step.loaded is not None
+    if step.operation is Operation.ADMIT:
+        return planned_commit(step.loaded.workload, CREATED, None)
+    return planned_commit(step.loaded.workload, MUTATED, step.loaded.version)

@@ -1,0 +1,68 @@
+"""What the store tells its observers after each durable commit.
+
+An observer (:data:`CommitObserver`) subscribes with ``WorkloadStore.observe`` and is
+called, in the committing thread, after each commit of a workload is durable, with a
+:class:`WorkloadChange`: the operation, the workload as committed, the state it left and
+the events the commit appended. The server's metrics count from it, and its long-poll
+wake-ups fire from it; neither wraps the store nor reads the workload again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from feltdb.work.models import Workload, WorkloadEvent
+from feltdb.work.states import WorkloadState
+
+
+class Operation(enum.StrEnum):
+    """The store operation that committed a change."""
+
+    ADMIT = "admit"
+    CLAIM = "claim"
+    """``claim`` or ``claim_next`` granted a claim."""
+    START = "start"
+    HEARTBEAT = "heartbeat"
+    CHECKPOINT = "checkpoint"
+    COMPLETE = "complete"
+    FAIL = "fail"
+    CANCEL = "cancel"
+    CONFIRM_CANCEL = "confirm_cancel"
+    TIMEOUT = "timeout"
+    """An operator's explicit timeout."""
+    RETRY = "retry"
+    """An operator's re-arm."""
+    DECIDE = "decide"
+    DEADLINE = "deadline"
+    """A passed deadline timed the work out (the maintenance pass, or a call that found
+    it past its deadline)."""
+    RECOVER = "recover"
+    """The work's lease expired: its worker is presumed lost."""
+    EXHAUSTED = "exhausted"
+    """Ready work out of attempts was dead-lettered instead of claimed."""
+    MIGRATE = "migrate"
+    """A legacy record was imported."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadChange:
+    """One durable commit of one workload."""
+
+    operation: Operation
+    workload: Workload
+    """The workload as committed. Observers read it and never edit it."""
+    previous: WorkloadState | None
+    """The state it was in before (``None``: the commit admitted it)."""
+    events: tuple[WorkloadEvent, ...]
+    """The events this commit appended to its history, oldest first."""
+
+    def entered(self, state: WorkloadState) -> bool:
+        """Whether this commit moved the workload into ``state`` (on the way or to stay)."""
+        return any(event.to is state for event in self.events)
+
+
+CommitObserver = Callable[[WorkloadChange], None]
+"""Called after each durable commit. It must be quick and must not call the store back
+(it runs in the committing thread); what it raises is logged and never undoes the commit."""

@@ -1,0 +1,108 @@
+"""Revoked grants: a revocation is a row of its own, scoped to a tenant's application.
+
+A grant is a signed statement, valid until it expires; revoking one records its id, with
+its tenant and application, in :data:`REVOKED_GRANTS_COLLECTION`, and every request under
+it is refused from then on (the server checks each request with one keyed read).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from feltdb.storage.base import Database, Mutation, Precondition, StorageConflict
+from feltdb.storage.canonical import canonical_json, sha256_hex
+from feltdb.work import inputs
+
+REVOKED_GRANTS_COLLECTION = "system_revoked_grants"
+"""Where revoked grants are kept."""
+
+
+def revoked_grant_key(tenant_id: str, application_id: str, grant_id: str) -> str:
+    """The key of a grant's revocation in ``system_revoked_grants``: a digest of the grant
+    id with its tenant and application (a JSON array, so no ids can make two coincide).
+    """
+    return "revoked_" + sha256_hex(canonical_json([tenant_id, application_id, grant_id]))[:32]
+
+
+def revoke_grant(
+    db: Database, grant_id: str, actor: str, now: int, *, tenant_id: str, application_id: str
+) -> bool:
+    """Revoke a grant of ``tenant_id``'s ``application_id`` at ``now``: ``True`` when this
+    call revoked it, ``False`` when it already was (idempotent; the first revocation is
+    kept).
+
+    The revocation is a row keyed by the grant id *and* its tenant and application,
+    committed require-absent and logged (audit kind ``grant.revoked``). Scoping it means a
+    tenant can only revoke its own grants: a revocation naming another tenant's grant id
+    matches no grant that tenant's server checks.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    grant_id = inputs.identifier(grant_id, "grant_id")
+    actor = inputs.actor(actor)
+    tenant_id = inputs.identifier(tenant_id, "tenant_id")
+    application_id = inputs.identifier(application_id, "application_id")
+    key = revoked_grant_key(tenant_id, application_id, grant_id)
+    if db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None:
+        return False
+    document = {
+        "grant_id": grant_id,
+        "tenant_id": tenant_id,
+        "application_id": application_id,
+        "revoked_by": actor,
+        "revoked_at": now,
+    }
+    operation_id = "grant_tx_" + secrets.token_hex(12)
+    audit = {
+        "kind": "grant.revoked",
+        "subject": actor,
+        "actor": actor,
+        "tenant": tenant_id,
+        "application": application_id,
+        "grant_id": grant_id,
+        "operation_id": operation_id,
+        "revoked_at": now,
+    }
+    try:
+        db.commit(
+            operation_id,
+            [Mutation(REVOKED_GRANTS_COLLECTION, key, document)],
+            [Precondition(REVOKED_GRANTS_COLLECTION, key, require_absent=True)],
+            audit,
+        )
+    except StorageConflict:
+        # Another writer revoked it first: revoked either way.
+        if db.get_row(REVOKED_GRANTS_COLLECTION, key) is None:
+            raise
+        return False
+    return True
+
+
+def revocations(db: Database, tenant_id: str, application_id: str) -> list[dict[str, Any]]:
+    """The grants revoked in ``tenant_id``'s ``application_id``, oldest first:
+    ``{"grant_id", "revoked_by", "revoked_at"}`` each.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    tenant_id = inputs.identifier(tenant_id, "tenant_id")
+    application_id = inputs.identifier(application_id, "application_id")
+    found = [
+        {key: row.document[key] for key in ("grant_id", "revoked_by", "revoked_at")}
+        for row in db.list_rows(REVOKED_GRANTS_COLLECTION)
+        if row.document.get("tenant_id") == tenant_id
+        and row.document.get("application_id") == application_id
+    ]
+    return sorted(found, key=lambda entry: (entry["revoked_at"], entry["grant_id"]))
+
+
+def is_grant_revoked(db: Database, grant_id: str, *, tenant_id: str, application_id: str) -> bool:
+    """Whether this grant of ``tenant_id``'s ``application_id`` was revoked: one keyed read.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    key = revoked_grant_key(tenant_id, application_id, grant_id)
+    return db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None

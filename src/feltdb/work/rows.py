@@ -1,0 +1,102 @@
+"""A workload as a row: reading one back, and planning the guarded commit of one.
+
+The document of a workload is its JSON; beside it the scheduling index
+(:func:`~feltdb.work.scheduling.row_index`) and one audit record
+(:func:`~feltdb.work.audit.audit_record`) are written in the same transaction.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
+from feltdb.work.audit import audit_record
+from feltdb.work.models import DURABLE_WORK_COLLECTION, CreateWorkload, Workload
+from feltdb.work.scheduling import row_index
+from feltdb.work.states import WorkloadState
+
+CREATED = "workload.created"
+"""The audit kind of an admission."""
+MUTATED = "workload.mutated"
+"""The audit kind of every later change."""
+
+
+@dataclass(slots=True)
+class LoadedWorkload:
+    """A workload as read, with what its commit must be guarded by and report."""
+
+    workload: Workload
+    version: int
+    """The version it was read at: its commit is guarded by it."""
+    state: WorkloadState
+    """Its state as read (the observers' ``previous``)."""
+    sequence: int
+    """Its last event's sequence as read (events after it are the commit's)."""
+
+    @classmethod
+    def of(cls, workload: Workload, version: int) -> LoadedWorkload:
+        """``workload`` as read at ``version``."""
+        last = workload.execution_history[-1].sequence if workload.execution_history else 0
+        return cls(workload, version, workload.state, last)
+
+
+def workload_of(row: StoredRow) -> Workload:
+    """The workload a stored row holds.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the row is not a workload record.
+    """
+    try:
+        return Workload.model_validate(row.document)
+    except ValidationError as error:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE,
+            f"stored workload {row.key} is not a valid workload record: {error}",
+        ) from error
+
+
+def planned_commit(workload: Workload, action: str, version: int | None) -> PlannedCommit:
+    """The guarded commit of ``workload`` as the document of its id: ``version`` is the version it
+    was read at (``None``: it must not exist yet). ``action`` is the audit kind.
+    """
+    document = workload.to_json()
+    operation_id = "work_tx_" + secrets.token_hex(12)
+    return PlannedCommit(
+        operation_id,
+        [Mutation(DURABLE_WORK_COLLECTION, workload.workload_id, document, row_index(workload))],
+        [
+            Precondition(
+                DURABLE_WORK_COLLECTION,
+                workload.workload_id,
+                require_absent=version is None,
+                expected_version=version,
+            )
+        ],
+        audit_record(workload, document, action, operation_id),
+    )
+
+
+def same_application(document: dict[str, Any], workload: Workload | CreateWorkload) -> bool:
+    """Whether a stored workload ``document`` is of ``workload``'s tenant and application."""
+    return (
+        document.get("tenant_id") == workload.tenant_id
+        and document.get("application_id") == workload.application_id
+    )
+
+
+def dependency_state(
+    read: RowReader, dependent: Workload, workload_id: str
+) -> WorkloadState | None:
+    """The committed state of ``dependent``'s dependency ``workload_id``; ``None`` when no
+    workload of ``dependent``'s tenant and application has that id (another tenant's work
+    is never a dependency, so its existence can never be learnt through one).
+    """
+    row = read(DURABLE_WORK_COLLECTION, workload_id)
+    if row is None or not same_application(row.document, dependent):
+        return None
+    return WorkloadState(row.document["state"])

@@ -1,0 +1,202 @@
+"""Batches: admit_many, complete_many, heartbeat_many (API.md, "Routing, scope and batches").
+
+Each item of a batch answers what the single call would have answered, so each test runs
+the same items through a batch on one store and through single calls, in order, on
+another store in the same state, and compares the answers item by item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from support.factories import CAPABILITIES, make_request
+
+from feltdb import WorkloadDependency, WorkloadError, WorkloadState, WorkloadStore
+from feltdb.work.batches import Completion, Heartbeat
+from feltdb.work.changes import Operation, WorkloadChange
+from feltdb.work.identities import workload_id_for
+
+
+@pytest.fixture
+def stores(new_target: Callable[..., str]) -> Iterator[tuple[WorkloadStore, WorkloadStore]]:
+    """Two stores in the same state: one for the batch, one for the single calls."""
+    with (
+        WorkloadStore.open(new_target("batch")) as batch,
+        WorkloadStore.open(new_target("single")) as single,
+    ):
+        yield batch, single
+
+
+def outcome(answer: Any) -> Any:
+    """An answer as compared: a refusal by its code, a record by its JSON."""
+    if isinstance(answer, WorkloadError):
+        return ("refused", answer.code)
+    if isinstance(answer, tuple):
+        return tuple(outcome(part) for part in answer)
+    return answer.to_json() if hasattr(answer, "to_json") else answer
+
+
+def singly(call: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+    answers = []
+    for item in items:
+        try:
+            answers.append(call(item))
+        except WorkloadError as refusal:
+            answers.append(refusal)
+    return answers
+
+
+def test_an_empty_batch_answers_nothing_and_commits_nothing(stores):
+    store, _ = stores
+    revision = store.db.current_revision()
+    assert store.admit_many([]) == []
+    assert store.complete_many([], now=11) == []
+    assert store.heartbeat_many([], now=11) == []
+    assert store.db.current_revision() == revision
+
+
+def test_admit_many_answers_each_request_as_admit_would(stores):
+    batch_store, single_store = stores
+    first = make_request(idempotency_key="a")
+    parent = single_store.create(make_request(idempotency_key="probe"))  # learn an id's shape
+    requests = [
+        first,
+        make_request(idempotency_key="a"),  # the same request again: a replay
+        make_request(idempotency_key="a", input={"other": True}),  # the key reused
+        make_request(idempotency_key="s", input={"password": "hunter2"}),  # a secret
+        make_request(idempotency_key="b", priority=3),
+        make_request(
+            idempotency_key="child",
+            dependencies=[WorkloadDependency(workload_id=parent.workload_id)],
+        ),  # on work both stores hold
+    ]
+    batch_store.create(make_request(idempotency_key="probe"))
+    answers = batch_store.admit_many(requests)
+    expected = singly(single_store.admit, requests)
+    assert [outcome(a) for a in answers] == [outcome(e) for e in expected]
+    assert [outcome(a)[0] if isinstance(a, WorkloadError) else a[1] for a in answers] == [
+        True, False, "refused", "refused", True, True,
+    ]  # fmt: skip
+    assert sorted(w.workload_id for w in batch_store.list("t", "app")) == sorted(
+        w.workload_id for w in single_store.list("t", "app")
+    )
+
+
+def test_a_request_may_depend_on_one_earlier_in_the_same_batch(stores):
+    store, _ = stores
+    parent = make_request(idempotency_key="parent")
+    parent_id = workload_id_for("t", "app", parent.requested_by, "parent")
+    child = make_request(
+        idempotency_key="child", dependencies=[WorkloadDependency(workload_id=parent_id)]
+    )
+    orphan = make_request(
+        idempotency_key="orphan", dependencies=[WorkloadDependency(workload_id="workload_x")]
+    )
+    answers = store.admit_many([parent, child, orphan])
+    assert [isinstance(answer, WorkloadError) for answer in answers] == [False, False, True]
+    assert answers[2].details == {"fields": ["dependencies.0.workload_id"]}
+    claim = store.claim_next("t", "app", "worker:w", CAPABILITIES, now=11)
+    assert claim is not None and claim.workload_id == parent_id, "the child waits for it"
+
+
+def running(store: WorkloadStore, keys: list[str]) -> list[Any]:
+    """One claimed and started workload per key, in the store's order of admission."""
+    claims = []
+    for key in keys:
+        workload = store.create(make_request(idempotency_key=key))
+        claim = store.claim(workload.workload_id, "worker:w", CAPABILITIES, now=11, lease_ms=60_000)
+        store.start(workload.workload_id, claim.claim_id, "worker:w", claim.fencing_token, now=12)
+        claims.append(claim)
+    return claims
+
+
+def test_complete_many_answers_each_completion_as_complete_would(stores):
+    batch_store, single_store = stores
+    claims = running(batch_store, ["a", "b", "c"])
+    assert [c.to_json() for c in running(single_store, ["a", "b", "c"])] == [
+        c.to_json() for c in claims
+    ]
+    a, b, c = claims
+
+    def done(claim: Any, result_id: str, token: int | None = None) -> Completion:
+        fence = claim.fencing_token if token is None else token
+        return Completion(
+            claim.workload_id, claim.claim_id, "worker:w", fence, result_id, {"ok": 1}
+        )
+
+    completions = [
+        done(a, "r-a"),
+        done(a, "r-a"),  # the same report again: the recorded result
+        done(b, "r-a"),  # another workload's result id
+        done(b, "r-b", token=99),  # a stale fence
+        done(b, "r-b"),
+        Completion("workload_missing", "x", "worker:w", 1, "r-x", {}),
+        done(c, "r-c"),
+    ]
+    answers = batch_store.complete_many(completions, now=13)
+    expected = singly(lambda item: single_store.complete(
+        item.workload_id, item.claim_id, item.worker, item.fencing_token, item.result_id,
+        item.output, item.artifacts, item.schema_version, now=13,
+    ), completions)  # fmt: skip
+    assert [outcome(x) for x in answers] == [outcome(x) for x in expected]
+    codes = [x.code if isinstance(x, WorkloadError) else "ok" for x in answers]
+    assert codes == [
+        "ok", "ok", "WORKLOAD_RESULT_DUPLICATE", "WORKLOAD_STALE_FENCE", "ok",
+        "WORKLOAD_NOT_FOUND", "ok",
+    ]  # fmt: skip
+    for claim in claims:
+        assert batch_store.get(claim.workload_id).state is WorkloadState.SUCCEEDED
+
+
+def test_heartbeat_many_extends_each_lease_as_heartbeat_would(stores):
+    batch_store, single_store = stores
+    claims = running(batch_store, ["a", "b"])
+    running(single_store, ["a", "b"])
+    beats = [
+        Heartbeat(
+            claims[0].workload_id, claims[0].claim_id, "worker:w", claims[0].fencing_token, 90_000
+        ),
+        Heartbeat(
+            claims[1].workload_id, claims[1].claim_id, "worker:other", claims[1].fencing_token
+        ),
+        Heartbeat(claims[1].workload_id, claims[1].claim_id, "worker:w", claims[1].fencing_token),
+        Heartbeat(
+            claims[0].workload_id, claims[0].claim_id, "worker:w", claims[0].fencing_token, -1
+        ),
+    ]
+    answers = batch_store.heartbeat_many(beats, now=20)
+    expected = singly(lambda item: single_store.heartbeat(
+        item.workload_id, item.claim_id, item.worker, item.fencing_token, 20, item.extend_ms
+    ), beats)  # fmt: skip
+    assert [outcome(x) for x in answers] == [outcome(x) for x in expected]
+    assert not isinstance(answers[0], WorkloadError) and answers[0].expires_at == 20 + 90
+    assert isinstance(answers[1], WorkloadError) and answers[1].code == "WORKLOAD_STALE_FENCE"
+    assert isinstance(answers[3], WorkloadError) and answers[3].code == "WORKLOAD_INVALID"
+
+
+def test_a_batch_tells_the_observers_of_each_committed_item(stores):
+    store, _ = stores
+    heard: list[WorkloadChange] = []
+    store.observe(heard.append)
+    answers = store.admit_many(
+        [
+            make_request(idempotency_key="x"),
+            make_request(idempotency_key="y", input={"password": "x"}),
+        ]
+    )
+    assert [type(a) is WorkloadError for a in answers] == [False, True]
+    assert [(c.operation, c.previous) for c in heard] == [(Operation.ADMIT, None)]
+
+
+def test_a_batch_holds_at_most_one_transaction_s_worth_and_says_so(stores):
+    store, _ = stores
+    from feltdb.work.inputs import MAX_BATCH_ITEMS
+
+    with pytest.raises(WorkloadError) as refused:
+        store.heartbeat_many([Heartbeat("w", "c", "worker:w", 1)] * (MAX_BATCH_ITEMS + 1), now=1)
+    assert refused.value.code == "WORKLOAD_INVALID"
+    assert refused.value.details == {"fields": ["heartbeats"]}
+    with pytest.raises(WorkloadError):
+        store.admit_many(make_request())  # one request, not a list of them
