@@ -16,7 +16,7 @@ from support.attack import WORKER, awaiting_approval, bearer, held
 from support.server import Server, submission
 
 from feltdb.auth.tokens import decode_token
-from feltdb.canonical import canonical_json
+from feltdb.storage.canonical import canonical_json
 
 SURROGATE = "\\ud800"
 """A lone surrogate, as JSON text writes it."""

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from feltdb import Subject
-from feltdb.canonical import canonical_json
+from feltdb.storage.canonical import canonical_json
 from support.server import Server, submission
 
 REQUESTER = Subject.agent("requester")

@@ -4,6 +4,10 @@ A pass is :meth:`Maintenance.run_once`, which only calls the store's own
 ``enforce_deadlines`` and ``recover_expired``; the timer around it adds nothing but
 scheduling. Every decision is the store's and each commit is guarded, so several servers on
 one store may all run the loop: a workload another writer settled first is left to it.
+
+What a pass commits reaches whoever observes the store (``WorkloadStore.observe``): the
+server's metrics count its timeouts and recoveries, and its long-polls wake for recovered
+work, without the loop telling anyone.
 """
 
 from __future__ import annotations
@@ -19,22 +23,12 @@ log = logging.getLogger("feltdb.server.maintenance")
 
 
 class Maintenance:
-    """Runs the maintenance pass every ``interval_s`` seconds on a daemon thread.
+    """Runs the maintenance pass every ``interval_s`` seconds on a daemon thread."""
 
-    ``on_change`` is called after a pass that timed out or recovered anything (the server
-    uses it to wake long-polling workers: recovered work is claimable again).
-    """
-
-    def __init__(
-        self,
-        store: WorkloadStore,
-        clock: Callable[[], int],
-        on_change: Callable[[], None] | None = None,
-    ) -> None:
+    def __init__(self, store: WorkloadStore, clock: Callable[[], int]) -> None:
         """Maintain ``store``, reading the time from ``clock`` (unix seconds)."""
         self.store = store
         self.clock = clock
-        self.on_change = on_change
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -48,8 +42,6 @@ class Maintenance:
         """
         timed_out = self.store.enforce_deadlines(now)
         recovered = self.store.recover_expired(now)
-        if (timed_out or recovered) and self.on_change is not None:
-            self.on_change()
         return timed_out, recovered
 
     def start(self, interval_s: float = 1.0) -> None:

@@ -5,43 +5,43 @@ default one), so several apps in one process do not clash and a test's app start
 
 What is counted, and where:
 
-- ``feltdb_admissions_total``, ``feltdb_claims_total``, ``feltdb_completions_total``,
-  ``feltdb_failures_total{kind}`` and ``feltdb_dead_letters_total`` count the outcomes of
-  this server's store calls, through :class:`MeteredStore` (the store the routes and the
-  maintenance loop call): an admission that created work (a replay is not counted), a
-  claim granted (``claim`` and ``claim_next`` when it found work), a result recorded, a
-  failure report by the worker's ``kind`` (one of :data:`FAILURE_KIND_LABELS`, any
-  other counted as ``other``), and work this server moved to
-  ``DEAD_LETTER`` by a failure report, a recovery or a timeout.
-- ``feltdb_timeouts_total`` and ``feltdb_recoveries_total``: what the maintenance passes
-  timed out and recovered.
+- The counters count this server's durable commits: :meth:`Metrics.observe` is subscribed
+  to the app's store (``WorkloadStore.observe``), which calls it after each commit with
+  the :class:`~feltdb.work.changes.WorkloadChange` (a route's, a maintenance pass's, or
+  one ``claim_next`` made on its way). ``feltdb_admissions_total``: work admitted (a
+  replay commits nothing, so is not counted); ``feltdb_claims_total``: claims granted
+  (``claim`` and ``claim_next``); ``feltdb_completions_total``: results recorded;
+  ``feltdb_failures_total{kind}``: failure reports by the kind the worker gave (one of
+  :data:`FAILURE_KIND_LABELS`, any other counted as ``other``);
+  ``feltdb_dead_letters_total``: every commit that moved work to ``DEAD_LETTER`` (a
+  failure report, a recovery, a deadline, a spent budget); ``feltdb_timeouts_total``:
+  work timed out by a passed deadline; ``feltdb_recoveries_total``: expired leases
+  recovered.
 - ``feltdb_request_seconds{method,route,status}``: latency of every request, labelled by
   the route's template (``/v1/workloads/{workload_id}``), never the raw path, so the
   label set stays bounded; a path no route matches is ``route="unmatched"``.
 
-Caveats: counters are this process's (sum them over servers); a failure report or a
-result repeated by a worker replays its outcome in the store without committing, and is
-counted again; a workload that ``claim_next`` itself settles (past a deadline, out of
-attempts) on its way to a claimable one is not counted.
+Caveats: counters are this process's (sum them over servers); a report repeated by a
+worker (a lost answer) replays its outcome without committing, and is not counted again.
 
 Work by state is a gauge, ``feltdb_workloads{state}``: every tenant's workloads in each
 state (every state is listed, 0 when none), read from the store at scrape time by one
 ``GROUP BY`` over the scheduling index (:meth:`WorkloadStore.count_by_state`), never by
 listing rows. Unlike the counters it is the store's, not this process's: every server on
 one database answers the same counts (do not sum them). The answer is cached for
-:data:`STATE_COUNT_TTL_S` per app, so frequent scrapes (or several scrapers) cost one query
-per period, and a count may be that much older than the scrape; a count that fails is
-logged and leaves the gauge without samples until the next period.
+:data:`STATE_COUNT_TTL_S` per app (:class:`CachedQuery`), so frequent scrapes (or several
+scrapers) cost one query per period, and a count may be that much older than the scrape; a
+count that fails is logged and leaves the gauge without samples until the next period. The
+ready-work gauges (:class:`ReadyByDefinition`) are read and cached the same way.
 """
 
 from __future__ import annotations
 
-import builtins
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Generic, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -50,15 +50,10 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import WorkloadError
-from feltdb.work.models import (
-    DEFAULT_RETRY_ON,
-    CreateWorkload,
-    Workload,
-    WorkloadClaim,
-    WorkloadResult,
-)
+from feltdb.work.changes import Operation, WorkloadChange
+from feltdb.work.models import DEFAULT_RETRY_ON
 from feltdb.work.states import WorkloadState
-from feltdb.work.store import DEFAULT_LEASE_MS, WorkloadStore
+from feltdb.work.store import WorkloadStore
 
 access_log = logging.getLogger("feltdb.access")
 log = logging.getLogger(__name__)
@@ -82,61 +77,69 @@ HTTP_METHODS = frozenset(
 STATE_COUNT_TTL_S = 5.0
 """How long one app reuses a ``feltdb_workloads{state}`` count before querying again."""
 
-StateCounter = Callable[[], dict[WorkloadState, int]]
+K = TypeVar("K")
+V = TypeVar("V")
 
 
-class WorkloadsByState(Collector):
-    """The ``feltdb_workloads{state}`` gauge, counted by the store at most once per
-    :attr:`ttl_s` (on the monotonic :attr:`clock`), whatever the scrape rate.
+class CachedQuery(Generic[K, V]):
+    """A store query behind a gauge, answered at most once per :attr:`ttl_s` (on the
+    monotonic :attr:`clock`), whatever the scrape rate.
 
-    Registering it queries nothing (:meth:`describe` answers the family without samples);
-    until :meth:`bind` gives it a counter, it answers no samples either.
+    Until :meth:`bind` gives it a query it answers nothing (so registering a gauge queries
+    nothing). Concurrent scrapes share one query: the lock is held across it. A query that
+    fails is logged, and answers nothing until the next period.
     """
 
-    NAME = "feltdb_workloads"
-    HELP = "Workloads in each state, every tenant's (the store's count, cached up to 5 s)"
+    WHAT = "a gauge's query"
+    """What the query counts, for the log."""
 
     def __init__(
         self, ttl_s: float = STATE_COUNT_TTL_S, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.ttl_s = ttl_s
         self.clock = clock
-        self._count: StateCounter | None = None
-        self._counted: dict[WorkloadState, int] | None = None
-        self._counted_at: float | None = None
+        self._query: Callable[[], dict[K, V]] | None = None
+        self._answer: dict[K, V] = {}
+        self._answered_at: float | None = None
         self._lock = threading.Lock()
 
-    def bind(self, count: StateCounter) -> None:
-        """Count with ``count`` from now on (forgetting any cached answer)."""
+    def bind(self, query: Callable[[], dict[K, V]]) -> None:
+        """Ask ``query`` from now on (forgetting any cached answer)."""
         with self._lock:
-            self._count = count
-            self._counted = None
-            self._counted_at = None
+            self._query, self._answer, self._answered_at = query, {}, None
+
+    def cached(self) -> dict[K, V]:
+        """The cached answer, asked again first if it is :attr:`ttl_s` old (empty when it
+        could not be read).
+        """
+        with self._lock:
+            now = self.clock()
+            fresh = self._answered_at is not None and now - self._answered_at < self.ttl_s
+            if self._query is not None and not fresh:
+                try:
+                    self._answer = self._query()
+                except WorkloadError as error:
+                    log.warning("counting %s failed: %s", self.WHAT, error)
+                    self._answer = {}
+                self._answered_at = now
+            return dict(self._answer)
+
+
+class WorkloadsByState(CachedQuery[WorkloadState, int], Collector):
+    """The ``feltdb_workloads{state}`` gauge: ``WorkloadStore.count_by_state``, cached."""
+
+    NAME = "feltdb_workloads"
+    HELP = "Workloads in each state, every tenant's (the store's count, cached up to 5 s)"
+    WHAT = "workloads by state"
 
     def describe(self) -> Iterable[GaugeMetricFamily]:  # noqa: D102
         return [GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:  # noqa: D102
         family = GaugeMetricFamily(self.NAME, self.HELP, labels=["state"])
-        for state, count in self.counts().items():
+        for state, count in self.cached().items():
             family.add_metric([state.value], count)
         yield family
-
-    def counts(self) -> dict[WorkloadState, int]:
-        """The cached count, refreshed first if it is :attr:`ttl_s` old (empty when none
-        could be read). Concurrent scrapes share one query: the lock is held across it.
-        """
-        with self._lock:
-            now = self.clock()
-            fresh = self._counted_at is not None and now - self._counted_at < self.ttl_s
-            if self._count is not None and not fresh:
-                try:
-                    self._counted = self._count()
-                except WorkloadError as error:
-                    log.warning("counting workloads by state failed: %s", error)
-                    self._counted = None
-                self._counted_at = now
-            return dict(self._counted or {})
 
 
 MAX_DEFINITION_LABELS = 50
@@ -144,17 +147,16 @@ MAX_DEFINITION_LABELS = 50
 oldest READY work; the rest are summed as ``other`` (definition ids are requesters' to
 choose, so the label set is bounded)."""
 
-ReadyCounter = Callable[[], dict[str, tuple[int, int]]]
 
-
-class ReadyByDefinition(Collector):
+class ReadyByDefinition(CachedQuery[str, tuple[int, int]], Collector):
     """``feltdb_ready_workloads{definition}`` and ``feltdb_oldest_ready_age_seconds
     {definition}``: how much work waits READY per definition and for how long (work no
-    worker serves shows here), from one index query cached for :attr:`ttl_s`.
+    worker serves shows here), from ``WorkloadStore.ready_by_definition``, cached.
     """
 
     COUNT = "feltdb_ready_workloads"
     AGE = "feltdb_oldest_ready_age_seconds"
+    WHAT = "ready work by definition"
 
     def __init__(
         self,
@@ -162,16 +164,8 @@ class ReadyByDefinition(Collector):
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        self.ttl_s, self.clock, self.wall = ttl_s, clock, wall
-        self._count: ReadyCounter | None = None
-        self._counted: dict[str, tuple[int, int]] = {}
-        self._counted_at: float | None = None
-        self._lock = threading.Lock()
-
-    def bind(self, count: ReadyCounter) -> None:
-        """Count with ``count`` (``WorkloadStore.ready_by_definition``) from now on."""
-        with self._lock:
-            self._count, self._counted, self._counted_at = count, {}, None
+        super().__init__(ttl_s, clock)
+        self.wall = wall
 
     def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
         return (
@@ -188,7 +182,7 @@ class ReadyByDefinition(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:  # noqa: D102
         counts, ages = self._families()
-        ready = list(self.ready().items())  # oldest first
+        ready = list(self.cached().items())  # oldest first
         now = self.wall()
         shown, rest = ready[:MAX_DEFINITION_LABELS], ready[MAX_DEFINITION_LABELS:]
         if rest:
@@ -199,24 +193,11 @@ class ReadyByDefinition(Collector):
         yield counts
         yield ages
 
-    def ready(self) -> dict[str, tuple[int, int]]:
-        """The cached answer, refreshed first when :attr:`ttl_s` old (empty on failure)."""
-        with self._lock:
-            now = self.clock()
-            fresh = self._counted_at is not None and now - self._counted_at < self.ttl_s
-            if self._count is not None and not fresh:
-                try:
-                    self._counted = self._count()
-                except WorkloadError as error:
-                    log.warning("counting ready work by definition failed: %s", error)
-                    self._counted = {}
-                self._counted_at = now
-            return dict(self._counted)
-
 
 class Metrics:
-    """The counters, the latency histogram and the work-by-state gauge of one app, in a
-    registry of its own (the gauge counts once a :class:`MeteredStore` binds it).
+    """The counters, the latency histogram and the gauges of one app, in a registry of its
+    own. The counters move once :meth:`observe` is subscribed to a store's commits, the
+    gauges once :meth:`bind` gives them a store (``create_app`` does both).
     """
 
     def __init__(self) -> None:
@@ -234,10 +215,12 @@ class Metrics:
             "feltdb_dead_letters", "Workloads moved to DEAD_LETTER by this server", registry=r
         )
         self.recoveries = Counter(
-            "feltdb_recoveries", "Expired leases recovered by maintenance", registry=r
+            "feltdb_recoveries",
+            "Expired leases recovered (their workers presumed lost)",
+            registry=r,
         )
         self.timeouts = Counter(
-            "feltdb_timeouts", "Workloads timed out by maintenance (deadlines)", registry=r
+            "feltdb_timeouts", "Workloads timed out by a passed deadline", registry=r
         )
         self.request_seconds = Histogram(
             "feltdb_request_seconds",
@@ -250,6 +233,28 @@ class Metrics:
         r.register(self.workloads)
         self.ready = ReadyByDefinition()
         r.register(self.ready)
+        self._by_operation = {
+            Operation.ADMIT: self.admissions,
+            Operation.CLAIM: self.claims,
+            Operation.COMPLETE: self.completions,
+            Operation.RECOVER: self.recoveries,
+            Operation.DEADLINE: self.timeouts,
+        }
+
+    def bind(self, store: WorkloadStore) -> None:
+        """Read the gauges from ``store`` (at scrape time, cached)."""
+        self.workloads.bind(store.count_by_state)
+        self.ready.bind(store.ready_by_definition)
+
+    def observe(self, change: WorkloadChange) -> None:
+        """Count one durable commit (a store's commit observer: quick, never calls back)."""
+        counter = self._by_operation.get(change.operation)
+        if counter is not None:
+            counter.inc()
+        elif change.operation is Operation.FAIL:
+            self.failure(_failure_kind(change))
+        if change.entered(WorkloadState.DEAD_LETTER):
+            self.dead_letters.inc()
 
     def failure(self, kind: str) -> None:
         """Count a failure report of ``kind`` (``other`` unless in
@@ -262,129 +267,14 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
-class MeteredStore(WorkloadStore):
-    """The app's store, counting outcomes into :class:`Metrics`.
-
-    A second :class:`WorkloadStore` over the same database (it holds no state of its own
-    beyond the database), so every method the routes call is the store's own; the counted
-    ones call it and then count what it answered. It never closes the database.
-    """
-
-    def __init__(self, store: WorkloadStore, metrics: Metrics) -> None:
-        """Act on ``store``'s database, counting into ``metrics``."""
-        super().__init__(store.db, max_lease_ms=store.max_lease_ms)
-        self.metrics = metrics
-        metrics.workloads.bind(self.count_by_state)
-        metrics.ready.bind(self.ready_by_definition)
-
-    def admit(self, request: CreateWorkload) -> tuple[Workload, bool]:  # noqa: D102
-        workload, created = super().admit(request)
-        if created:
-            self.metrics.admissions.inc()
-        return workload, created
-
-    def claim(  # noqa: D102
-        self,
-        workload_id: str,
-        worker: str,
-        capabilities: Iterable[str],
-        now: int | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
-    ) -> WorkloadClaim:
-        granted = super().claim(workload_id, worker, capabilities, now, lease_ms)
-        self.metrics.claims.inc()
-        return granted
-
-    def claim_next(  # noqa: D102
-        self,
-        tenant_id: str,
-        application_id: str,
-        worker: str,
-        capabilities: Iterable[str],
-        now: int | None = None,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        *,
-        definitions: Iterable[str] | None = None,
-        environments: Iterable[str] | None = None,
-    ) -> WorkloadClaim | None:
-        granted = super().claim_next(
-            tenant_id,
-            application_id,
-            worker,
-            capabilities,
-            now,
-            lease_ms,
-            definitions=definitions,
-            environments=environments,
-        )
-        if granted is not None:
-            self.metrics.claims.inc()
-        return granted
-
-    def complete(  # noqa: D102
-        self,
-        workload_id: str,
-        claim_id: str,
-        worker: str,
-        fencing_token: int,
-        result_id: str,
-        output: Any,
-        artifacts: Iterable[str] = (),
-        schema_version: int = 1,
-        now: int | None = None,
-    ) -> WorkloadResult:
-        result = super().complete(
-            workload_id,
-            claim_id,
-            worker,
-            fencing_token,
-            result_id,
-            output,
-            artifacts,
-            schema_version,
-            now,
-        )
-        self.metrics.completions.inc()
-        return result
-
-    def fail(  # noqa: D102
-        self,
-        workload_id: str,
-        claim_id: str,
-        worker: str,
-        fencing_token: int,
-        kind: str,
-        error: str,
-        now: int | None = None,
-        effect: str | None = None,
-    ) -> WorkloadState:
-        state = super().fail(workload_id, claim_id, worker, fencing_token, kind, error, now, effect)
-        self.metrics.failure(kind)
-        if state == WorkloadState.DEAD_LETTER:
-            self.metrics.dead_letters.inc()
-        return state
-
-    def enforce_deadlines(self, now: int | None = None) -> builtins.list[str]:  # noqa: D102
-        timed_out = super().enforce_deadlines(now)
-        self.metrics.timeouts.inc(len(timed_out))
-        self._count_dead_letters(timed_out)
-        return timed_out
-
-    def recover_expired(self, now: int | None = None) -> builtins.list[str]:  # noqa: D102
-        recovered = super().recover_expired(now)
-        self.metrics.recoveries.inc(len(recovered))
-        self._count_dead_letters(recovered)
-        return recovered
-
-    def _count_dead_letters(self, workload_ids: builtins.list[str]) -> None:
-        # The sweeps answer ids only: one keyed read per workload acted on (none on a pass
-        # that did nothing) tells which of them the policy dead-lettered.
-        for workload_id in workload_ids:
-            try:
-                if self.get(workload_id).state == WorkloadState.DEAD_LETTER:
-                    self.metrics.dead_letters.inc()
-            except WorkloadError:
-                continue  # unreadable now: not counted rather than failing the pass
+def _failure_kind(change: WorkloadChange) -> str:
+    """The kind a failure report gave: its ``FAILED`` event's ``failure_kind``."""
+    for event in change.events:
+        if event.to is WorkloadState.FAILED:
+            kind = event.evidence.get("failure_kind")
+            if isinstance(kind, str):
+                return kind
+    return "other"
 
 
 class RequestMetrics:

@@ -1,4 +1,5 @@
-"""The maintenance loop: one pass is the store's deadlines and recoveries at ``now``."""
+"""The maintenance loop: one pass is the store's deadlines and recoveries at ``now``; what
+it commits reaches the store's commit observers (the server's metrics and wake-ups)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from support.factories import CAPABILITIES, make_request
 
 from feltdb import WorkloadStore
 from feltdb.server.maintenance import Maintenance
+from feltdb.work.changes import Operation, WorkloadChange
 
 
 @pytest.fixture
@@ -21,8 +23,9 @@ def test_a_pass_recovers_expired_leases_and_times_out_late_work(store):
     held = store.create(make_request(idempotency_key="held"))
     store.claim(held.workload_id, "w1", CAPABILITIES, now=100, lease_ms=1000)
     late = store.create(make_request(idempotency_key="late", timeouts={"queue_ms": 1000}))
-    changes: list[str] = []
-    maintenance = Maintenance(store, clock=lambda: 0, on_change=lambda: changes.append("x"))
+    changes: list[WorkloadChange] = []
+    store.observe(changes.append)
+    maintenance = Maintenance(store, clock=lambda: 0)
 
     assert maintenance.run_once(10) == ([], [])
     assert changes == []
@@ -30,15 +33,22 @@ def test_a_pass_recovers_expired_leases_and_times_out_late_work(store):
     assert (timed_out, recovered) == ([late.workload_id], [held.workload_id])
     assert store.get(late.workload_id).state in {"TIMED_OUT", "DEAD_LETTER"}  # by its policy
     assert store.get(held.workload_id).state == "READY"
-    assert changes == ["x"]
+    # The observers were told of each commit, as committed.
+    assert [(c.operation, c.workload.workload_id) for c in changes] == [
+        (Operation.DEADLINE, late.workload_id),
+        (Operation.RECOVER, held.workload_id),
+    ]
+    assert changes[1].workload.state == "READY" and changes[1].previous == "CLAIMED"
     assert maintenance.run_once(200) == ([], [])  # nothing is acted on twice
+    assert len(changes) == 2
 
 
 def test_the_timer_runs_passes_until_stopped(store):
     held = store.create(make_request(idempotency_key="held"))
     store.claim(held.workload_id, "w1", CAPABILITIES, now=100, lease_ms=1000)
     recovered = threading.Event()
-    maintenance = Maintenance(store, clock=lambda: 10_000, on_change=recovered.set)
+    store.observe(lambda change: recovered.set())
+    maintenance = Maintenance(store, clock=lambda: 10_000)
     maintenance.start(interval_s=0.01)
     try:
         assert recovered.wait(timeout=10)

@@ -20,7 +20,7 @@ from feltdb.auth.policy import CLAIM, READ, SUBMIT
 from feltdb.auth.tokens import Keyring
 from feltdb.server.app import create_app
 from feltdb.server.metrics import STATE_COUNT_TTL_S
-from feltdb.storage import open_database
+from feltdb.storage.targets import open_database
 from feltdb.work.states import WorkloadState
 
 REQUESTER = {"subject": Subject.agent("a1"), "capabilities": [SUBMIT, READ]}

@@ -39,9 +39,9 @@ One adjustment keeps it bounded: ``POST /v1/claims`` long-polls for up to ``wait
 (still valid, so a case's positive or negative intent is unchanged; values outside the
 declared range are left for the negative cases).
 
-Submissions reach the store: ``POST /v1/workloads`` declares its body as ``SubmitWorkload``
-(``CreateWorkload`` without the fields the token and the server supply), so generated
-bodies are admitted (201), which the test asserts.
+Submissions reach the store: ``POST /v1/workloads`` declares its body as ``Submission``
+(titled ``SubmitWorkload``: ``CreateWorkload`` without the fields the token and the server
+supply), so generated bodies are admitted (201), which the test asserts.
 """
 
 from __future__ import annotations

@@ -57,8 +57,8 @@ def test_a_first_start_creates_a_keyring_and_prints_a_working_admin_token(tmp_pa
 
 
 def test_a_keyring_from_the_environment_is_used_and_nothing_is_written(tmp_path):
+    from feltdb.auth.keyrings import admin_grant
     from feltdb.auth.tokens import Keyring
-    from feltdb.server.app import admin_grant
 
     ring = Keyring.generate()
     process, url, log = start_server(

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from feltdb.server.api import _SUBMISSION_SCHEMA
 from feltdb.server.fields import NOT_BLANK, integers_as_declared, whole_number
+from feltdb.server.openapi import SUBMISSION_SCHEMA
 
 
 def test_a_whole_float_is_an_integer_where_the_schema_declares_one_and_nowhere_else():
@@ -20,7 +20,7 @@ def test_a_whole_float_is_an_integer_where_the_schema_declares_one_and_nowhere_e
         "input": {"amount": 5.0, "list": [1.0]},
         "idempotency_key": "k",
     }
-    converted = integers_as_declared(body, _SUBMISSION_SCHEMA)
+    converted = integers_as_declared(body, SUBMISSION_SCHEMA)
     assert converted["priority"] == 5 and type(converted["priority"]) is int
     assert type(converted["not_before"]) is int
     assert type(converted["timeouts"]["queue_ms"]) is int

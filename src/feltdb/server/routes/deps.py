@@ -1,0 +1,122 @@
+"""What every route depends on: the app's state, the verified caller and its scope, the
+clock, and the path's workload id, as ``Annotated`` aliases for route signatures.
+
+The routes are module-level (one set of functions for every app); each request finds its
+app's :class:`ServerState` on ``request.app.state.server``.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads these aliases' metadata.
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from feltdb.auth import Grant
+from feltdb.auth.scope import Scope
+from feltdb.auth.tokens import Keyring, decode_token
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_ID_CHARS
+from feltdb.server.errors import Unauthenticated
+from feltdb.server.fields import NOT_BLANK
+from feltdb.server.wakeup import Wakeup
+from feltdb.work.store import WorkloadStore
+
+PREFIX = "/v1"
+"""The prefix of every route. Each audience's router carries it itself, so its routes' own
+paths are the paths served (what the route-template metric label and the ``Allow`` header
+of a 405 read), however the routers are included."""
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What the routes of one app act on: its store, the keyring that verifies bearer
+    tokens, the clock every operation reads (unix seconds), and its long-poll wake-ups.
+    """
+
+    store: WorkloadStore
+    keyring: Keyring
+    clock: Callable[[], int]
+    wakeup: Wakeup
+
+
+async def server_state(request: Request) -> ServerState:
+    """The state of the app answering ``request`` (set by ``create_app``)."""
+    state: ServerState = request.app.state.server
+    return state
+
+
+State = Annotated[ServerState, Depends(server_state)]
+
+
+async def store_of(state: State) -> WorkloadStore:
+    """The app's store."""
+    return state.store
+
+
+async def now(state: State) -> int:
+    """The app's clock, read once for the request."""
+    return state.clock()
+
+
+Store = Annotated[WorkloadStore, Depends(store_of)]
+Now = Annotated[int, Depends(now)]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The verified grant of a request, the id of the key that signed its token, and the
+    work the grant may see (its tenant's application, within its constraints).
+    """
+
+    grant: Grant
+    key_id: str
+    scope: Scope
+
+
+bearer = HTTPBearer(auto_error=False, description="A feltdb token (fgt2.…)")
+
+
+async def caller(
+    state: State,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Caller:
+    """The request's verified, unrevoked grant.
+
+    Raises:
+        Unauthenticated: no bearer token, or one that cannot be decoded (401).
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED`` for a token that does not verify or a
+            revoked grant (403); ``WORKLOAD_STORAGE_FAILURE`` when the revocations cannot
+            be read (503: never let through).
+    """
+    if credentials is None:
+        raise Unauthenticated("a bearer token is required (Authorization: Bearer …)")
+    try:
+        signed = decode_token(credentials.credentials)
+    except WorkloadError as error:
+        raise Unauthenticated(error.message) from error
+    grant = state.keyring.verify_signed(signed, state.clock())
+    revoked = await run_in_threadpool(
+        state.store.is_grant_revoked,
+        grant.id,
+        tenant_id=grant.tenant_id,
+        application_id=grant.application_id,
+    )
+    if revoked:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_UNAUTHORIZED, "the grant was revoked", {"grant_id": grant.id}
+        )
+    return Caller(grant, signed.key_id, Scope.of_grant(grant))
+
+
+Auth = Annotated[Caller, Depends(caller)]
+"""The verified caller: every ``/v1`` route's first parameter."""
+
+WorkloadId = Annotated[
+    str,
+    Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK, description="The workload"),
+]
+"""The ``{workload_id}`` of a route's path."""

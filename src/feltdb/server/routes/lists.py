@@ -1,0 +1,129 @@
+"""The lists (the application's workloads, the approvers' inbox, the dead letters) and the
+audit: pages over the whole application, so each needs a grant covering all of its work.
+
+A list holds only the work of the grant's scope: a constrained grant's pages and cursors
+never show work outside its environments or definitions (the store hides it).
+
+Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one as the
+operation's OpenAPI description; each route's ``summary`` says what it does.
+"""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+
+from feltdb.auth.policy import APPROVE, OPERATE, READ, authorize_application, authorize_audit
+from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
+from feltdb.server.bodies import AuditPage, WorkloadPage
+from feltdb.server.fields import NOT_BLANK
+from feltdb.server.openapi import AUTH
+from feltdb.server.openapi import answers as declared
+from feltdb.server.routes.deps import PREFIX, Auth, Caller, Store
+from feltdb.work.cursors import decode_cursor, encode_cursor
+from feltdb.work.disclosure import disclosed
+from feltdb.work.states import WorkloadState
+from feltdb.work.store import WorkloadStore
+
+DEFAULT_PAGE = 50
+"""Items a list answers unless told ``limit``."""
+MAX_PAGE = 500
+"""The most items one list page may hold."""
+MAX_AUDIT_PAGE = 500
+"""The most entries one ``GET /v1/audit`` answers."""
+
+router = APIRouter(prefix=PREFIX)
+
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Items per page")]
+PageCursor = Annotated[
+    str | None,
+    Query(max_length=1024, description="The previous page's next_cursor (opaque)"),
+]
+Definition = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
+
+
+def listed(
+    store: WorkloadStore,
+    caller: Caller,
+    state: WorkloadState | None,
+    definition: str | None,
+    cursor: str | None,
+    limit: int,
+) -> JSONResponse:
+    """One page of the caller's scope's work (of ``state`` and ``definition``, if given)."""
+    grant = caller.grant
+    page, after = store.page(
+        grant.tenant_id, grant.application_id, state=state, definition=definition,
+        after=decode_cursor(cursor), limit=limit, scope=caller.scope,
+    )  # fmt: skip
+    items = [disclosed(w) for w in page]
+    return JSONResponse({"items": items, "next_cursor": encode_cursor(after)})
+
+
+@router.get(
+    "/workloads",
+    summary="List the application's workloads, a page at a time",
+    responses=declared(WorkloadPage, *AUTH, 422),
+    description=(
+        "Priority descending, then oldest first. `definition` filters each page as read:"
+        " a page may hold fewer than `limit` items while `next_cursor` is set."
+    ),
+)
+def list_workloads(  # noqa: D103
+    caller: Auth,
+    store: Store,
+    state: Annotated[WorkloadState | None, Query()] = None,
+    definition: Definition = None,
+    limit: Limit = DEFAULT_PAGE,
+    cursor: PageCursor = None,
+) -> JSONResponse:
+    authorize_application(caller.grant, READ)
+    return listed(store, caller, state, definition, cursor, limit)
+
+
+@router.get(
+    "/approvals",
+    summary="Workloads awaiting approval, a page at a time",
+    responses=declared(WorkloadPage, *AUTH, 422),
+)
+def approvals(  # noqa: D103
+    caller: Auth, store: Store, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
+) -> JSONResponse:
+    authorize_application(caller.grant, APPROVE)
+    return listed(store, caller, WorkloadState.AWAITING_APPROVAL, None, cursor, limit)
+
+
+@router.get(
+    "/dead-letters",
+    summary="Dead-lettered workloads, a page at a time",
+    responses=declared(WorkloadPage, *AUTH, 422),
+)
+def dead_letters(  # noqa: D103
+    caller: Auth, store: Store, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
+) -> JSONResponse:
+    authorize_application(caller.grant, OPERATE)
+    return listed(store, caller, WorkloadState.DEAD_LETTER, None, cursor, limit)
+
+
+@router.get(
+    "/audit",
+    summary="Committed transactions of the application after a revision",
+    responses=declared(AuditPage, *AUTH, 422),
+    description=(
+        "Oldest first. Continue with `after=next_after`; one request reads a bounded"
+        " stretch of the log, so a page may be empty while later entries exist: an"
+        " empty page whose `next_after` equals `after` means nothing is left for now."
+    ),
+)
+def audit(  # noqa: D103
+    caller: Auth,
+    store: Store,
+    after: Annotated[int, Query(ge=0, le=MAX_SAFE_INTEGER)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_PAGE)] = 100,
+) -> JSONResponse:
+    grant = caller.grant
+    authorize_audit(grant)
+    entries, next_after = store.audit_after(grant.tenant_id, grant.application_id, after, limit)
+    return JSONResponse(
+        {"items": [e.model_dump(mode="json") for e in entries], "next_after": next_after}
+    )

@@ -1,0 +1,109 @@
+"""Operators' and approvers' routes: re-arm failed work, decide work awaiting approval,
+and revoke grants of the tenant's application.
+
+Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one as the
+operation's OpenAPI description; each route's ``summary`` says what it does.
+"""
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+
+from feltdb.auth.policy import (
+    APPROVE,
+    OPERATE,
+    REVOKE,
+    authorize_application,
+    authorize_revoke,
+    authorize_workload,
+)
+from feltdb.fields import MAX_ID_CHARS
+from feltdb.server.bodies import (
+    DecisionAnswer,
+    DecisionBody,
+    EmptyBody,
+    RetryBody,
+    RevocationList,
+    RevokeAnswer,
+    revoke_answer,
+)
+from feltdb.server.fields import NOT_BLANK
+from feltdb.server.openapi import AUTH, WITH_BODY
+from feltdb.server.openapi import answers as declared
+from feltdb.server.routes.deps import PREFIX, Auth, Now, Store, WorkloadId
+from feltdb.work.disclosure import disclosed
+from feltdb.work.models import Workload
+
+log = logging.getLogger("feltdb.server")
+
+router = APIRouter(prefix=PREFIX)
+
+GrantId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
+
+
+@router.post(
+    "/workloads/{workload_id}/retry",
+    summary="Re-arm failed or dead-lettered work",
+    responses=declared(Workload, *WITH_BODY),
+)
+def retry(  # noqa: D103
+    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: RetryBody | None = None
+) -> JSONResponse:
+    authorize_workload(caller.grant, OPERATE, workload_id)
+    reason = body.reason if body is not None else None
+    store.retry(workload_id, str(caller.grant.subject), now, reason, scope=caller.scope)
+    return JSONResponse(disclosed(store.get(workload_id, scope=caller.scope)))
+
+
+@router.post(
+    "/workloads/{workload_id}/decision",
+    summary="Approve or reject",
+    responses=declared(DecisionAnswer, *WITH_BODY),
+)
+def decide(  # noqa: D103
+    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: DecisionBody
+) -> JSONResponse:
+    grant = caller.grant
+    authorize_workload(grant, APPROVE, workload_id)
+    decision, replayed = store.decide(
+        workload_id, grant.subject, body.outcome, body.reason, grant.id, body.input_hash, now,
+        scope=caller.scope,
+    )  # fmt: skip
+    return JSONResponse({"decision": decision.to_json(), "replayed": replayed})
+
+
+@router.get(
+    "/grants/revocations",
+    summary="The grants revoked in this tenant and application",
+    responses=declared(RevocationList, *AUTH),
+)
+def revocations(caller: Auth, store: Store) -> JSONResponse:  # noqa: D103
+    grant = caller.grant
+    authorize_application(grant, REVOKE)
+    return JSONResponse({"items": store.revocations(grant.tenant_id, grant.application_id)})
+
+
+@router.post(
+    "/grants/{grant_id}/revoke",
+    summary="Revoke a grant of this tenant and application",
+    responses=declared(RevokeAnswer, *AUTH, 422),
+    description="Idempotent: `revoked` is false when it already was revoked. The"
+    " revocation is scoped to the caller's tenant and application, as the answer says.",
+)
+def revoke(  # noqa: D103
+    caller: Auth, store: Store, now: Now, grant_id: GrantId, body: EmptyBody | None = None
+) -> JSONResponse:
+    grant = caller.grant
+    authorize_revoke(grant)
+    revoked = store.revoke_grant(
+        grant_id, str(grant.subject), now,
+        tenant_id=grant.tenant_id, application_id=grant.application_id,
+    )  # fmt: skip
+    if revoked:
+        log.info(
+            "grant %s of %s/%s revoked by %s",
+            grant_id, grant.tenant_id, grant.application_id, grant.subject,
+        )  # fmt: skip
+    return JSONResponse(revoke_answer(grant_id, grant.tenant_id, grant.application_id, revoked))

@@ -1,0 +1,101 @@
+"""Requesters' routes: admit work, read it, cancel it.
+
+Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one as the
+operation's OpenAPI description; each route's ``summary`` says what it does.
+"""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+from fastapi.responses import JSONResponse
+
+from feltdb.auth.policy import CANCEL, SUBMIT, authorize, authorize_read, authorize_workload
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.bodies import EmptyBody, StateAnswer, state_answer
+from feltdb.server.fields import integers_as_declared
+from feltdb.server.openapi import AUTH, ON_WORKLOAD, SUBMISSION_SCHEMA, SUBMIT_BODY, WITH_BODY
+from feltdb.server.openapi import answers as declared
+from feltdb.server.routes.deps import PREFIX, Auth, Now, State, Store, WorkloadId
+from feltdb.work.disclosure import disclosed
+from feltdb.work.models import Workload
+from feltdb.work.submission import SUPPLIED_BY_THE_AUTHORITY, admission_request
+
+router = APIRouter(prefix=PREFIX)
+
+
+def submitted_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The submission ``body`` as the schema reads it (whole-number floats the schema
+    declares integers are integers), refusing the fields the token and the server supply.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming each field of the authority's.
+    """
+    supplied = sorted(name for name in SUPPLIED_BY_THE_AUTHORITY if name in body)
+    if supplied:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            "these fields come from the bearer token and the server, not the body: "
+            + ", ".join(supplied),
+            {"fields": supplied},
+        )
+    fields: dict[str, Any] = integers_as_declared(body, SUBMISSION_SCHEMA)
+    return fields
+
+
+@router.post(
+    "/workloads",
+    status_code=201,
+    summary="Admit a workload (200 on a replay)",
+    responses={
+        **declared(Workload, *WITH_BODY, 425, status=201),
+        200: {"model": Workload, "description": "A replay: the workload already admitted"},
+    },
+    openapi_extra=SUBMIT_BODY,
+)
+def submit(  # noqa: D103
+    caller: Auth, state: State, body: Annotated[dict[str, Any], Body()]
+) -> JSONResponse:
+    grant = caller.grant
+    authorize(grant, SUBMIT, grant.tenant_id, grant.application_id)
+    request = admission_request(
+        submitted_fields(body),
+        tenant_id=grant.tenant_id,
+        application_id=grant.application_id,
+        requested_by=grant.subject,
+        # Evidence, signed in its own domain: never the token itself.
+        authorization_snapshot=state.keyring.evidence(grant, caller.key_id),
+        created_at=state.clock(),
+    )
+    # The store refuses a request whose grant does not cover the new workload's URI.
+    workload, created = state.store.admit(request)
+    return JSONResponse(disclosed(workload), status_code=201 if created else 200)
+
+
+@router.get(
+    "/workloads/{workload_id}",
+    summary="Read a committed workload",
+    responses=declared(Workload, *AUTH, 404, 422),
+)
+def read(caller: Auth, store: Store, workload_id: WorkloadId) -> JSONResponse:  # noqa: D103
+    try:
+        found = store.get(workload_id, scope=caller.scope)
+    except WorkloadError as error:
+        if error.code == ErrorCode.WORKLOAD_NOT_FOUND:
+            # A grant without workload:read is refused for it, never told "not found".
+            authorize_read(caller.grant, workload_id, None)
+        raise
+    authorize_read(caller.grant, workload_id, found)
+    return JSONResponse(disclosed(found))
+
+
+@router.post(
+    "/workloads/{workload_id}/cancel",
+    summary="Cancel, or request cancellation",
+    responses=declared(StateAnswer, *ON_WORKLOAD),
+)
+def cancel(  # noqa: D103
+    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: EmptyBody | None = None
+) -> JSONResponse:
+    authorize_workload(caller.grant, CANCEL, workload_id)
+    state = store.cancel(workload_id, str(caller.grant.subject), now, scope=caller.scope)
+    return JSONResponse(state_answer(workload_id, state))
