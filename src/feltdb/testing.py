@@ -16,8 +16,9 @@ what was committed::
             assert env.get(sent.workload_id).result.output == {"sent": 1}
             assert env.states(sent.workload_id)[-1] == "SUCCEEDED"
 
-The worker is pointed at the environment's store for the run (its own url, token or
-store are put back afterwards).
+The worker runs through a :class:`~feltdb.client.LocalClient` of the environment's store
+(as ``worker:NAME``, on the environment's clock); its own url, token or store are left as
+they are. :meth:`WorkerTestEnvironment.client` gives one for any subject.
 """
 
 from __future__ import annotations
@@ -29,14 +30,15 @@ import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from feltdb.auth import GrantSigner, Subject
 from feltdb.auth.policy import SUBMIT, application_grant
+from feltdb.auth.scope import Scope
+from feltdb.client.local import LocalClient
+from feltdb.client.protocol import given_fields
 from feltdb.work.models import (
     ApprovalPolicy,
-    CreateWorkload,
     Workload,
     WorkloadRetryPolicy,
     WorkloadTimeouts,
@@ -44,6 +46,7 @@ from feltdb.work.models import (
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.worker import Worker
+from feltdb.worker.runtime import MAINTENANCE_INTERVAL_S
 
 REQUESTER = Subject.service("feltdb-testing")
 """Who submits the environment's work."""
@@ -66,6 +69,8 @@ class WorkerTestEnvironment:
         self.directory = Path(tempfile.mkdtemp(prefix="feltdb-testing-"))
         """Where the store's file lives; deleted by :meth:`close`."""
         self.store = WorkloadStore.open(self.directory / "work.db")
+        self.scope = Scope(tenant, application)
+        """Where the environment's work is admitted and its workers claim."""
         self._signer = GrantSigner("testing", secrets.token_bytes(32))
 
     def close(self) -> None:
@@ -76,13 +81,27 @@ class WorkerTestEnvironment:
     def __enter__(self) -> WorkerTestEnvironment:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def client(self, subject: Subject, *, grant: bool = False) -> LocalClient:
+        """A :class:`~feltdb.client.LocalClient` of ``subject`` on this environment's store,
+        in its tenant's application, on its clock (:attr:`now`); with ``grant``, holding a
+        grant to submit, signed now (a submission keeps it).
+        """
+        signed = None
+        if grant:
+            signed = self._signer.sign(
+                application_grant(
+                    subject,
+                    self.tenant,
+                    self.application,
+                    {SUBMIT},
+                    issued_at=self.now - 60,
+                    expires_at=self.now + 3600,
+                )
+            )
+        return LocalClient(self.store, self.scope, subject, clock=lambda: self.now, grant=signed)
 
     def submit(
         self,
@@ -100,35 +119,21 @@ class WorkerTestEnvironment:
         """Admit work of ``definition_id`` with ``input`` (as a test service), claimable
         now unless ``not_before`` or ``approval`` say otherwise.
         """
-        now = self.now
-        grant = application_grant(
-            REQUESTER,
-            self.tenant,
-            self.application,
-            {SUBMIT},
-            issued_at=now - 60,
-            expires_at=now + 3600,
-        )
-        request = CreateWorkload(
-            tenant_id=self.tenant,
-            application_id=self.application,
-            environment="test",
-            definition_id=definition_id,
-            definition_revision="test",
-            trigger="test",
-            input=input,
-            requested_by=REQUESTER,
-            authorization_snapshot=self._signer.sign(grant),
-            capability_snapshot=frozenset(capabilities),
-            idempotency_key=key if key is not None else uuid.uuid4().hex,
-            priority=priority,
-            retry_policy=retry_policy if retry_policy is not None else WorkloadRetryPolicy(),
-            timeouts=timeouts if timeouts is not None else WorkloadTimeouts(),
-            approval=approval,
-            not_before=not_before,
-            created_at=now,
-        )
-        workload, _ = self.store.admit(request)
+        fields: dict[str, Any] = {
+            "environment": "test",
+            "definition_id": definition_id,
+            "definition_revision": "test",
+            "trigger": "test",
+            "input": input,
+            "capability_snapshot": list(capabilities),
+            "idempotency_key": key if key is not None else uuid.uuid4().hex,
+            "priority": priority,
+            "retry_policy": retry_policy,
+            "timeouts": timeouts,
+            "approval": approval,
+            "not_before": not_before,
+        }
+        workload, _ = self.client(REQUESTER, grant=True).submit(given_fields(fields))
         return workload
 
     def run(self, worker: Worker, *, retries: bool = True) -> int:
@@ -141,35 +146,21 @@ class WorkerTestEnvironment:
         work waits for a retry. The backoff is honoured, only not waited for in real time.
         ``retries=False`` runs what is claimable now and stops.
         """
-        saved = (
-            worker.url,
-            worker.token,
-            worker.store,
-            worker.tenant,
-            worker.application,
-            worker.clock,
+        client = LocalClient(
+            self.store,
+            self.scope,
+            Subject.worker(worker.name),
+            clock=lambda: self.now,
+            maintenance_interval_s=MAINTENANCE_INTERVAL_S,
         )
-        worker.connect(store=self.store)
-        worker.tenant, worker.application = self.tenant, self.application
-        worker.clock = lambda: self.now
-        try:
-            ran = worker.drain()
-            while retries:
-                due = self._next_retry_at(worker)
-                if due is None:
-                    break
-                self.now = max(self.now, due)
-                ran += worker.drain()
-            return ran
-        finally:
-            (
-                worker.url,
-                worker.token,
-                worker.store,
-                worker.tenant,
-                worker.application,
-                worker.clock,
-            ) = saved
+        ran = worker.drain(client=client)
+        while retries:
+            due = self._next_retry_at(worker)
+            if due is None:
+                break
+            self.now = max(self.now, due)
+            ran += worker.drain(client=client)
+        return ran
 
     def _next_retry_at(self, worker: Worker) -> int | None:
         """The earliest instant READY work of a definition ``worker`` serves becomes

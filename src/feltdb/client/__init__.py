@@ -1,7 +1,29 @@
-"""An HTTP client of ``feltdb serve``: :class:`Client`, with the operations of
-:class:`~feltdb.work.store.WorkloadStore` the server offers.
+"""Clients of the authority, one protocol (:class:`WorkloadClient`) and two ways to call it:
+:class:`Client`, over HTTP to ``feltdb serve``, and :class:`LocalClient`, on a
+:class:`~feltdb.work.store.WorkloadStore` in process.
+
+:class:`Client`, :class:`ClientError` and :class:`LocalClient` are imported on first use,
+so that neither kind of client loads the other: the HTTP client (``httpx``) is a tenth of a
+second to import, which work on a local store never needs, and it never reaches a store.
 """
 
-from feltdb.client.http import AuditPage, Client, ClientError, Page
+from __future__ import annotations
 
-__all__ = ["AuditPage", "Client", "ClientError", "Page"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from feltdb.client.protocol import AuditPage, Page, WorkloadClient
+
+if TYPE_CHECKING:
+    from feltdb.client.http import Client, ClientError
+    from feltdb.client.local import LocalClient
+
+__all__ = ["AuditPage", "Client", "ClientError", "LocalClient", "Page", "WorkloadClient"]
+
+_MODULES = {"Client": "http", "ClientError": "http", "LocalClient": "local"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return getattr(importlib.import_module(f"feltdb.client.{_MODULES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,17 +5,9 @@ or tenant: the server takes them from the verified grant. Answers are the librar
 records (:class:`~feltdb.work.models.Workload`, :class:`~feltdb.work.models.WorkloadClaim`,
 …), parsed from the server's JSON.
 
-Refusals come back as :class:`ClientError`, a :class:`~feltdb.errors.WorkloadError` with
-the server's ``code``, ``message`` and ``details`` and the HTTP ``status``, so code written
-against the store catches the same codes here. Two cases have no refusal body to map:
-
-- the server could not be reached, or the connection failed or timed out before an answer:
-  ``WORKLOAD_STORAGE_FAILURE`` naming the URL, with ``status`` ``None`` (nothing is known
-  of whether the request was applied: resend it; every write of the API is idempotent or
-  fenced);
-- an answer that is not the server's error body (a ``500``, a proxy's page, a code this
-  client does not know): ``WORKLOAD_STORAGE_FAILURE`` naming the URL and the status, with
-  ``details`` ``{"url", "status", "code"}`` (``code`` the server's, if any).
+Refusals come back as :class:`~feltdb.client.refusals.ClientError`, with the server's
+code, message and details and the HTTP status (see :mod:`feltdb.client.refusals` for the
+answers that are not the server's).
 """
 
 from __future__ import annotations
@@ -23,104 +15,39 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 
+from feltdb import CommittedTransaction
+from feltdb.auth.tokens import decode_token
+from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
+from feltdb.client.refusals import ClientError, refusal, server_url
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.storage import CommittedTransaction
+from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
     ApprovalDecision,
-    ApprovalPolicy,
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
-    WorkloadDependency,
     WorkloadExecutionContext,
     WorkloadResult,
-    WorkloadRetryPolicy,
-    WorkloadTimeouts,
 )
 from feltdb.work.states import ApprovalOutcome, WorkloadState
-from feltdb.work.store import DEFAULT_LEASE_MS
+from feltdb.work.submission import submission_fields
 
-_Jsonable = Mapping[str, Any] | WorkloadRetryPolicy | WorkloadTimeouts | ApprovalPolicy
+if TYPE_CHECKING:
+    from feltdb.auth import Subject
 
-
-@dataclass(frozen=True)
-class Page:
-    """One page of a list: its workloads, and the cursor of the next page (``None``: this
-    was the last). A page filtered by ``definition`` may hold fewer items than asked for,
-    even none, while ``next_cursor`` is set: follow it until it is ``None``.
-    """
-
-    items: list[Workload]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class AuditPage:
-    """Committed transactions of the token's application, oldest first, and the revision
-    to continue after (equal to the one asked for when nothing is left for now).
-    """
-
-    items: list[CommittedTransaction]
-    next_after: int
-
-
-class ClientError(WorkloadError):
-    """A :class:`~feltdb.errors.WorkloadError` raised by :class:`Client`.
-
-    Attributes:
-        status: the HTTP status that answered, ``None`` when no answer arrived.
-        retry_after: the answer's ``Retry-After`` in seconds (``WORKLOAD_NOT_YET_ELIGIBLE``
-            is answered ``425`` with one), else ``None``.
-    """
-
-    def __init__(
-        self,
-        code: ErrorCode | str,
-        message: str | None = None,
-        details: dict[str, Any] | None = None,
-        *,
-        status: int | None = None,
-        retry_after: int | None = None,
-    ) -> None:
-        super().__init__(code, message, details)
-        self.status = status
-        self.retry_after = retry_after
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (self.code, self.message, self.details, self.status, self.retry_after),
-        )
-
-
-def _rebuild(
-    code: str,
-    message: str,
-    details: dict[str, Any] | None,
-    status: int | None,
-    retry_after: int | None,
-) -> ClientError:
-    return ClientError(code, message, details, status=status, retry_after=retry_after)
-
-
-def _json(value: _Jsonable) -> dict[str, Any]:
-    if isinstance(value, WorkloadRetryPolicy | WorkloadTimeouts | ApprovalPolicy):
-        return value.to_json()
-    return dict(value)
+__all__ = ["AuditPage", "Client", "ClientError", "Page", "server_url"]
 
 
 def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
     return {"claim_id": claim_id, "fencing_token": fencing_token}
 
 
-class Client:
+class Client(WorkloadClient):
     """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
 
     ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).
@@ -144,6 +71,7 @@ class Client:
         """
         self.url = server_url(url)
         self.timeout = timeout
+        self._token = token
         self._http = httpx.Client(
             base_url=self.url,
             timeout=timeout,
@@ -154,16 +82,15 @@ class Client:
         """Close the connections."""
         self._http.close()
 
-    def __enter__(self) -> Client:
-        return self
+    @property
+    def subject(self) -> Subject:
+        """The subject of the token's grant, read from the token (the server verifies it).
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED`` for a token that is not one.
+        """
+        subject: Subject = decode_token(self._token).grant.subject
+        return subject
 
     # -------------------------------------------------------------- transport
 
@@ -202,7 +129,7 @@ class Client:
             ) from error
         if answer.is_success:
             return answer
-        raise _refusal(answer, where)
+        raise refusal(answer, where)
 
     def _ask(
         self,
@@ -240,63 +167,26 @@ class Client:
 
     # -------------------------------------------------------------- requesters
 
-    def admit(
-        self,
-        *,
-        environment: str,
-        definition_id: str,
-        definition_revision: str,
-        trigger: str,
-        input: Any,
-        capability_snapshot: Iterable[str],
-        idempotency_key: str,
-        session_id: str | None = None,
-        connection_scopes: Iterable[str] = (),
-        priority: int = 0,
-        retry_policy: _Jsonable | None = None,
-        timeouts: _Jsonable | None = None,
-        dependencies: Iterable[WorkloadDependency | Mapping[str, Any]] = (),
-        not_before: int | None = None,
-        approval: _Jsonable | None = None,
-    ) -> tuple[Workload, bool]:
+    def submit(self, submission: SubmissionLike) -> tuple[Workload, bool]:
         """Admit a workload, or answer with the one this token's subject already admitted
-        under ``idempotency_key``; ``True`` when this call created it.
+        under its ``idempotency_key``; ``True`` when this call created it.
 
-        The fields are :class:`~feltdb.work.models.CreateWorkload`'s but the four the
-        server takes from the token and itself (``tenant_id``, ``application_id``,
-        ``requested_by``, ``authorization_snapshot``) and ``created_at`` (its clock).
+        The body is the submission's fields as given (see
+        :data:`~feltdb.work.submission.Submission`); the server takes the tenant, the
+        application, the requester and its grant from the token, and ``created_at`` from
+        its clock.
+
+        Raises:
+            ClientError: ``WORKLOAD_INVALID`` (status ``None``) before anything is sent, for
+                fields the submission model refuses; else the server's refusal.
         """
-        body: dict[str, Any] = {
-            "environment": environment,
-            "definition_id": definition_id,
-            "definition_revision": definition_revision,
-            "trigger": trigger,
-            "input": input,
-            "capability_snapshot": sorted(capability_snapshot),
-            "idempotency_key": idempotency_key,
-            "connection_scopes": sorted(connection_scopes),
-            "priority": priority,
-            "dependencies": [
-                d.to_json() if isinstance(d, WorkloadDependency) else dict(d) for d in dependencies
-            ],
-        }
-        if session_id is not None:
-            body["session_id"] = session_id
-        if retry_policy is not None:
-            body["retry_policy"] = _json(retry_policy)
-        if timeouts is not None:
-            body["timeouts"] = _json(timeouts)
-        if not_before is not None:
-            body["not_before"] = not_before
-        if approval is not None:
-            body["approval"] = _json(approval)
+        try:
+            body = submission_fields(as_submission(submission))
+        except WorkloadError as error:
+            raise ClientError(error.code, error.message, error.details) from None
         answer = self._send("POST", "/v1/workloads", body)
         workload: Workload = Workload.parse(self._document(answer, "/v1/workloads"))
         return workload, answer.status_code == 201
-
-    def create(self, **fields: Any) -> Workload:
-        """:meth:`admit` (same keyword fields), answering only the workload."""
-        return self.admit(**fields)[0]
 
     def get(self, workload_id: str) -> Workload:
         """The committed workload.
@@ -525,63 +415,3 @@ class Client:
         answer = self._ask("POST", self._path(workload_id, "decision"), body)
         decision: ApprovalDecision = ApprovalDecision.parse(answer["decision"])
         return decision, bool(answer["replayed"])
-
-
-def server_url(url: str) -> str:
-    """``url`` as the root of a server (``http://host:port``, no trailing slash).
-
-    Raises:
-        ClientError: ``WORKLOAD_INVALID`` naming what is wrong with it.
-    """
-    try:
-        parsed = httpx.URL(url)
-        parsed.port  # noqa: B018 (a port that is not a number fails here, not later)
-    except (httpx.InvalidURL, ValueError, TypeError) as error:
-        raise ClientError(ErrorCode.WORKLOAD_INVALID, f"not a URL: {url!r} ({error})") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ClientError(
-            ErrorCode.WORKLOAD_INVALID,
-            f"not a server URL: {url!r} (give http://HOST:PORT or https://HOST:PORT)",
-        )
-    return url.rstrip("/")
-
-
-def _refusal(answer: httpx.Response, where: str) -> ClientError:
-    """The :class:`ClientError` an unsuccessful answer stands for."""
-    status = answer.status_code
-    retry_after = _retry_after(answer.headers.get("Retry-After"))
-    code: Any = None
-    try:
-        document = answer.json()
-        error = document["error"]
-        code, message, details = error["code"], error["message"], error.get("details")
-        if isinstance(code, str) and code in ErrorCode.__members__ and isinstance(message, str):
-            return ClientError(
-                code,
-                message,
-                details if isinstance(details, dict) else None,
-                status=status,
-                retry_after=retry_after,
-            )
-    except (ValueError, KeyError, TypeError):
-        pass
-    # Not an answer of the authority: no feltdb error body, or a route the server lacks (a
-    # URL with a path in it, say, or another service on the port).
-    return ClientError(
-        ErrorCode.WORKLOAD_STORAGE_FAILURE,
-        f"no feltdb API at {where}: it answered {status} "
-        + (f"({code})" if isinstance(code, str) else "without a feltdb error body")
-        + "; is the URL the server's root (http://HOST:PORT)?",
-        {"url": where, "status": status, "code": code if isinstance(code, str) else None},
-        status=status,
-        retry_after=retry_after,
-    )
-
-
-def _retry_after(value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None

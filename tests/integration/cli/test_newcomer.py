@@ -35,8 +35,11 @@ def default_snapshot() -> Any:
     """The fixture grant, in tenant and application ``default``."""
     from support.factories import SIGNER, make_request
 
+    from feltdb import ResourceScope, ResourceScopeKind
+
+    everything = ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://default/workloads/*")
     grant = make_request().authorization_snapshot.grant.model_copy(
-        update={"tenant_id": "default", "application_id": "default"}
+        update={"tenant_id": "default", "application_id": "default", "resources": (everything,)}
     )
     return SIGNER.sign(grant)
 

@@ -89,9 +89,15 @@ def test_refusals_come_back_as_workload_errors_with_the_servers_code(server: Ser
             requester.admit(**submission(input={"to": "bob@example.com"}))
         assert reused.value.code == "IDEMPOTENCY_KEY_REUSED"
 
-        with pytest.raises(WorkloadError) as invalid:
+        # A submission the model refuses is refused before it is sent (no status)...
+        with pytest.raises(ClientError) as invalid:
             requester.admit(**submission(key="two", priority=10**20))
-        assert (invalid.value.code, invalid.value.status) == ("WORKLOAD_INVALID", 422)
+        assert (invalid.value.code, invalid.value.status) == ("WORKLOAD_INVALID", None)
+        assert "priority" in invalid.value.message
+        # ...one only the authority can judge is the server's 422.
+        with pytest.raises(ClientError) as unseen:
+            requester.admit(**submission(key="three", dependencies=[{"workload_id": "nope"}]))
+        assert (unseen.value.code, unseen.value.status) == ("WORKLOAD_INVALID", 422)
 
         # The requester's grant holds no workload:claim.
         with pytest.raises(WorkloadError) as denied:

@@ -18,15 +18,18 @@ from typing import Any
 import pytest
 from support.factories import make_request
 
+from feltdb.client import LocalClient
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.work.models import Workload, WorkloadClaim, WorkloadResult, WorkloadRetryPolicy
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.worker import Context, Permanent, Retryable, Worker
-from feltdb.worker.authority import StoreAuthority
 from feltdb.worker.failures import WITHHELD
 
-WORKER = "w1"
+NAME = "w1"
+WORKER = "worker:w1"
+"""What the authority records for the worker named ``NAME``: its subject, ``worker:NAME``,
+as a server records the subject of a worker's token."""
 JOIN_S = 15.0
 """The longest any test waits for a worker thread to end."""
 
@@ -64,7 +67,7 @@ def admit(store: WorkloadStore, key: str, **overrides: Any) -> str:
 
 
 def make_worker(store: WorkloadStore, **options: Any) -> Worker:
-    options.setdefault("name", WORKER)
+    options.setdefault("name", NAME)
     return Worker(
         store=store, tenant="t", application="app", capabilities={"email:send"}, **options
     )
@@ -554,13 +557,13 @@ def test_cancellation_requested_before_the_attempt_starts_is_confirmed(
     """
     workload_id = admit(store, "k1")
     worker = make_worker(store)
-    original = StoreAuthority.start
+    original = LocalClient.start
 
-    def cancel_then_start(self: StoreAuthority, claim: WorkloadClaim) -> None:
-        store.cancel(claim.workload_id, "ops")
-        original(self, claim)
+    def cancel_then_start(self: LocalClient, workload_id: str, *fence: Any) -> None:
+        store.cancel(workload_id, "ops")
+        original(self, workload_id, *fence)
 
-    monkeypatch.setattr(StoreAuthority, "start", cancel_then_start)
+    monkeypatch.setattr(LocalClient, "start", cancel_then_start)
     ran: list[str] = []
 
     @worker.handler("send")
@@ -642,10 +645,10 @@ def test_a_competing_claim_after_the_lease_expired_fences_the_worker_out(
     workload_id = admit(store, "k1")
     worker = make_worker(store, lease_ms=2000)
 
-    def unreachable(self: StoreAuthority, claim: WorkloadClaim, extend_ms: int) -> WorkloadClaim:
+    def unreachable(self: LocalClient, *fence: Any, extend_ms: int) -> WorkloadClaim:
         raise WorkloadError(ErrorCode.WORKLOAD_STORAGE_FAILURE, "no route to the authority")
 
-    monkeypatch.setattr(StoreAuthority, "heartbeat", unreachable)
+    monkeypatch.setattr(LocalClient, "heartbeat", unreachable)
     running = threading.Event()
     release = threading.Event()
 
@@ -682,19 +685,19 @@ def test_a_lost_completion_answer_is_resent_with_the_same_result_id(
 ) -> None:
     workload_id = admit(store, "k1")
     worker = make_worker(store)
-    original = StoreAuthority.complete
+    original = LocalClient.complete
     sent: list[tuple[str, Any]] = []
 
     def answer_lost_once(
-        self: StoreAuthority, claim: WorkloadClaim, result_id: str, output: Any
+        self: LocalClient, workload_id: str, claim_id: str, token: int, result_id: str, output: Any
     ) -> WorkloadResult:
         sent.append((result_id, output))
-        result = original(self, claim, result_id, output)
+        result = original(self, workload_id, claim_id, token, result_id, output)
         if len(sent) == 1:
             raise WorkloadError(ErrorCode.WORKLOAD_STORAGE_FAILURE, "the connection dropped")
         return result
 
-    monkeypatch.setattr(StoreAuthority, "complete", answer_lost_once)
+    monkeypatch.setattr(LocalClient, "complete", answer_lost_once)
 
     @worker.handler("send")
     def send(ctx: Context) -> Any:
@@ -716,18 +719,20 @@ def test_a_lost_failure_answer_is_resent_and_recorded_once(
 ) -> None:
     workload_id = admit(store, "k1", retry_policy=LATER)
     worker = make_worker(store)
-    original = StoreAuthority.fail
+    original = LocalClient.fail
     sent: list[tuple[str, str, str | None]] = []
 
     def answer_lost_once(
-        self: StoreAuthority, claim: WorkloadClaim, kind: str, error: str, effect: str | None
-    ) -> None:
+        self: LocalClient, wid: str, cid: str, token: int, kind: str, error: str, *,
+        effect: str | None = None,
+    ) -> WorkloadState:  # fmt: skip
         sent.append((kind, error, effect))
-        original(self, claim, kind, error, effect)
+        state = original(self, wid, cid, token, kind, error, effect=effect)
         if len(sent) == 1:
             raise WorkloadError(ErrorCode.WORKLOAD_STORAGE_FAILURE, "the connection dropped")
+        return state
 
-    monkeypatch.setattr(StoreAuthority, "fail", answer_lost_once)
+    monkeypatch.setattr(LocalClient, "fail", answer_lost_once)
 
     @worker.handler("send")
     def send(ctx: Context) -> Any:

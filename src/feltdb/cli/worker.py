@@ -11,12 +11,13 @@ from typing import Annotated
 
 import typer
 
-from feltdb.cli_logging import LogJsonOption, LogLevel, LogLevelOption, configure_logging
+from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
+from feltdb.cli.targets import usage_error
 from feltdb.errors import WorkloadError
 from feltdb.worker import Worker
 
 worker_app = typer.Typer(add_completion=False, rich_markup_mode=None)
-"""Holds the ``worker`` command; ``cli.py`` adds it without a name (a top-level command)."""
+"""Holds the ``worker`` command; the root adds it without a name (a top-level command)."""
 
 
 def load_worker(target: str) -> Worker:
@@ -49,47 +50,56 @@ def load_worker(target: str) -> Worker:
     return found
 
 
+TargetArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="MODULE:OBJECT",
+        help="The Worker to run, e.g. tasks:worker for worker = Worker(...) in ./tasks.py.",
+    ),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(envvar="FELTDB_URL", help="The feltdb server (overrides the Worker's)."),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="FELTDB_TOKEN",
+        help="The worker's token: a grant with workload:claim (overrides the Worker's).",
+    ),
+]
+DbOption = Annotated[
+    str | None, typer.Option(help="Work on this store directly (embedded), with no server.")
+]
+TenantOption = Annotated[
+    str | None, typer.Option(help="With --db: the tenant whose work is claimed.")
+]
+ApplicationOption = Annotated[
+    str | None, typer.Option(help="With --db: the application whose work is claimed.")
+]
+ConcurrencyOption = Annotated[
+    int | None, typer.Option(min=1, help="Handlers run at once (overrides the Worker's).")
+]
+GraceOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0,
+        help="Seconds running handlers get to finish after SIGTERM/Ctrl-C before they "
+        "are reported failed (overrides the Worker's; default 30).",
+    ),
+]
+
+
 @worker_app.command("worker")
 def worker_command(
-    target: Annotated[
-        str,
-        typer.Argument(
-            metavar="MODULE:OBJECT",
-            help="The Worker to run, e.g. tasks:worker for worker = Worker(...) in ./tasks.py.",
-        ),
-    ],
-    url: Annotated[
-        str | None,
-        typer.Option(envvar="FELTDB_URL", help="The feltdb server (overrides the Worker's)."),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="FELTDB_TOKEN",
-            help="The worker's token: a grant with workload:claim (overrides the Worker's).",
-        ),
-    ] = None,
-    db: Annotated[
-        str | None,
-        typer.Option(help="Work on this store directly (embedded), with no server."),
-    ] = None,
-    tenant: Annotated[
-        str | None, typer.Option(help="With --db: the tenant whose work is claimed.")
-    ] = None,
-    application: Annotated[
-        str | None, typer.Option(help="With --db: the application whose work is claimed.")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Handlers run at once (overrides the Worker's).")
-    ] = None,
-    grace_period: Annotated[
-        float | None,
-        typer.Option(
-            min=0,
-            help="Seconds running handlers get to finish after SIGTERM/Ctrl-C before they "
-            "are reported failed (overrides the Worker's; default 30).",
-        ),
-    ] = None,
+    target: TargetArgument,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    db: DbOption = None,
+    tenant: TenantOption = None,
+    application: ApplicationOption = None,
+    concurrency: ConcurrencyOption = None,
+    grace_period: GraceOption = None,
     log_json: LogJsonOption = False,
     log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
@@ -113,21 +123,27 @@ def worker_command(
             worker.connect(store=store)
             worker.run()
         return
+    _connect(worker, url, token)
+    worker.run()
+
+
+def _connect(worker: Worker, url: str | None, token: str | None) -> None:
+    """Point ``worker`` at the server the options name (else its own).
+
+    Raises:
+        typer.Exit: (2) a URL that is not one, or no authority at all.
+    """
     if url is not None:
         from feltdb.client.http import server_url
 
         try:
             server_url(url)
         except WorkloadError as error:
-            typer.echo(f"error: --url: {error.message}", err=True)
-            raise typer.Exit(2) from None  # a usage error
+            raise usage_error(f"--url: {error.message}") from None
     if url is not None or token is not None:
         worker.connect(url, token=token)
-    if worker.store is None and not (worker.url and worker.token):
-        typer.echo(
-            "error: no authority to work for: give --url and --token (or FELTDB_URL and "
-            "FELTDB_TOKEN), or --db",
-            err=True,
+    if worker.client is None and worker.store is None and not (worker.url and worker.token):
+        raise usage_error(
+            "no authority to work for: give --url and --token (or FELTDB_URL and "
+            "FELTDB_TOKEN), or --db"
         )
-        raise typer.Exit(2)  # a usage error
-    worker.run()

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from feltdb.fields import iso_instant
 from feltdb.storage import CommittedTransaction
-from feltdb.work.models import Workload, WorkloadEvent
+from feltdb.work.models import Workload, WorkloadApproval, WorkloadEvent
 from feltdb.work.states import WorkloadState
 
 PIPE_WIDTH = 200
@@ -234,6 +234,29 @@ def show_workload(console: Console, w: Workload, now: float | None = None) -> No
     header = Table.grid(padding=(0, 2))
     header.add_column(style="bold")
     header.add_column()
+    for name, value in _header_rows(w, at):
+        header.add_row(name, value)
+    parts: list[Any] = [header]
+    if w.attempts:
+        parts.append(_attempts(w))
+    if w.checkpoints:
+        parts.append(_checkpoints(w))
+    if w.result is not None:
+        r = w.result
+        parts.append(
+            Text(
+                f"result {r.result_id} ({r.status}) by {r.produced_by} at {when(r.created_at)}: "
+                + json.dumps(r.output, sort_keys=True)
+            )
+        )
+    if w.approval is not None:
+        parts.append(Text(_approval_line(w.approval)))
+    parts.append(timeline(w.execution_history))
+    console.print(Panel(Group(*parts), title=w.workload_id, title_align="left", expand=False))
+
+
+def _header_rows(w: Workload, at: float) -> list[tuple[str, Text | str]]:
+    """The name and value of each line of a workload's header."""
     rows: list[tuple[str, Text | str]] = [
         ("state", state_text(w.state)),
         ("definition", f"{w.definition_id} (revision {w.definition_revision})"),
@@ -275,58 +298,46 @@ def show_workload(console: Console, w: Workload, now: float | None = None) -> No
     if w.current_claim is not None:
         claim = w.current_claim
         rows.append(("held by", f"{claim.worker_id} until {when_from(claim.expires_at, at)}"))
-    for name, value in rows:
-        header.add_row(name, value)
-    parts: list[Any] = [header]
+    return rows
 
-    if w.attempts:
-        attempts = Table(title="attempts", title_justify="left")
-        for column in ("attempt", "worker", "fence", "status", "started", "ended", "error"):
-            attempts.add_column(column, overflow="fold", min_width=len(column))
-        for a in w.attempts:
-            attempts.add_row(
-                a.attempt_id,
-                a.worker_id,
-                str(a.fencing_token),
-                a.status.value,
-                when(a.started_at),
-                when(a.ended_at),
-                a.error or "",
-            )
-        parts.append(attempts)
-    if w.checkpoints:
-        checkpoints = Table(title="checkpoints", title_justify="left")
-        for column in ("#", "attempt", "at", "state"):
-            checkpoints.add_column(column)
-        for c in w.checkpoints:
-            checkpoints.add_row(
-                str(c.sequence), c.attempt_id, when(c.created_at), json.dumps(c.state)
-            )
-        parts.append(checkpoints)
-    if w.result is not None:
-        r = w.result
-        parts.append(
-            Text(
-                f"result {r.result_id} ({r.status}) by {r.produced_by} at {when(r.created_at)}: "
-                + json.dumps(r.output, sort_keys=True)
-            )
+
+def _attempts(w: Workload) -> Table:
+    attempts = Table(title="attempts", title_justify="left")
+    for column in ("attempt", "worker", "fence", "status", "started", "ended", "error"):
+        attempts.add_column(column, overflow="fold", min_width=len(column))
+    for a in w.attempts:
+        attempts.add_row(
+            a.attempt_id,
+            a.worker_id,
+            str(a.fencing_token),
+            a.status.value,
+            when(a.started_at),
+            when(a.ended_at),
+            a.error or "",
         )
-    if w.approval is not None:
-        policy = w.approval.policy
-        who = ", ".join(sorted(str(s) for s in policy.approvers)) or "any"
-        line = f"approval: kinds {', '.join(sorted(policy.approver_kinds))}; approvers {who}"
-        decision = w.approval.decision
-        if decision is None:
-            line += "; undecided"
-        else:
-            line += (
-                f"; {decision.outcome.value} by {decision.decided_by} at "
-                f"{when(decision.decided_at)}"
-                + (f" ({decision.reason})" if decision.reason else "")
-            )
-        parts.append(Text(line))
-    parts.append(timeline(w.execution_history))
-    console.print(Panel(Group(*parts), title=w.workload_id, title_align="left", expand=False))
+    return attempts
+
+
+def _checkpoints(w: Workload) -> Table:
+    checkpoints = Table(title="checkpoints", title_justify="left")
+    for column in ("#", "attempt", "at", "state"):
+        checkpoints.add_column(column)
+    for c in w.checkpoints:
+        checkpoints.add_row(str(c.sequence), c.attempt_id, when(c.created_at), json.dumps(c.state))
+    return checkpoints
+
+
+def _approval_line(approval: WorkloadApproval) -> str:
+    policy = approval.policy
+    who = ", ".join(sorted(str(s) for s in policy.approvers)) or "any"
+    line = f"approval: kinds {', '.join(sorted(policy.approver_kinds))}; approvers {who}"
+    decision = approval.decision
+    if decision is None:
+        return line + "; undecided"
+    return line + (
+        f"; {decision.outcome.value} by {decision.decided_by} at {when(decision.decided_at)}"
+        + (f" ({decision.reason})" if decision.reason else "")
+    )
 
 
 def audit_line(transaction: CommittedTransaction) -> str:

@@ -1,0 +1,100 @@
+"""``feltdb audit``: the committed transactions of an application, once or followed."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from feltdb.auth.policy import AUDIT
+from feltdb.cli.render import audit_line, print_json
+from feltdb.cli.targets import Target, connected, targeted
+from feltdb.client.protocol import AuditPage, WorkloadClient
+from feltdb.errors import ErrorCode, WorkloadError
+
+audit_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+"""Holds ``audit``; the root adds it without a name (a top-level command)."""
+
+AUDIT_PAGE = 100
+"""Transactions asked for per audit request."""
+
+MAX_FOLLOW_PAUSE_S = 60.0
+"""The longest ``audit --follow`` waits between attempts to reach a store it lost."""
+
+SinceOption = Annotated[
+    int, typer.Option(min=0, help="Show transactions committed after this revision.")
+]
+FollowOption = Annotated[
+    bool,
+    typer.Option(
+        "--follow",
+        "-f",
+        help="Keep polling for new ones until Ctrl-C, reconnecting (with backoff, said "
+        "on stderr) when the server or store is lost.",
+    ),
+]
+IntervalOption = Annotated[
+    float, typer.Option(min=0.05, help="With --follow: seconds between polls.")
+]
+JsonLinesOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object per transaction per line.")
+]
+
+
+@audit_app.command()
+@targeted
+def audit(
+    since: SinceOption = 0,
+    follow: FollowOption = False,
+    interval: IntervalOption = 1.0,
+    json_output: JsonLinesOption = False,
+    *,
+    target: Target,
+) -> None:
+    """Print the committed transactions of the application after a revision, oldest
+    first, one a line: revision, time, actor, kind/event → state, workload, rows written.
+    """
+    with connected(target, needs=(AUDIT,)) as client:
+        try:
+            _print_audit(client, since, follow, interval, json_output)
+        except KeyboardInterrupt:
+            # Ctrl-C is how --follow ends: a normal exit.
+            return
+
+
+def _print_audit(
+    client: WorkloadClient, after: int, follow: bool, interval: float, json_output: bool
+) -> None:
+    pause = interval
+    while True:
+        try:
+            page = client.audit(after=after, limit=AUDIT_PAGE)
+        except WorkloadError as error:
+            if not follow or error.code != ErrorCode.WORKLOAD_STORAGE_FAILURE:
+                raise
+            # Following outlives a server restart or a lost connection: say so, and try
+            # again, waiting twice as long each time up to a minute.
+            pause = min(max(pause * 2, interval), MAX_FOLLOW_PAUSE_S)
+            typer.echo(f"{error.message}; retrying in {pause:.1f}s", err=True)
+            time.sleep(pause)
+            continue
+        if pause != interval:
+            typer.echo("reconnected", err=True)
+            pause = interval
+        _print_page(page, json_output)
+        if page.next_after != after:
+            after = page.next_after
+            continue  # more may follow at once
+        if not follow:
+            return
+        time.sleep(interval)
+
+
+def _print_page(page: AuditPage, json_output: bool) -> None:
+    for transaction in page.items:
+        if json_output:
+            print_json(transaction.model_dump(mode="json"))
+        else:
+            # Plain and flushed: a line per commit, for tail-like use and pipes.
+            typer.echo(audit_line(transaction))

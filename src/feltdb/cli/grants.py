@@ -1,0 +1,206 @@
+"""The ``feltdb keys`` and ``feltdb grant`` commands: make a keyring, mint tokens, revoke
+grants and list the revoked ones.
+
+Tokens are printed with ``typer.echo`` (never rich), so that no line wrapping ever splits
+one.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from feltdb.auth import Grant, GrantConstraints, Keyring, ResourceScope, ResourceScopeKind
+from feltdb.auth.policy import ALL_CAPABILITIES, REVOKE
+from feltdb.cli.parsing import parse_subject
+from feltdb.cli.render import print_json, stdout_console, when
+from feltdb.cli.targets import JsonOption, Target, connected, targeted
+
+DEFAULT_KEYRING = Path("feltdb-keyring.json")
+
+auth_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+"""Holds the ``keys`` and ``grant`` groups; the root adds it without a name, so the two
+groups appear at the top level."""
+
+keys_app = typer.Typer(help="Signing keyrings.", no_args_is_help=True, rich_markup_mode=None)
+grant_app = typer.Typer(
+    help="Grants, as bearer tokens.", no_args_is_help=True, rich_markup_mode=None
+)
+auth_app.add_typer(keys_app, name="keys")
+auth_app.add_typer(grant_app, name="grant")
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+@keys_app.command("new")
+def keys_new(
+    out: Annotated[
+        Path, typer.Option(help="Where to write the keyring (mode 0600); never overwritten.")
+    ] = DEFAULT_KEYRING,
+) -> None:
+    """Create a keyring with one new random signing key."""
+    keyring = Keyring.generate()
+    try:
+        keyring.save(out, exclusive=True)
+    except FileExistsError:
+        raise _fail(f"{out} exists; refusing to overwrite a keyring") from None
+    except OSError as error:
+        raise _fail(f"cannot write {out}: {error.strerror or error}") from None
+    typer.echo(f"wrote keyring {out} (active key {keyring.active})")
+
+
+def resource_scope(uri: str, application_id: str) -> ResourceScope:
+    """A scope for ``uri``: a workload scope under ``flow://APP/workloads/``, else the app's."""
+    if uri.startswith(f"flow://{application_id}/workloads/"):
+        return ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=uri)
+    return ResourceScope(kind=ResourceScopeKind.APPLICATION, uri=uri)
+
+
+SubjectOption = Annotated[
+    str | None,
+    typer.Option(help="Who the grant is for, as KIND:ID (with --admin: human:admin)."),
+]
+TenantOption = Annotated[
+    str | None, typer.Option(help="The tenant the grant acts in (with --admin: default).")
+]
+ApplicationOption = Annotated[
+    str | None,
+    typer.Option(help="The application the grant acts in (with --admin: default)."),
+]
+CapabilityOption = Annotated[
+    list[str] | None,
+    typer.Option(help="A capability, e.g. workload:claim (repeatable)."),
+]
+AdminOption = Annotated[
+    bool,
+    typer.Option(
+        "--admin",
+        help="An administrator's grant: every capability feltdb checks (not those of "
+        "your work, such as email:send), for a day unless --lifetime says otherwise "
+        "(the token a first feltdb serve prints, minted again).",
+    ),
+]
+KeyringOption = Annotated[Path, typer.Option(help="The keyring whose active key signs.")]
+ResourceOption = Annotated[
+    list[str] | None,
+    typer.Option(help="A resource URI glob (repeatable); default flow://APPLICATION/*."),
+]
+LifetimeOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Seconds the grant is valid from now (3600; --admin: 86400)."),
+]
+IssuerOption = Annotated[str, typer.Option(help="Who issues the grant, as KIND:ID.")]
+EnvironmentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Narrow the grant to work of this environment (repeatable): it may submit, "
+        "see, claim and act on no other. Default: every environment."
+    ),
+]
+DefinitionOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Narrow the grant to work of this definition id (repeatable), as for "
+        "--environment. Default: every definition."
+    ),
+]
+
+
+@grant_app.command("issue")
+def grant_issue(
+    subject: SubjectOption = None,
+    tenant: TenantOption = None,
+    application: ApplicationOption = None,
+    capability: CapabilityOption = None,
+    admin: AdminOption = False,
+    keyring: KeyringOption = DEFAULT_KEYRING,
+    resource: ResourceOption = None,
+    lifetime: LifetimeOption = None,
+    issuer: IssuerOption = "service:feltdb-cli",
+    environment: EnvironmentOption = None,
+    definition: DefinitionOption = None,
+) -> None:
+    """Mint a signed grant and print it as a bearer token on stdout (its grant id, to revoke
+    it by, on stderr).
+    """
+    try:
+        ring = Keyring.load(keyring)
+    except OSError as error:
+        raise _fail(f"cannot read keyring {keyring}: {error.strerror or error}") from None
+    if admin:
+        subject = subject or "human:admin"
+        tenant, application = tenant or "default", application or "default"
+        capability = sorted({*(capability or ()), *ALL_CAPABILITIES})
+    missing = [
+        f"--{name}"
+        for name, value in (
+            ("subject", subject),
+            ("tenant", tenant),
+            ("application", application),
+            ("capability", capability),
+        )
+        if not value
+    ]
+    if missing or subject is None or tenant is None or application is None:
+        raise typer.BadParameter(f"give {', '.join(missing)} (or --admin)")
+    now = int(time.time())
+    grant = Grant(
+        id=f"grant_{secrets.token_hex(8)}",
+        issuer=parse_subject(issuer),
+        subject=parse_subject(subject),
+        tenant_id=tenant,
+        application_id=application,
+        capabilities=capability,
+        resources=tuple(
+            resource_scope(uri, application) for uri in resource or [f"flow://{application}/*"]
+        ),
+        constraints=GrantConstraints(
+            environments=frozenset(environment or ()), definitions=frozenset(definition or ())
+        ),
+        issued_at=now,
+        expires_at=now + (lifetime if lifetime is not None else (86400 if admin else 3600)),
+    )
+    typer.echo(ring.sign(grant))
+    typer.echo(f"grant {grant.id} (revoke it with: feltdb grant revoke {grant.id})", err=True)
+
+
+@grant_app.command("revoke")
+@targeted
+def grant_revoke(
+    grant_id: Annotated[str, typer.Argument(metavar="GRANT_ID", help="The grant's id.")],
+    *,
+    target: Target,
+) -> None:
+    """Revoke a grant of the tenant and application (grant issue prints its id): every
+    request under it is refused from then on. Needs grant:revoke over the application.
+    """
+    with connected(target, needs=(REVOKE,)) as client:
+        revoked = client.revoke_grant(grant_id)
+    stdout_console().print(f"revoked grant {grant_id}" + ("" if revoked else " (it already was)"))
+
+
+@grant_app.command("list")
+@targeted
+def grant_list(json_output: JsonOption = False, *, target: Target) -> None:
+    """List the grants revoked in the tenant and application, oldest first (minted grants
+    are not recorded anywhere: a grant is a signed token, checked by its signature).
+    """
+    with connected(target, needs=(REVOKE,)) as client:
+        found = client.revocations()
+    if json_output:
+        print_json(found)
+        return
+    if not found:
+        stdout_console().print("revoked grants: none")
+        return
+    for entry in found:
+        typer.echo(
+            f"{entry['grant_id']}\trevoked {when(entry['revoked_at'])} by {entry['revoked_by']}"
+        )

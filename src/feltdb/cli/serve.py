@@ -1,0 +1,152 @@
+"""``feltdb serve`` (the HTTP API on a store) and ``feltdb demo`` (a tour on a store file).
+
+The root registers both as its own commands (listed first). The server package (FastAPI,
+uvicorn) is imported only when ``serve`` runs.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from feltdb.auth import Keyring
+from feltdb.auth.keyrings import (
+    KEYRING_ENV,
+    environment_keyring,
+    keyring_path_beside,
+    load_or_create_keyring,
+)
+from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
+from feltdb.storage.targets import sqlite_path
+
+
+def demo(
+    db: Annotated[
+        Path, typer.Option(help="The store file (embedded SQLite); created if missing.")
+    ] = Path("feltdb.sqlite3"),
+) -> None:
+    """Tour the authority: admit work, run it with two workers and an approver, and print
+    every transition as it commits.
+    """
+    from feltdb.demo import run_demo
+
+    run_demo(db, Console())
+
+
+StoreOption = Annotated[
+    str,
+    typer.Option(help="The store: a file (embedded SQLite, created if missing) or a URL."),
+]
+HostOption = Annotated[str, typer.Option(help="The address to listen on.")]
+PortOption = Annotated[int, typer.Option(min=0, max=65535, help="The port to listen on.")]
+KeyringOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="The keyring file (default: feltdb-keyring.json beside the store file); "
+        "created with an admin token when missing. FELTDB_KEYRING, when set, holds the "
+        "keyring itself (its JSON, e.g. from a secret manager) and takes precedence."
+    ),
+]
+MaintenanceOption = Annotated[
+    float, typer.Option(help="Seconds between maintenance passes (deadlines, leases).")
+]
+MaxLeaseOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=30 * 24 * 3600,
+        help="The longest lease or heartbeat extension a worker may ask for, in seconds "
+        "(a crashed worker's work is recovered at most this long after its last "
+        "heartbeat). Default: a day; at most 30 days.",
+    ),
+]
+
+
+def serve(
+    db: StoreOption = "feltdb.sqlite3",
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8700,
+    keyring: KeyringOption = None,
+    maintenance_interval: MaintenanceOption = 1.0,
+    max_lease: MaxLeaseOption = 24 * 3600,
+    log_json: LogJsonOption = False,
+    log_level: LogLevelOption = LogLevel.INFO,
+) -> None:
+    """Serve the HTTP API (stops gracefully on SIGTERM or Ctrl-C). Logs go to stderr;
+    GET /metrics answers Prometheus metrics without a token.
+    """
+    import logging
+
+    import uvicorn
+
+    from feltdb.server.app import create_app
+    from feltdb.work.store import WorkloadStore
+
+    config = configure_logging(json_lines=log_json, level=log_level)
+    log = logging.getLogger("feltdb.server")
+    console = Console()
+
+    def say(message: str) -> None:
+        # Human mode prints to the console as before; JSON mode keeps every line of the
+        # logs JSON, so these become log records too.
+        if log_json:
+            log.info(message)
+        else:
+            console.print(message)
+
+    # Bind first, then open the store, then mint: a busy port or a store that cannot be
+    # opened fails before a keyring is written or an admin token printed (and lost).
+    listening = _listen(host, port)
+    with WorkloadStore.open(db, max_lease_ms=max_lease * 1000) as store:
+        ring = _server_keyring(db, keyring, say)
+        api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
+        say(f"feltdb serving {db} at http://{host}:{port}")
+        uvicorn.Server(
+            uvicorn.Config(
+                api,
+                fd=listening.fileno(),
+                log_config=config,
+                log_level=log_level.value,
+                access_log=False,  # feltdb.access logs each request once, in either format
+            )
+        ).run()
+
+
+def _server_keyring(db: str, path: Path | None, say: Callable[[str], None]) -> Keyring:
+    """The server's keyring: ``FELTDB_KEYRING``'s, else the file at ``path`` (default:
+    beside the store), created with an admin token, printed, when missing.
+    """
+    from_env = environment_keyring()
+    if from_env is not None:
+        # A keyring handed over by the environment is the operator's: nothing is written
+        # and no admin token is minted.
+        say(f"keyring from {KEYRING_ENV}")
+        return from_env
+    keyring_path = path if path is not None else keyring_path_beside(sqlite_path(db))
+    ring, admin_token = load_or_create_keyring(keyring_path, int(time.time()))
+    if admin_token is not None:
+        say(f"created keyring {keyring_path}")
+        say("admin token (tenant default, application default, 30 days):")
+        # Printed bare on stdout (no wrapping or markup, not a log line) so it can be
+        # copied whole.
+        print(admin_token, flush=True)
+        say("(mint another later with: feltdb grant issue --admin)")
+    return ring
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port``; a port in use is a one-line error (exit 1)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        listening = socket.create_server((host, port), family=family, backlog=2048)
+    except OSError as error:
+        typer.echo(f"error: cannot listen on {host}:{port}: {error.strerror or error}", err=True)
+        raise typer.Exit(1) from None
+    listening.set_inheritable(True)
+    return listening

@@ -1,0 +1,181 @@
+"""``feltdb submit``: build a :data:`~feltdb.work.submission.Submission` from the options
+and admit it through the target's client.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated, Any
+
+import typer
+
+from feltdb.auth.policy import SUBMIT
+from feltdb.cli.parsing import parse_input, parse_not_before, subject_option
+from feltdb.cli.render import print_json, stdout_console
+from feltdb.cli.targets import JsonOption, Target, connected, targeted
+from feltdb.client.protocol import given_fields
+from feltdb.work.disclosure import disclosed
+from feltdb.work.states import BackoffPolicy
+from feltdb.work.submission import Submission
+
+submit_app = typer.Typer(add_completion=False, rich_markup_mode=None)
+"""Holds ``submit``; the root adds it without a name, so it appears at the top level."""
+
+
+DefinitionArgument = Annotated[
+    str, typer.Argument(metavar="DEFINITION", help="The definition to run (its id).")
+]
+InputOption = Annotated[
+    str, typer.Option("--input", "-i", help="The input: JSON text, or @FILE holding JSON.")
+]
+KeyOption = Annotated[
+    str | None,
+    typer.Option(
+        help="The idempotency key: submitting again with it answers the same workload "
+        "(default: a new random key).",
+        show_default=False,
+    ),
+]
+PriorityOption = Annotated[int, typer.Option(help="Higher is claimed first.")]
+NotBeforeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Not claimable before: unix seconds, or relative: +30s, +5m, +2h, +1d.",
+        show_default=False,
+    ),
+]
+CapabilityOption = Annotated[
+    list[str] | None,
+    typer.Option(help="A capability a worker must hold to run it (repeatable)."),
+]
+EnvironmentOption = Annotated[str, typer.Option(help="The environment it runs in.")]
+RevisionOption = Annotated[str, typer.Option(help="The definition's revision.")]
+TriggerOption = Annotated[str, typer.Option(help="What caused the submission.")]
+ApprovalOption = Annotated[
+    bool,
+    typer.Option("--approval", help="Hold the work until an authorized approver approves it."),
+]
+ApproverOption = Annotated[
+    list[str] | None,
+    typer.Option(help="Only this subject, KIND:ID, may decide (repeatable; implies --approval)."),
+]
+ApproverKindOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A subject kind that may decide: human and/or service (repeatable; implies "
+        "--approval; default human)."
+    ),
+]
+Ms = int | None
+QueueTimeout = Annotated[Ms, typer.Option(min=1, help="Deadline to be claimed once ready.")]
+ClaimTimeout = Annotated[Ms, typer.Option(min=1, help="Deadline to start once claimed.")]
+ExecutionTimeout = Annotated[
+    Ms, typer.Option(min=1, help="Deadline for an attempt to finish once started.")
+]
+HeartbeatTimeout = Annotated[Ms, typer.Option(min=1, help="Longest silence between heartbeats.")]
+OverallTimeout = Annotated[
+    Ms, typer.Option(min=1, help="Deadline for the whole workload, from creation.")
+]
+ApprovalTimeout = Annotated[Ms, typer.Option(min=1, help="Longest wait for an approval decision.")]
+MaxAttemptsOption = Annotated[
+    int | None, typer.Option(min=1, help="Attempts allowed, the first included.")
+]
+InitialDelayOption = Annotated[
+    int | None, typer.Option(min=0, help="Delay before the first automatic retry.")
+]
+MaxDelayOption = Annotated[
+    int | None, typer.Option(min=0, help="Longest delay between automatic retries.")
+]
+BackoffOption = Annotated[BackoffPolicy | None, typer.Option(help="How the retry delay grows.")]
+RetryOnOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A failure kind retried automatically (repeatable; default timeout, "
+        "worker_failure, transient_connection)."
+    ),
+]
+
+
+@submit_app.command()
+@targeted
+def submit(
+    definition: DefinitionArgument,
+    input: InputOption = "{}",
+    key: KeyOption = None,
+    priority: PriorityOption = 0,
+    not_before: NotBeforeOption = None,
+    capability: CapabilityOption = None,
+    environment: EnvironmentOption = "production",
+    revision: RevisionOption = "1",
+    trigger: TriggerOption = "cli",
+    approval: ApprovalOption = False,
+    approver: ApproverOption = None,
+    approver_kind: ApproverKindOption = None,
+    queue_timeout_ms: QueueTimeout = None,
+    claim_timeout_ms: ClaimTimeout = None,
+    execution_timeout_ms: ExecutionTimeout = None,
+    heartbeat_timeout_ms: HeartbeatTimeout = None,
+    overall_timeout_ms: OverallTimeout = None,
+    approval_timeout_ms: ApprovalTimeout = None,
+    max_attempts: MaxAttemptsOption = None,
+    initial_delay_ms: InitialDelayOption = None,
+    max_delay_ms: MaxDelayOption = None,
+    backoff: BackoffOption = None,
+    retry_on: RetryOnOption = None,
+    json_output: JsonOption = False,
+    *,
+    target: Target,
+) -> None:
+    """Submit work: prints its id and state ("already submitted" when the key was used
+    before for the same request).
+    """
+    fields = given_fields({
+        "environment": environment,
+        "definition_id": definition,
+        "definition_revision": revision,
+        "trigger": trigger,
+        "input": parse_input(input),
+        "idempotency_key": key if key is not None else str(uuid.uuid4()),
+        "capability_snapshot": capability or [],
+        "priority": priority,
+        "not_before": parse_not_before(not_before, int(time.time())) if not_before else None,
+        "retry_policy": _given(
+            max_attempts=max_attempts, initial_delay_ms=initial_delay_ms,
+            max_delay_ms=max_delay_ms, backoff=backoff, retry_on=retry_on or None,
+        ),
+        "timeouts": _given(
+            queue_ms=queue_timeout_ms, claim_ms=claim_timeout_ms,
+            execution_ms=execution_timeout_ms, heartbeat_ms=heartbeat_timeout_ms,
+            overall_ms=overall_timeout_ms, approval_ms=approval_timeout_ms,
+        ),
+        "approval": _approval(approval, approver, approver_kind),
+    })  # fmt: skip
+    with connected(target, create=True, needs=(SUBMIT,), records=True) as client:
+        workload, created = client.submit(Submission.parse(fields))
+    if json_output:
+        print_json({"created": created, "workload": disclosed(workload)})
+        return
+    verb = "submitted" if created else "already submitted"
+    stdout_console().print(f"{verb} {workload.workload_id} {workload.state.value}")
+
+
+def _given(**values: Any) -> dict[str, Any] | None:
+    """The options given (not ``None``): a policy's fields, its defaults for the rest;
+    ``None`` when none is (the policy's defaults stand).
+    """
+    return {name: value for name, value in values.items() if value is not None} or None
+
+
+def _approval(
+    required: bool, approvers: list[str] | None, kinds: list[str] | None
+) -> dict[str, Any] | None:
+    """The approval policy the options ask for, or ``None`` when none is."""
+    if not (required or approvers or kinds):
+        return None
+    policy: dict[str, Any] = {
+        "approvers": [subject_option(text, "--approver") for text in approvers or []]
+    }
+    if kinds:
+        policy["approver_kinds"] = kinds
+    return policy

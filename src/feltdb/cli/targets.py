@@ -1,0 +1,266 @@
+"""Where an operator command sends its calls: the six target options, declared once, and
+the :class:`~feltdb.client.WorkloadClient` they open.
+
+``--url``/``--token`` open a :class:`~feltdb.client.Client` of a server (who you are is
+the token's grant). ``--db`` opens the store itself and a
+:class:`~feltdb.client.LocalClient` acting as a local operator: ``--as`` (``human:$USER``
+by default) in ``--tenant``'s ``--application``. A command that records its grant (a
+submission keeps it, a decision names it) signs a five-minute one with the keyring a
+server on that store would use (:mod:`feltdb.auth.keyrings`); no other command opens a
+keyring.
+
+A command takes the options by declaring ``target: Target`` and being decorated with
+:func:`targeted`, which adds the six options to its signature.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import getpass
+import inspect
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from feltdb.auth import Keyring, SignedGrant, Subject
+from feltdb.auth.keyrings import environment_keyring, keyring_path_beside, load_or_create_keyring
+from feltdb.auth.policy import application_grant
+from feltdb.auth.scope import Scope
+from feltdb.cli.parsing import subject_option
+from feltdb.client.local import LocalClient
+from feltdb.client.protocol import MAX_PAGE, Page, WorkloadClient
+from feltdb.errors import WorkloadError
+from feltdb.storage.targets import sqlite_path
+from feltdb.work.models import Workload
+from feltdb.work.store import WorkloadStore
+
+OPERATOR_GRANT_LIFETIME_S = 300
+"""How long the grant of a ``--db`` operator lasts: one command's worth (five minutes)."""
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON (records as the API answers them), only.")
+]
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Act on this store directly (a SQLite file or a URL) as a local operator, "
+        "instead of through a server. Takes precedence over --url.",
+    ),
+]
+
+_OPTIONS: dict[str, Any] = {
+    "url": Annotated[
+        str | None,
+        typer.Option(
+            "--url", envvar="FELTDB_URL", help="The feltdb server, e.g. http://127.0.0.1:8700."
+        ),
+    ],
+    "token": Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="FELTDB_TOKEN",
+            help="The bearer token to call the server with (its grant is who you are).",
+            show_default=False,
+        ),
+    ],
+    "db": DbOption,
+    "tenant": Annotated[
+        str, typer.Option(envvar="FELTDB_TENANT", help="With --db: the tenant to act in.")
+    ],
+    "application": Annotated[
+        str,
+        typer.Option(envvar="FELTDB_APPLICATION", help="With --db: the application to act in."),
+    ],
+    "as_": Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            envvar="FELTDB_SUBJECT",
+            help="With --db: who the local operator acts as, KIND:ID (default human:$USER). "
+            "A server takes who you are from the token instead.",
+            show_default=False,
+        ),
+    ],
+}
+"""The six target options, by parameter name."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """The six target options of one command line."""
+
+    url: str | None = None
+    token: str | None = None
+    db: str | None = None
+    tenant: str = "default"
+    application: str = "default"
+    as_: str | None = None
+
+
+_DEFAULTS = Target()
+
+
+def targeted(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` (which takes ``target: Target``) with the six target options in its
+    signature instead, last, so that typer declares them; they reach it as one
+    :class:`Target`.
+    """
+    signature = inspect.signature(command, eval_str=True)
+    kept = [p for p in signature.parameters.values() if p.name != "target"]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=getattr(_DEFAULTS, name),
+                          annotation=annotation)
+        for name, annotation in _OPTIONS.items()
+    ]  # fmt: skip
+
+    @functools.wraps(command)
+    def run(**options: Any) -> None:
+        target = Target(**{name: options.pop(name) for name in _OPTIONS})
+        command(**options, target=target)
+
+    run.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in [*kept, *added]} | {"return": None}
+    return run
+
+
+# ------------------------------------------------------------------ refusals
+
+
+def usage_error(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr; the exit (2) of a usage error, to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """Turn the refusals an operator is expected to meet into exit 1 with the code on
+    stderr: a store's or server's refusal, an unreachable server, an unreadable keyring.
+    """
+    try:
+        yield
+    except WorkloadError as error:
+        typer.echo(f"error {error.code}: {error.message}", err=True)
+        raise typer.Exit(1) from None
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        typer.echo(f"error: cannot use{where}: {error.strerror or error}", err=True)
+        raise typer.Exit(1) from None
+
+
+# ------------------------------------------------------------------ opening a client
+
+
+@contextmanager
+def connected(
+    target: Target, *, create: bool = False, needs: Iterable[str] = (), records: bool = False
+) -> Iterator[WorkloadClient]:
+    """The client ``target`` names, closed on exit (and the store it opened), with
+    refusals turned into exit 1. ``needs`` is what the command does (capabilities): with
+    ``--db``, the operator's grant holds only these, and is signed only when the command
+    ``records`` it. A SQLite store file that does not exist is created only with
+    ``create`` (by the commands that add work): for the others a mistyped path is an
+    error, not an empty store.
+
+    Raises:
+        typer.Exit: (2, after saying why) no target, ``--url`` without ``--token``, a URL
+            that is not one, or no store file at ``--db`` without ``create``.
+    """
+    with refusals(), ExitStack() as stack:
+        if target.db:
+            yield _local_operator(target, stack, create=create, needs=needs, records=records)
+        else:
+            yield stack.enter_context(_server_client(target))
+
+
+def _server_client(target: Target) -> WorkloadClient:
+    if target.url and target.token:
+        # Imported here: httpx is a tenth of a second to import, which a command on a
+        # store file never needs.
+        from feltdb.client.http import Client
+
+        try:
+            return Client(target.url, target.token)
+        except WorkloadError as error:  # a URL that is not one: a usage error, exit 2
+            raise usage_error(f"--url: {error.message}") from None
+    if target.url:
+        raise usage_error("--url needs --token (or FELTDB_TOKEN)")
+    raise usage_error("no target: give --url and --token, or --db")
+
+
+def _local_operator(
+    target: Target, stack: ExitStack, *, create: bool, needs: Iterable[str], records: bool
+) -> LocalClient:
+    """A local operator's client on the store ``target.db``, which ``stack`` closes."""
+    db = str(target.db)
+    path = sqlite_path(db)
+    if path is not None and not create and not path.exists():
+        raise usage_error(
+            f"no store at {path} (--db): check the path; submitting work there "
+            "(feltdb submit --db) or feltdb serve creates one"
+        )
+    who = subject_option(target.as_, "--as") if target.as_ else local_operator()
+    scope = Scope(target.tenant, target.application)
+    now = int(time.time())
+    # Only a command that records its grant signs one: a read never creates a keyring (a
+    # signing secret) beside the store (issue 10, point 11).
+    grant = operator_grant(operator_keyring(db, now), who, scope, now, needs) if records else None
+    store = stack.enter_context(WorkloadStore.open(db))
+    return LocalClient(store, scope, who, grant=grant)
+
+
+def local_operator() -> Subject:
+    """The person running the command: ``human:`` and the login name."""
+    return Subject.human(getpass.getuser())
+
+
+def operator_keyring(db: str, now: int) -> Keyring:
+    """The keyring a server on ``db`` would use: ``FELTDB_KEYRING`` when set, else the
+    file beside the store (created when missing, as ``feltdb serve`` would create it).
+    """
+    from_env = environment_keyring()
+    if from_env is not None:
+        return from_env
+    return load_or_create_keyring(keyring_path_beside(sqlite_path(db)), now)[0]
+
+
+def operator_grant(
+    keyring: Keyring, subject: Subject, scope: Scope, now: int, capabilities: Iterable[str]
+) -> SignedGrant:
+    """The grant a ``--db`` operator acts under: ``capabilities`` (what the command does)
+    on the scope's application's workloads, to ``subject``, issued by itself, for
+    :data:`OPERATOR_GRANT_LIFETIME_S`, signed with ``keyring`` as evidence (the
+    ``authorization_snapshot`` of what it submits): never a token.
+    """
+    grant = application_grant(
+        subject,
+        scope.tenant_id,
+        scope.application_id,
+        capabilities,
+        issued_at=now,
+        expires_at=now + OPERATOR_GRANT_LIFETIME_S,
+    )
+    return keyring.evidence(grant)
+
+
+def collect(read: Callable[[str | None, int], Page], limit: int) -> builtins.list[Workload]:
+    """Up to ``limit`` workloads from the pages ``read(cursor, size)`` answers, following
+    each page's cursor until it is ``None`` or enough are found. A page may hold fewer than
+    asked for (a filtered page), so the cursor, not the count, ends the walk.
+    """
+    found: builtins.list[Workload] = []
+    cursor: str | None = None
+    while len(found) < limit:
+        page = read(cursor, min(limit - len(found), MAX_PAGE))
+        found.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found[:limit]

@@ -1,0 +1,371 @@
+"""The local client: :class:`WorkloadClient` on a :class:`~feltdb.work.store.WorkloadStore`
+in process, with no server.
+
+A :class:`LocalClient` acts as one ``subject`` in one :class:`~feltdb.auth.scope.Scope`, and
+answers as a server answers that subject's token: work outside the scope is
+``WORKLOAD_NOT_FOUND`` in the store's own words (the store is told the scope, so nothing
+here reads a workload twice), the worker name is :func:`~feltdb.auth.policy.worker_name`
+of the subject, the actor of an operator's transition is the subject, a submission's
+``authorization_snapshot`` is the client's signed ``grant`` (evidence, never a token) and
+a decision names that grant. It checks no capability of its own: whoever holds the store
+holds everything, so the scope is its one boundary (and the grant, where a record keeps it).
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from feltdb.auth import SignedGrant, Subject
+from feltdb.auth.policy import worker_name
+from feltdb.auth.scope import Scope
+from feltdb.client.protocol import (
+    MAX_PAGE,
+    MAX_WAIT_MS,
+    AuditPage,
+    Page,
+    SubmissionLike,
+    WorkloadClient,
+    as_submission,
+)
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.work.cursors import decode_cursor, encode_cursor
+from feltdb.work.inputs import DEFAULT_LEASE_MS
+from feltdb.work.models import (
+    ApprovalDecision,
+    Workload,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadExecutionContext,
+    WorkloadResult,
+)
+from feltdb.work.states import ApprovalOutcome, WorkloadState
+from feltdb.work.store import WorkloadStore
+from feltdb.work.submission import admission_request
+
+POLL_S = 0.2
+"""How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
+
+
+class LocalClient(WorkloadClient):
+    """``subject`` calling ``store`` in ``scope``.
+
+    Args:
+        store: the store (this client never closes it: it belongs to whoever opened it).
+        scope: whose work the subject may see and act on.
+        subject: who acts: the worker, the requester, the operator or the approver.
+        clock: the unix-seconds clock of every call; ``None``: the store's (the wall's).
+        grant: the subject's signed grant (evidence): kept as a submission's
+            ``authorization_snapshot`` and named by a decision; a client without one
+            refuses both (``WORKLOAD_UNAUTHORIZED``) and may do everything else.
+        capabilities: what the subject holds for claiming (default: the grant's; with
+            neither, what each ``claim_next`` declares).
+        maintenance_interval_s: when set, :meth:`claim_next` also runs the authority's
+            maintenance (deadlines enforced, lost leases recovered) at most this often.
+            For embedded workers with no server to run it: without it, work of a worker
+            that died would wait forever.
+    """
+
+    def __init__(
+        self,
+        store: WorkloadStore,
+        scope: Scope,
+        subject: Subject,
+        *,
+        clock: Callable[[], int] | None = None,
+        grant: SignedGrant | None = None,
+        capabilities: Iterable[str] | None = None,
+        maintenance_interval_s: float | None = None,
+    ) -> None:
+        self.store = store
+        self.scope = scope
+        self._subject = subject
+        self.clock = clock
+        self.grant = grant
+        if capabilities is None and grant is not None:
+            capabilities = grant.grant.capabilities
+        self.capabilities = None if capabilities is None else frozenset(capabilities)
+        self.maintenance_interval_s = maintenance_interval_s
+        self._maintained_at = float("-inf")
+
+    @property
+    def subject(self) -> Subject:
+        """See :attr:`WorkloadClient.subject`."""
+        return self._subject
+
+    @property
+    def worker(self) -> str:
+        """The worker name the store records for this client's claims."""
+        return worker_name(self._subject)
+
+    @property
+    def actor(self) -> str:
+        """The actor recorded for this client's operator transitions."""
+        return str(self._subject)
+
+    def _now(self) -> int | None:
+        return self.clock() if self.clock is not None else None
+
+    def _signed(self, what: str) -> SignedGrant:
+        if self.grant is None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_UNAUTHORIZED,
+                f"{what} keeps the grant it was made under: this local client has none",
+                {"missing": "grant"},
+            )
+        return self.grant
+
+    def _whole_application(self, what: str) -> None:
+        if self.scope.narrowed:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_UNAUTHORIZED,
+                f"{what}: a grant constrained to environments or definitions may not",
+                {"missing": "unconstrained grant"},
+            )
+
+    def close(self) -> None:
+        """Nothing to release: the store belongs to whoever opened it."""
+
+    # -------------------------------------------------------------- requesters
+
+    def submit(self, submission: SubmissionLike) -> tuple[Workload, bool]:
+        """See :meth:`WorkloadClient.submit`."""
+        request = admission_request(
+            as_submission(submission),
+            tenant_id=self.scope.tenant_id,
+            application_id=self.scope.application_id,
+            requested_by=self._subject,
+            authorization_snapshot=self._signed("a submission"),
+            created_at=self.clock() if self.clock is not None else int(time.time()),
+        )
+        return self.store.admit(request)
+
+    def get(self, workload_id: str) -> Workload:
+        """See :meth:`WorkloadClient.get`."""
+        return self.store.get(workload_id, scope=self.scope)
+
+    def cancel(self, workload_id: str) -> WorkloadState:
+        """See :meth:`WorkloadClient.cancel`."""
+        return self.store.cancel(workload_id, self.actor, self._now(), scope=self.scope)
+
+    def list(
+        self,
+        *,
+        state: WorkloadState | str | None = None,
+        definition: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """See :meth:`WorkloadClient.list`."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"limit: a page holds 1 to {MAX_PAGE} items",
+                {"fields": ["limit"]},
+            )
+        items, after = self.store.page(
+            self.scope.tenant_id,
+            self.scope.application_id,
+            state=state,
+            definition=definition,
+            after=decode_cursor(cursor),
+            limit=limit,
+            scope=self.scope,
+        )
+        return Page(items, encode_cursor(after))
+
+    def approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """See :meth:`WorkloadClient.approvals`."""
+        return self.list(state=WorkloadState.AWAITING_APPROVAL, limit=limit, cursor=cursor)
+
+    def dead_letters(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """See :meth:`WorkloadClient.dead_letters`."""
+        return self.list(state=WorkloadState.DEAD_LETTER, limit=limit, cursor=cursor)
+
+    def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
+        """See :meth:`WorkloadClient.audit`."""
+        self._whole_application("the audit is the whole application's")
+        items, next_after = self.store.audit_after(
+            self.scope.tenant_id, self.scope.application_id, after, limit
+        )
+        return AuditPage(items, next_after)
+
+    def revocations(self) -> builtins.list[dict[str, Any]]:
+        """See :meth:`WorkloadClient.revocations`."""
+        return self.store.revocations(self.scope.tenant_id, self.scope.application_id)
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """See :meth:`WorkloadClient.revoke_grant`."""
+        self._whole_application("revoking reaches every grant of the application")
+        return self.store.revoke_grant(
+            grant_id,
+            self.actor,
+            self._now(),
+            tenant_id=self.scope.tenant_id,
+            application_id=self.scope.application_id,
+        )
+
+    # -------------------------------------------------------------- workers
+
+    def _held(self, asked: Iterable[str] | None) -> frozenset[str]:
+        """The capabilities a claim holds: the client's, narrowed to ``asked``."""
+        if self.capabilities is None:
+            return frozenset(asked or ())
+        return self.capabilities if asked is None else self.capabilities & frozenset(asked)
+
+    def _maintain(self) -> None:
+        interval = self.maintenance_interval_s
+        if interval is not None and time.monotonic() - self._maintained_at >= interval:
+            self._maintained_at = time.monotonic()
+            self.store.enforce_deadlines(self._now())
+            self.store.recover_expired(self._now())
+
+    def claim_next(
+        self,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        wait_ms: int = 0,
+        capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
+    ) -> WorkloadClaim | None:
+        """See :meth:`WorkloadClient.claim_next`; it waits by looking again every
+        :data:`POLL_S` (and runs maintenance first when :attr:`maintenance_interval_s` is
+        set).
+        """
+        if not 0 <= wait_ms <= MAX_WAIT_MS:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"wait_ms: 0 to {MAX_WAIT_MS} milliseconds",
+                {"fields": ["wait_ms"]},
+            )
+        served = self.scope.definitions or None
+        if definitions is not None:
+            asked = frozenset(definitions)
+            served = asked if served is None else served & asked
+        held = self._held(capabilities)
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            self._maintain()
+            claim = self.store.claim_next(
+                self.scope.tenant_id,
+                self.scope.application_id,
+                self.worker,
+                held,
+                self._now(),
+                lease_ms=lease_ms,
+                definitions=served,
+                environments=self.scope.environments or None,
+            )
+            remaining = deadline - time.monotonic()
+            if claim is not None or remaining <= 0:
+                return claim
+            time.sleep(min(POLL_S, remaining))
+
+    def claim(self, workload_id: str, *, lease_ms: int = DEFAULT_LEASE_MS) -> WorkloadClaim:
+        """See :meth:`WorkloadClient.claim`."""
+        return self.store.claim(
+            workload_id, self.worker, self._held(None), self._now(), lease_ms, scope=self.scope
+        )
+
+    def start(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
+        """See :meth:`WorkloadClient.start`."""
+        self.store.start(
+            workload_id, claim_id, self.worker, fencing_token, self._now(), scope=self.scope
+        )
+
+    def heartbeat(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        *,
+        extend_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim:
+        """See :meth:`WorkloadClient.heartbeat`."""
+        return self.store.heartbeat(
+            workload_id, claim_id, self.worker, fencing_token, self._now(), extend_ms,
+            scope=self.scope,
+        )  # fmt: skip
+
+    def execution_context(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        secret_references: Iterable[str] = (),
+    ) -> WorkloadExecutionContext:
+        """See :meth:`WorkloadClient.execution_context`."""
+        return self.store.execution_context(
+            workload_id, claim_id, self.worker, fencing_token, self._now(), secret_references,
+            scope=self.scope,
+        )  # fmt: skip
+
+    def checkpoint(
+        self, workload_id: str, claim_id: str, fencing_token: int, state: Any
+    ) -> WorkloadCheckpoint:
+        """See :meth:`WorkloadClient.checkpoint`."""
+        return self.store.checkpoint(
+            workload_id, claim_id, self.worker, fencing_token, state, self._now(),
+            scope=self.scope,
+        )  # fmt: skip
+
+    def complete(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        result_id: str,
+        output: Any,
+        artifacts: Iterable[str] = (),
+        schema_version: int = 1,
+    ) -> WorkloadResult:
+        """See :meth:`WorkloadClient.complete`."""
+        return self.store.complete(
+            workload_id, claim_id, self.worker, fencing_token, result_id, output, artifacts,
+            schema_version, self._now(), scope=self.scope,
+        )  # fmt: skip
+
+    def fail(
+        self,
+        workload_id: str,
+        claim_id: str,
+        fencing_token: int,
+        kind: str,
+        error: str,
+        *,
+        effect: str | None = None,
+    ) -> WorkloadState:
+        """See :meth:`WorkloadClient.fail`."""
+        return self.store.fail(
+            workload_id, claim_id, self.worker, fencing_token, kind, error, self._now(), effect,
+            scope=self.scope,
+        )  # fmt: skip
+
+    def confirm_cancel(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
+        """See :meth:`WorkloadClient.confirm_cancel`."""
+        self.store.confirm_cancel(
+            workload_id, claim_id, self.worker, fencing_token, self._now(), scope=self.scope
+        )
+
+    # -------------------------------------------------------------- operators and approvers
+
+    def retry(self, workload_id: str, reason: str | None = None) -> Workload:
+        """See :meth:`WorkloadClient.retry`."""
+        self.store.retry(workload_id, self.actor, self._now(), reason, scope=self.scope)
+        return self.get(workload_id)
+
+    def decide(
+        self,
+        workload_id: str,
+        outcome: ApprovalOutcome | str,
+        reason: str | None,
+        input_hash: str,
+    ) -> tuple[ApprovalDecision, bool]:
+        """See :meth:`WorkloadClient.decide`; the decision names this client's grant."""
+        grant = self._signed("a decision")
+        return self.store.decide(
+            workload_id, self._subject, outcome, reason, grant.grant.id, input_hash,
+            self._now(), scope=self.scope,
+        )  # fmt: skip

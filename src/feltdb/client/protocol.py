@@ -1,0 +1,299 @@
+"""The one client protocol: :class:`WorkloadClient`, the authority as its callers see it.
+
+Two implementations answer it alike: :class:`~feltdb.client.Client` calls a feltdb server
+over HTTP (the caller is its bearer token's grant), and :class:`~feltdb.client.LocalClient`
+calls a :class:`~feltdb.work.store.WorkloadStore` in process (the caller is a subject in a
+:class:`~feltdb.auth.scope.Scope`). The worker runtime, the ``feltdb`` command and
+:mod:`feltdb.testing` are written once against it.
+
+No method takes a requester, worker, decider or tenant: they are the client's identity.
+Work outside the caller's scope (another tenant's or application's, or outside its
+environments and definitions) is answered ``WORKLOAD_NOT_FOUND``, as missing work is.
+Every method may raise :class:`~feltdb.errors.WorkloadError` with the authority's code.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from feltdb.work.inputs import DEFAULT_LEASE_MS
+from feltdb.work.models import (
+    ApprovalDecision,
+    ApprovalPolicy,
+    MutableRecord,
+    Workload,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadDependency,
+    WorkloadExecutionContext,
+    WorkloadResult,
+    WorkloadRetryPolicy,
+    WorkloadTimeouts,
+)
+from feltdb.work.states import ApprovalOutcome, WorkloadState
+from feltdb.work.submission import Submission
+
+if TYPE_CHECKING:
+    from feltdb.auth import Subject
+    from feltdb.storage.base import CommittedTransaction
+
+Jsonable = Mapping[str, Any] | WorkloadRetryPolicy | WorkloadTimeouts | ApprovalPolicy
+"""A policy given as its record or as its JSON fields."""
+
+SubmissionLike = MutableRecord | Mapping[str, Any]
+"""A :data:`~feltdb.work.submission.Submission`, or its fields as a mapping."""
+
+MAX_PAGE = 500
+"""The most items one list page may hold."""
+MAX_WAIT_MS = 30_000
+"""The longest one ``claim_next`` may wait for work (long-poll)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a list: its workloads, and the cursor of the next page (``None``: this
+    was the last). A page filtered by ``definition`` may hold fewer items than asked for,
+    even none, while ``next_cursor`` is set: follow it until it is ``None``.
+    """
+
+    items: list[Workload]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    """Committed transactions of the caller's application, oldest first, and the revision
+    to continue after (equal to the one asked for when nothing is left for now).
+    """
+
+    items: list[CommittedTransaction]
+    next_after: int
+
+
+OPTIONAL_FIELDS = ("session_id", "retry_policy", "timeouts", "not_before", "approval")
+"""The submission fields whose ``None`` means "not given" (``CreateWorkload``'s default)."""
+
+
+def given_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``fields`` without the optional ones left ``None`` (so their defaults stand)."""
+    return {
+        name: value
+        for name, value in fields.items()
+        if value is not None or name not in OPTIONAL_FIELDS
+    }
+
+
+def as_submission(value: SubmissionLike) -> MutableRecord:
+    """``value`` as a :data:`~feltdb.work.submission.Submission` (a mapping is parsed).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming each bad field.
+    """
+    if isinstance(value, Submission):
+        return value
+    if isinstance(value, MutableRecord):
+        value = value.model_dump(exclude_unset=True)
+    submission: MutableRecord = Submission.parse(dict(value))
+    return submission
+
+
+class WorkloadClient(Protocol):
+    """The authority's operations, as one caller (a requester, a worker, an operator, an
+    approver) makes them. Implemented by :class:`~feltdb.client.Client` (HTTP) and
+    :class:`~feltdb.client.LocalClient` (a store in process), which also give
+    :meth:`admit`, :meth:`create` and the context manager from here.
+    """
+
+    @property
+    def subject(self) -> Subject:
+        """Who this client acts as: the worker name is ``KIND:ID`` of it
+        (:func:`~feltdb.auth.policy.worker_name`), and so is the actor of what it commits.
+        """
+        ...
+
+    # -------------------------------------------------------------- requesters
+
+    def submit(self, submission: SubmissionLike) -> tuple[Workload, bool]:
+        """Admit ``submission``, or answer the workload this subject already admitted under
+        its ``idempotency_key``; ``True`` when this call created it. The tenant, the
+        application, the requester, the grant and ``created_at`` are the client's.
+        """
+        ...
+
+    def admit(
+        self,
+        *,
+        environment: str,
+        definition_id: str,
+        definition_revision: str,
+        trigger: str,
+        input: Any,
+        capability_snapshot: Iterable[str],
+        idempotency_key: str,
+        session_id: str | None = None,
+        connection_scopes: Iterable[str] = (),
+        priority: int = 0,
+        retry_policy: Jsonable | None = None,
+        timeouts: Jsonable | None = None,
+        dependencies: Iterable[WorkloadDependency | Mapping[str, Any]] = (),
+        not_before: int | None = None,
+        approval: Jsonable | None = None,
+    ) -> tuple[Workload, bool]:
+        """:meth:`submit`, the submission's fields given as keywords (those left ``None``
+        take :class:`~feltdb.work.models.CreateWorkload`'s defaults).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` before anything is sent, for fields the
+                submission model refuses.
+        """
+        given = {name: value for name, value in locals().items() if name != "self"}
+        for name in ("capability_snapshot", "connection_scopes", "dependencies"):
+            given[name] = list(given[name])
+        return self.submit(given_fields(given))
+
+    def create(self, **fields: Any) -> Workload:
+        """:meth:`admit` (same keyword fields), answering only the workload."""
+        return self.admit(**fields)[0]
+
+    def get(self, workload_id: str) -> Workload:
+        """The committed workload (``WORKLOAD_NOT_FOUND`` for missing or foreign work)."""
+        ...
+
+    def cancel(self, workload_id: str) -> WorkloadState:
+        """Cancel ready work, or request cancellation of running work; the new state."""
+        ...
+
+    def list(
+        self,
+        *,
+        state: WorkloadState | str | None = None,
+        definition: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """A page of the application's workloads, priority descending then oldest first;
+        ``cursor`` is the previous page's ``next_cursor``; ``limit`` at most
+        :data:`MAX_PAGE`.
+        """
+        ...
+
+    def approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """A page of the work awaiting an approval decision."""
+        ...
+
+    def dead_letters(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+        """A page of the dead-lettered work."""
+        ...
+
+    def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
+        """Committed transactions of the application after revision ``after`` (refused to
+        a caller narrowed to some environments or definitions: the log is the whole
+        application's).
+        """
+        ...
+
+    def revocations(self) -> builtins.list[dict[str, Any]]:
+        """The grants revoked in the tenant and application, oldest first (``grant_id``,
+        ``revoked_by``, ``revoked_at``).
+        """
+        ...
+
+    def revoke_grant(self, grant_id: str) -> bool:
+        """Revoke a grant of the tenant and application; ``False`` when it already was."""
+        ...
+
+    # -------------------------------------------------------------- workers
+
+    def claim_next(
+        self,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        wait_ms: int = 0,
+        capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
+    ) -> WorkloadClaim | None:
+        """Claim the next eligible workload of the application that this client's
+        capabilities can run; ``None`` when there is none.
+
+        With ``wait_ms`` (at most :data:`MAX_WAIT_MS`) it waits for work: it answers as
+        soon as some becomes claimable, or ``None`` once ``wait_ms`` has passed.
+        ``capabilities`` narrows the client's own; ``definitions`` (``None``: any) claims
+        only work of those definition ids, the ones a worker serves.
+        """
+        ...
+
+    def claim(self, workload_id: str, *, lease_ms: int = DEFAULT_LEASE_MS) -> WorkloadClaim:
+        """Claim a given ready workload under a fresh fencing token."""
+        ...
+
+    def start(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
+        """Start the claimed attempt."""
+        ...
+
+    def heartbeat(
+        self, workload_id: str, claim_id: str, fencing_token: int, *,
+        extend_ms: int = DEFAULT_LEASE_MS,
+    ) -> WorkloadClaim:  # fmt: skip
+        """Extend the lease by ``extend_ms`` from now; the extended claim."""
+        ...
+
+    def execution_context(
+        self, workload_id: str, claim_id: str, fencing_token: int,
+        secret_references: Iterable[str] = (),
+    ) -> WorkloadExecutionContext:  # fmt: skip
+        """What the claiming worker needs: input, scopes and every committed checkpoint."""
+        ...
+
+    def checkpoint(
+        self, workload_id: str, claim_id: str, fencing_token: int, state: Any
+    ) -> WorkloadCheckpoint:
+        """Commit progress of the attempt."""
+        ...
+
+    def complete(
+        self, workload_id: str, claim_id: str, fencing_token: int, result_id: str, output: Any,
+        artifacts: Iterable[str] = (), schema_version: int = 1,
+    ) -> WorkloadResult:  # fmt: skip
+        """Record the result; the same report repeated answers the recorded result."""
+        ...
+
+    def fail(
+        self, workload_id: str, claim_id: str, fencing_token: int, kind: str, error: str,
+        *, effect: str | None = None,
+    ) -> WorkloadState:  # fmt: skip
+        """Report the attempt failed; the state it led to (``READY`` for a retry,
+        ``DEAD_LETTER``, …). ``effect``: ``"none"`` or ``"unknown"``.
+        """
+        ...
+
+    def confirm_cancel(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
+        """Confirm a requested cancellation of the claimed work."""
+        ...
+
+    # -------------------------------------------------------------- operators and approvers
+
+    def retry(self, workload_id: str, reason: str | None = None) -> Workload:
+        """Re-arm failed or dead-lettered work; the workload as re-armed."""
+        ...
+
+    def decide(
+        self, workload_id: str, outcome: ApprovalOutcome | str, reason: str | None,
+        input_hash: str,
+    ) -> tuple[ApprovalDecision, bool]:  # fmt: skip
+        """Approve or reject, bound to the input the decider reviewed; the decision and
+        whether it replays one already committed. The decider is this client's subject.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what the client opened (never a store it was handed)."""
+        ...
+
+    def __enter__(self) -> WorkloadClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
