@@ -1,8 +1,13 @@
 """The folders show the layers, and imports obey them (STYLE.md, principles 1 and 3).
 
-``work/`` and ``auth/`` decide: they import no edge (server, client, CLI), no driver and no
+``work/`` and ``auth/`` decide: they reach no edge (server, client, CLI), no driver and no
 backend, and they never read the clock (only ``work/store.py``, the facade, resolves
-``now=None``). ``storage/`` stores: it never imports the authority.
+``now=None``). ``storage/`` stores: it never reaches the authority. The edges translate:
+the HTTP client reaches no storage, the worker runtime and the server no command line.
+
+"Reach" is transitive: a module reaches what it imports, what those import, and so on
+(importing ``a.b.c`` runs the packages ``a.b`` on the way). The root package ``feltdb``
+is the public facade and re-exports everything, so its own imports are not followed.
 """
 
 from __future__ import annotations
@@ -60,13 +65,32 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (imports for the type
+    checker only: they never run, so they reach nothing).
+    """
+    found: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        if isinstance(node, ast.If) and dotted(node.test) in (
+            "TYPE_CHECKING",
+            "typing.TYPE_CHECKING",
+        ):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def imported_names(source: str, module: str, is_package: bool = False) -> set[str]:
-    """Every module ``source`` imports, relative imports resolved against ``module``, and
-    each ``from x import y`` also as ``x.y`` (y may be a submodule).
+    """Every module ``source`` imports at run time, relative imports resolved against
+    ``module``, and each ``from x import y`` also as ``x.y`` (y may be a submodule).
     """
     names: set[str] = set()
     package = module.split(".") if is_package else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(source)):
+    for node in _runtime_nodes(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -140,6 +164,15 @@ def test_the_checker_sees_plain_from_and_relative_imports():
     assert "feltdb.work.lifecycle" in names
 
 
+def test_the_checker_leaves_out_imports_for_the_type_checker_only():
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import httpx\nelse:\n    import sqlite3\n"
+    )
+    names = imported_names(source, "feltdb.auth.policy")
+    assert violations(names, EDGE_AND_DRIVERS) == ["sqlite3"]
+
+
 def test_the_checker_does_not_confuse_a_prefix_with_a_package():
     assert violations({"richtext", "feltdb.clientele"}, EDGE_AND_DRIVERS) == []
 
@@ -196,3 +229,105 @@ def test_time_is_an_argument_in_the_domain(path):
 
 def test_the_facade_is_the_one_place_that_reads_the_clock():
     assert clock_reads((SRC / "work" / "store.py").read_text(encoding="utf-8")) != []
+
+
+# ------------------------------------------------------------------ what each layer may reach
+
+EDGES = (
+    "feltdb.server",
+    "feltdb.client",
+    "feltdb.cli",
+    "feltdb.worker",
+    "feltdb.testing",
+    "feltdb.demo",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "httpx",
+    "typer",
+    "rich",
+    "prometheus_client",
+)
+DRIVERS = ("psycopg", "psycopg_pool", "sqlite3")
+
+NEVER_REACHES: dict[str, tuple[str, ...]] = {
+    "feltdb.auth": (*EDGES, *DRIVERS, "feltdb.work", *BACKENDS),
+    "feltdb.work": EDGES,
+    "feltdb.storage": (*EDGES, "feltdb.work", "feltdb.auth"),
+    # The HTTP client may hold the storage's records (a CommittedTransaction) but never
+    # open a store.
+    "feltdb.client.http": (*DRIVERS, *BACKENDS, "feltdb.storage.engine", "feltdb.work.store",
+                           "feltdb.server", "feltdb.cli", "feltdb.worker", "fastapi", "typer",
+                           "rich"),
+    "feltdb.worker": ("feltdb.server", "feltdb.cli", "fastapi", "uvicorn", "typer", "rich"),
+    "feltdb.server": ("feltdb.cli", "feltdb.worker", "feltdb.client", "typer", "rich"),
+}  # fmt: skip
+"""Per layer (a package, or one module), what none of its modules may reach."""
+
+BELOW_THE_FACADE = [
+    module_name(path) for path in modules("work") if path.name not in ("store.py", "__init__.py")
+]
+"""The authority's modules but the facade: they reach storage only through the protocol."""
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each module of ``src/feltdb`` and the modules (or external names) it imports."""
+    known = {module_name(path): path for path in SRC.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        found: set[str] = set()
+        names = imported_names(path.read_text(encoding="utf-8"), name, path.name == "__init__.py")
+        for imported in names:
+            if imported in known:
+                found.add(imported)
+            elif imported.rsplit(".", 1)[0] not in known:
+                found.add(imported.split(".")[0])  # an external package
+        # Importing a.b.c runs the packages on the way (but the root facade, see above).
+        for target in list(found):
+            parts = target.split(".")
+            found.update(
+                ".".join(parts[:n]) for n in range(2, len(parts)) if ".".join(parts[:n]) in known
+            )
+        graph[name] = {target for target in found if target != "feltdb"}
+    return graph
+
+
+GRAPH = import_graph()
+
+
+def reach(module: str) -> set[str]:
+    """Every module ``module`` reaches, transitively."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for target in GRAPH.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def in_layer(module: str, layer: str) -> bool:
+    return module == layer or module.startswith(layer + ".")
+
+
+def test_the_graph_sees_transitive_reach():
+    assert "feltdb.storage.base" in reach("feltdb.work.store")
+    assert "feltdb.work.models" in reach("feltdb.work.store")
+    assert "feltdb.auth.grants" in reach("feltdb.work.store"), "through feltdb.work.models"
+
+
+@pytest.mark.parametrize("layer", sorted(NEVER_REACHES))
+def test_each_layer_reaches_only_what_it_may(layer):
+    found = {
+        module: violations(reach(module), NEVER_REACHES[layer])
+        for module in GRAPH
+        if in_layer(module, layer)
+    }
+    assert any(in_layer(module, layer) for module in GRAPH), f"no modules in {layer}"
+    assert {module: bad for module, bad in found.items() if bad} == {}
+
+
+@pytest.mark.parametrize("module", BELOW_THE_FACADE)
+def test_below_the_facade_the_authority_reaches_no_backend(module):
+    assert violations(reach(module), (*BACKENDS, *DRIVERS)) == []
