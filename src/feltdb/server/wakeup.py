@@ -13,17 +13,23 @@ import contextlib
 import threading
 
 from feltdb.work.changes import WorkloadChange
-from feltdb.work.states import WorkloadState
+from feltdb.work.states import HELD_STATES, WorkloadState
 
-WAKING_STATES = frozenset({WorkloadState.READY, WorkloadState.SUCCEEDED})
-"""A commit that leaves work in one of these states may have made work claimable: READY
-work is (an admission, a failure retried, an operator's retry, an approval, a recovery),
-and SUCCEEDED work may unblock work that depends on it."""
+QUIET_STATES = HELD_STATES | {WorkloadState.CANCELLATION_REQUESTED}
+"""States a worker holds work in: entering one makes nothing claimable (a claim, a start,
+a checkpoint, a cancellation request), so those commits wake no one."""
 
 
 def may_unblock(change: WorkloadChange) -> bool:
-    """Whether ``change`` may have made some work claimable (see :data:`WAKING_STATES`)."""
-    return change.workload.state in WAKING_STATES
+    """Whether ``change`` may have made some work claimable: it leaves work READY (an
+    admission, a retry, an approval, a recovery), or moves it to a state no worker holds
+    (SUCCEEDED, FAILED, DEAD_LETTER, REJECTED, CANCELLED, TIMED_OUT…), which a dependent
+    may require.
+    """
+    state = change.workload.state
+    if state is WorkloadState.READY:
+        return True
+    return change.previous is not state and state not in QUIET_STATES
 
 
 class Wakeup:

@@ -258,6 +258,30 @@ class Database(Protocol):
         """
         ...
 
+    def commit_selected_many(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str,
+        now: int,
+        choose: Callable[[Sequence[StoredRow], RowReader], Sequence[PlannedCommit]],
+        *,
+        limit: int,
+        offset: int = 0,
+        definitions: Collection[str] | None = None,
+    ) -> list[Commit | StorageConflict]:
+        """:meth:`commit_selected` for a ``choose`` that plans any number of commits: the
+        rows are selected and held as there, and the plans applied as :meth:`commit_many`
+        applies them, in the same transaction; answers per plan, in order (``[]`` when
+        ``choose`` plans none, and nothing is written).
+
+        Raises:
+            WorkloadError: whatever ``choose`` raises; ``WORKLOAD_INVALID`` for plans
+                :meth:`commit_many` refuses; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        ...
+
     def rows_due(self, collection: str, column: str, now: int, *, limit: int) -> list[StoredRow]:
         """Rows whose ``column`` (``"lease_expires_at"`` or ``"deadline_at"``) is
         ``<= now``, earliest first; served by an index.

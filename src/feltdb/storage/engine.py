@@ -238,8 +238,41 @@ class SQLEngine(Generic[_Dialect]):
         offset: int = 0,
         definitions: Collection[str] | None = None,
     ) -> Commit | None:
-        """See :meth:`Database.commit_selected`; the dialect's ``claimable_rows`` and
-        ``claimable_rows_by_definition`` select and lock the rows.
+        """See :meth:`Database.commit_selected`: :meth:`commit_selected_many` of the one
+        plan ``choose`` answers.
+        """
+
+        def choose_one(rows: Sequence[StoredRow], read: RowReader) -> list[PlannedCommit]:
+            plan = choose(rows, read)
+            return [] if plan is None else [plan]
+
+        outcomes = self.commit_selected_many(
+            collection, tenant_id, application_id, state, now, choose_one,
+            limit=limit, offset=offset, definitions=definitions,
+        )  # fmt: skip
+        if not outcomes:
+            return None
+        [outcome] = outcomes
+        if isinstance(outcome, StorageConflict):
+            raise outcome
+        return outcome
+
+    def commit_selected_many(
+        self,
+        collection: str,
+        tenant_id: str,
+        application_id: str,
+        state: str,
+        now: int,
+        choose: Callable[[Sequence[StoredRow], RowReader], Sequence[PlannedCommit]],
+        *,
+        limit: int,
+        offset: int = 0,
+        definitions: Collection[str] | None = None,
+    ) -> list[Commit | StorageConflict]:
+        """See :meth:`Database.commit_selected_many`; the dialect's ``claimable_rows`` and
+        ``claimable_rows_by_definition`` select and lock the rows, and the plans are
+        written as :meth:`commit_many` writes them.
         """
         self._dialect.ensure_open()
         params = {
@@ -252,7 +285,7 @@ class SQLEngine(Generic[_Dialect]):
             "offset": max(offset, 0),  # a negative OFFSET is none, as SQLite reads it
         }
 
-        def work(session: Session) -> Commit | None:
+        def work(session: Session) -> list[Commit | StorageConflict]:
             def read(row_collection: str, key: str) -> StoredRow | None:
                 found = session.execute(
                     self._queries["get_row"], {"collection": row_collection, "key": key}
@@ -260,13 +293,13 @@ class SQLEngine(Generic[_Dialect]):
                 return stored_row(*found[0]) if found else None
 
             selected = self._select_claimable(session, params, definitions, offset, limit)
-            plan = choose(RowsDecodedOnRead(selected), read)
-            if plan is None:
+            plans = choose(RowsDecodedOnRead(selected), read)
+            if not plans:
                 # Nothing to write: the transaction commits empty (which ends it and its
                 # row locks) rather than rolling back, for psycopg drops every prepared
                 # statement of a connection on a rollback, and an idle queue answers this.
-                return None
-            return write_plan(session, self._queries, prepare(self._dialect, plan))
+                return []
+            return write_batch(session, self._queries, prepare_batch(self._dialect, plans))
 
         return self._dialect.transact("commit", work)
 

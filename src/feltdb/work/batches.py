@@ -60,6 +60,9 @@ class Step(Generic[T]):
     operation: Operation | None = None
     answer: T | None = None
     refusal: WorkloadError | None = None
+    depends_on: str | None = None
+    """The workload whose commit in this batch the answer stands on (an item repeating an
+    earlier item's admission key is answered by that admission, if it commits)."""
 
 
 Notify = Callable[[Operation, LoadedWorkload | None, Workload], None]
@@ -114,8 +117,10 @@ class Batch:
         if step.loaded is None:
             return
         workload = step.loaded.workload
-        # What the next item on this workload reads: this change, at the version it makes.
-        self.pending[workload.workload_id] = LoadedWorkload.of(workload, step.loaded.version + 1)
+        # What the next item on this workload reads: this change, still guarded by the
+        # version first read. The batch commits one document a workload (its last item's),
+        # so a writer that commits between the read and the batch wins over all of them.
+        self.pending[workload.workload_id] = LoadedWorkload.of(workload, step.loaded.version)
         if workload.result is not None:
             self.results.setdefault(workload.result.result_id, workload)
 
@@ -125,15 +130,19 @@ class Batch:
         """Commit every step's change in one transaction and answer each item in order:
         its answer, its refusal, or the conflict of a lost guard.
         """
-        changed = [step for step in steps if isinstance(step, Step) and step.loaded is not None]
-        plans = [_plan(step) for step in changed]
-        outcomes = dict(zip(map(id, changed), self.db.commit_many(plans), strict=True))
+        last: dict[str, Step[T]] = {}  # by workload: the step whose document is committed
+        for step in steps:
+            if isinstance(step, Step) and step.loaded is not None:
+                last[step.loaded.workload.workload_id] = step
+        plans = [_plan(step) for step in last.values()]
+        outcomes = dict(zip(last, self.db.commit_many(plans), strict=True))
         answers: list[T | WorkloadError] = []
         for step in steps:
             if isinstance(step, WorkloadError):
                 answers.append(step)
                 continue
-            outcome = outcomes.get(id(step))
+            key = step.loaded.workload.workload_id if step.loaded is not None else step.depends_on
+            outcome = outcomes.get(key) if key is not None else None
             if isinstance(outcome, StorageConflict):
                 answers.append(outcome)
                 continue

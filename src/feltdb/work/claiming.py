@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from feltdb.errors import WorkloadError
 from feltdb.storage.base import PlannedCommit, RowReader, StoredRow
@@ -25,8 +25,9 @@ from feltdb.work.scheduling import dependencies_satisfied
 
 @dataclass(slots=True)
 class CandidateChoice:
-    """What ``claim_next`` asks of each batch of candidates, inside the transaction that
-    selected them, and what it chose.
+    """What ``claim_next`` and ``claim_many`` ask of each batch of candidates, inside the
+    transaction that selected them, and what they chose: up to ``wanted`` claims (each
+    also started when ``start``), and the candidates settled on the way.
     """
 
     worker: str
@@ -35,48 +36,62 @@ class CandidateChoice:
     now: int
     definitions: frozenset[str] | None
     environments: frozenset[str] | None
+    wanted: int = 1
+    start: bool = False
     examined: int = 0
-    chosen: tuple[LoadedWorkload, Operation] | None = None
-    granted: WorkloadClaim | None = None
+    chosen: list[tuple[LoadedWorkload, Operation, WorkloadClaim | None]] = field(
+        default_factory=list
+    )
+    """Each candidate chosen: as read, what was done, and the claim granted (if one was)."""
 
-    def choose(self, rows: Sequence[StoredRow], read: RowReader) -> PlannedCommit | None:
-        """The commit of the first candidate this worker may run, claimed; or, if it turns
-        out past a deadline or out of attempts, settled as ``claim`` would settle it.
-        ``None`` when no candidate will do.
+    def choose(self, rows: Sequence[StoredRow], read: RowReader) -> list[PlannedCommit]:
+        """The commits of the first candidates this worker may run, claimed, until
+        ``wanted`` are; and of each found past a deadline or out of attempts on the way,
+        settled as ``claim`` would settle it. Empty when no candidate will do.
         """
         # It may run again if the backend retries the transaction, so it starts afresh.
-        self.examined, self.chosen, self.granted = len(rows), None, None
+        self.examined, self.chosen = len(rows), []
+        plans: list[PlannedCommit] = []
+        claimed = 0
         for row in rows:
+            if claimed >= self.wanted:
+                break
             loaded = LoadedWorkload.of(workload_of(row), row.version)
-            workload = loaded.workload
-            # The definitions are a guard only: the selection already holds nothing else.
-            if (
-                self.definitions is not None and workload.definition_id not in self.definitions
-            ) or (self.environments is not None and workload.environment not in self.environments):
+            if not self._candidate(loaded.workload, read):
                 continue
-            if not workload.capability_snapshot <= self.held or not dependencies_satisfied(
-                workload, functools.partial(dependency_state, read, workload)
-            ):
-                continue
-            operation = self._settle(workload)
-            if operation is None:
+            settled = self._settle(loaded.workload)
+            if settled is None:
                 continue  # not claimable after all: never fail the whole search
-            self.chosen = (loaded, operation)
-            return planned_commit(workload, MUTATED, row.version)
-        return None
+            operation, granted = settled
+            claimed += granted is not None
+            self.chosen.append((loaded, operation, granted))
+            plans.append(planned_commit(loaded.workload, MUTATED, row.version))
+        return plans
 
-    def _settle(self, workload: Workload) -> Operation | None:
+    def _candidate(self, workload: Workload, read: RowReader) -> bool:
+        # The definitions are a guard only: the selection already holds nothing else.
+        if (self.definitions is not None and workload.definition_id not in self.definitions) or (
+            self.environments is not None and workload.environment not in self.environments
+        ):
+            return False
+        return workload.capability_snapshot <= self.held and dependencies_satisfied(
+            workload, functools.partial(dependency_state, read, workload)
+        )
+
+    def _settle(self, workload: Workload) -> tuple[Operation, WorkloadClaim | None] | None:
         breach = deadline_breach(workload, self.now)
         if breach is not None:
             recovery.time_out_past_deadline(workload, breach[0], breach[1], self.now)
-            return Operation.DEADLINE
+            return Operation.DEADLINE, None
         if recovery.budget_exhausted(workload):
             recovery.dead_letter_exhausted(workload, self.now)
-            return Operation.EXHAUSTED
+            return Operation.EXHAUSTED, None
         try:
-            self.granted = lifecycle.claim(
-                workload, self.worker, self.held, self.now, self.lease_ms
-            )
+            granted = lifecycle.claim(workload, self.worker, self.held, self.now, self.lease_ms)
+            if self.start:
+                lifecycle.start(
+                    workload, granted.claim_id, self.worker, granted.fencing_token, self.now
+                )
         except WorkloadError:
             return None
-        return Operation.CLAIM
+        return Operation.CLAIM, granted

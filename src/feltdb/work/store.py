@@ -284,13 +284,17 @@ class WorkloadStore:
                 admitted[step.loaded.workload.workload_id] = step.loaded.workload
             steps.append(step)
         answers = batch.commit(steps, self._notify)
-        # A lost guard on an admission: another writer admitted that identity first.
-        return [
-            self._converge(step.loaded.workload.workload_id, requests[n])
-            if isinstance(answer, StorageConflict) and isinstance(step, Step) and step.loaded
-            else answer
-            for n, (step, answer) in enumerate(zip(steps, answers, strict=True))
-        ]
+        # A lost guard on an admission: another writer admitted that identity first, and
+        # each item of it converges on what that writer committed, as admit would.
+        for n, (decided, answer) in enumerate(zip(steps, answers, strict=True)):
+            if isinstance(answer, StorageConflict) and isinstance(decided, Step):
+                loaded = decided.loaded
+                key = loaded.workload.workload_id if loaded is not None else decided.depends_on
+                try:
+                    answers[n] = self._converge(str(key), requests[n])
+                except WorkloadError as refusal:
+                    answers[n] = refusal
+        return answers
 
     def _admission_step(
         self, request: CreateWorkload, admitted: dict[str, Workload]
@@ -301,10 +305,10 @@ class WorkloadStore:
         if not isinstance(request, CreateWorkload):
             request = CreateWorkload.parse(request)
         validate_admission(request)
-        self._ensure_dependencies_visible(request, admitted)
         workload_id = workload_id_for(
             request.tenant_id, request.application_id, request.requested_by, request.idempotency_key
         )
+        # The snapshot must cover the work it authorizes, before anything is read.
         resource = workload_uri(request.application_id, workload_id)
         if not covers(request.authorization_snapshot.grant, resource):
             raise WorkloadError(
@@ -312,13 +316,14 @@ class WorkloadStore:
                 f"the grant does not cover resource {resource!r}",
                 {"missing": "resource"},
             )
+        self._ensure_dependencies_visible(request, admitted)
+        earlier = admitted.get(workload_id)  # admitted earlier in the same batch
+        if earlier is not None:
+            return Step(answer=replay(earlier, request), depends_on=workload_id)
         # Another writer may have admitted this identity: ask the store, by key.
-        existing = admitted.get(workload_id)
-        if existing is None:
-            read = self._read(workload_id)
-            existing = read.workload if read is not None else None
+        existing = self._read(workload_id)
         if existing is not None:
-            return Step(answer=replay(existing, request))
+            return Step(answer=replay(existing.workload, request))
         workload = new_workload(request, workload_id)
         return Step(LoadedWorkload.of(workload, 0), Operation.ADMIT, (workload, True))
 
@@ -537,32 +542,83 @@ class WorkloadStore:
             definitions=_optional_set(definitions, "definitions"),
             environments=_optional_set(environments, "environments"),
         )
+        claims = self._claim_up_to(tenant_id, application_id, choice)
+        return claims[0] if claims else None
+
+    def claim_many(
+        self,
+        tenant_id: str,
+        application_id: str,
+        worker: str,
+        capabilities: Iterable[str],
+        limit: int,
+        now: int | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        *,
+        definitions: Iterable[str] | None = None,
+        environments: Iterable[str] | None = None,
+        start: bool = False,
+    ) -> builtins.list[WorkloadClaim]:
+        """Up to ``limit`` claims, chosen as :meth:`claim_next` chooses, in priority order,
+        committed in one transaction per batch of candidates read; with ``start``, each is
+        also started in the same commit (its history holds the claim and the start, as two
+        calls would leave it). Fewer, or none, when fewer are claimable.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` (``limit`` is 1 to
+                :data:`~feltdb.work.inputs.MAX_BATCH_ITEMS`).
+        """
+        choice = CandidateChoice(
+            worker=inputs.actor(worker, "worker"),
+            held=inputs.capabilities(capabilities),
+            lease_ms=inputs.lease(lease_ms, "lease_ms", self.max_lease_ms),
+            now=_now(now),
+            definitions=_optional_set(definitions, "definitions"),
+            environments=_optional_set(environments, "environments"),
+            wanted=inputs.integer(limit, "limit", 1, inputs.MAX_BATCH_ITEMS),
+            start=bool(start),
+        )
+        return self._claim_up_to(tenant_id, application_id, choice)
+
+    def _claim_up_to(
+        self, tenant_id: str, application_id: str, choice: CandidateChoice
+    ) -> builtins.list[WorkloadClaim]:
+        """Claim up to ``choice.wanted`` of the application's ready work, batch after
+        batch of candidates from the scheduling index, each batch one transaction.
+        """
         tenant_id = inputs.identifier(tenant_id, "tenant_id")
         application_id = inputs.identifier(application_id, "application_id")
-        offset = 0
-        while True:
-            commit = self.db.commit_selected(
+        wanted, offset = choice.wanted, 0
+        granted: builtins.list[WorkloadClaim] = []
+        while len(granted) < wanted:
+            choice.wanted = wanted - len(granted)
+            outcomes = self.db.commit_selected_many(
                 DURABLE_WORK_COLLECTION,
                 tenant_id,
                 application_id,
                 WorkloadState.READY.value,
-                at,
+                choice.now,
                 choice.choose,
-                limit=CANDIDATE_BATCH,
+                limit=max(CANDIDATE_BATCH, choice.wanted),
                 offset=offset,
                 # Only the served definitions' index ranges are read: a worker of one
                 # definition never pages through another's backlog. (choose still checks.)
                 definitions=choice.definitions,
             )
-            if commit is not None and choice.chosen is not None:
-                loaded, operation = choice.chosen
+            progressed = False
+            for (loaded, operation, claim), outcome in zip(choice.chosen, outcomes, strict=True):
+                if isinstance(outcome, StorageConflict):
+                    continue  # the rows are held while chosen: another writer cannot win
+                progressed = True
                 self._notify(operation, loaded, loaded.workload)
-                if choice.granted is not None:
-                    return choice.granted
-                continue  # a candidate was settled and left the ready set: look again
-            if choice.examined < CANDIDATE_BATCH:
-                return None
+                if claim is not None:
+                    granted.append(claim)
+            if progressed:
+                continue  # what was chosen left the ready set: look again from here
+            if choice.examined < max(CANDIDATE_BATCH, choice.wanted):
+                break
             offset += choice.examined  # a whole batch this worker cannot run: page past it
+        return granted
 
     def start(
         self,

@@ -922,6 +922,35 @@ def test_commit_selected_applies_the_plan_for_the_rows_it_selected(db: Database)
     assert keys(claimable(db, 100)) == ["low"]
 
 
+def test_commit_selected_many_commits_each_plan_of_the_rows_it_selected(db: Database) -> None:
+    ready(db, "a", 3)
+    ready(db, "b", 2)
+    ready(db, "c", 1)
+    before = db.current_revision()
+
+    def claim_two(rows: list[StoredRow], read: RowReader) -> list[PlannedCommit]:
+        return [
+            PlannedCommit(
+                f"claim-{row.key}",
+                [Mutation("work", row.key, {"n": row.key, "claimed": True}, RowIndex())],
+                [Precondition("work", row.key, expected_version=row.version)],
+                {"work_id": row.key},
+            )
+            for row in rows[:2]
+        ]
+
+    outcomes = db.commit_selected_many("work", "t1", "app1", "ready", 100, claim_two, limit=10)
+    assert [outcome.rows[0].key for outcome in outcomes] == ["a", "b"]
+    logged = db.committed_transactions_after(before)
+    assert [entry.work_id for entry in logged] == ["a", "b"], "one log entry per plan"
+    assert keys(claimable(db, 100)) == ["c"]
+    revision = db.current_revision()
+    assert (
+        db.commit_selected_many("work", "t1", "app1", "ready", 100, lambda r, g: [], limit=5) == []
+    )
+    assert db.current_revision() == revision, "no plan, nothing written"
+
+
 def test_commit_selected_writes_nothing_when_choose_declines_or_raises(db: Database) -> None:
     ready(db, "a", 1)
     revision, logged = db.current_revision(), log_count(db)

@@ -90,6 +90,24 @@ def test_only_commits_that_may_unblock_work_wake_long_polls(store):
     }
 
 
+def test_any_end_a_dependent_may_require_wakes_long_polls(store):
+    changes: list[WorkloadChange] = []
+    store.observe(changes.append)
+    w = store.create(make_request(idempotency_key="b", retry_policy={"max_attempts": 1}))
+    claim = store.claim(w.workload_id, "w1", CAPABILITIES, now=100)
+    store.fail(w.workload_id, claim.claim_id, "w1", claim.fencing_token, "fatal", "x", now=101)
+    other = store.create(make_request(idempotency_key="c"))
+    store.cancel(other.workload_id, "human:op", now=102)
+    woken = [(change.operation, may_unblock(change)) for change in changes]
+    assert woken == [
+        (Operation.ADMIT, True),
+        (Operation.CLAIM, False),
+        (Operation.FAIL, True),  # DEAD_LETTER: a dependent may require it
+        (Operation.ADMIT, True),
+        (Operation.CANCEL, True),  # CANCELLED, likewise
+    ]
+
+
 def test_a_wakeup_without_a_loop_ignores_commits(store):
     wakeup = Wakeup()
     store.observe(wakeup.on_commit)

@@ -200,3 +200,125 @@ def test_a_batch_holds_at_most_one_transaction_s_worth_and_says_so(stores):
     assert refused.value.details == {"fields": ["heartbeats"]}
     with pytest.raises(WorkloadError):
         store.admit_many(make_request())  # one request, not a list of them
+
+
+# ------------------------------------------------------------------ claim_many
+
+
+def ready_work(store: WorkloadStore, count: int) -> None:
+    for n in range(count):
+        store.create(make_request(idempotency_key=f"ready-{n}", priority=n % 3))
+
+
+def test_claim_many_claims_as_claim_next_would_in_a_row(stores):
+    batch_store, single_store = stores
+    ready_work(batch_store, 5)
+    ready_work(single_store, 5)
+    claims = batch_store.claim_many("t", "app", "worker:w", CAPABILITIES, 3, now=11)
+    expected = [
+        single_store.claim_next("t", "app", "worker:w", CAPABILITIES, now=11) for _ in range(3)
+    ]
+    assert [c.to_json() for c in claims] == [c.to_json() for c in expected if c is not None]
+    for claim in claims:
+        assert (
+            batch_store.get(claim.workload_id).to_json()
+            == single_store.get(claim.workload_id).to_json()
+        )
+    rest = batch_store.claim_many("t", "app", "worker:w", CAPABILITIES, 10, now=11)
+    assert len(rest) == 2, "fewer when fewer are claimable"
+    assert batch_store.claim_many("t", "app", "worker:w", CAPABILITIES, 10, now=11) == []
+
+
+def test_claim_many_with_start_records_both_events_as_two_calls_would(stores):
+    batch_store, single_store = stores
+    ready_work(batch_store, 2)
+    ready_work(single_store, 2)
+    claims = batch_store.claim_many("t", "app", "worker:w", CAPABILITIES, 2, now=11, start=True)
+    assert len(claims) == 2
+    for claim in claims:
+        single_store.claim(claim.workload_id, "worker:w", CAPABILITIES, now=11)
+        single_store.start(claim.workload_id, claim.claim_id, "worker:w", claim.fencing_token, 11)
+        started = batch_store.get(claim.workload_id)
+        assert started.state is WorkloadState.RUNNING
+        assert [e.to for e in started.execution_history][-2:] == [
+            WorkloadState.CLAIMED,
+            WorkloadState.RUNNING,
+        ]
+        assert started.to_json() == single_store.get(claim.workload_id).to_json()
+
+
+def test_claim_many_settles_work_past_its_deadline_and_claims_the_next(stores):
+    store, _ = stores
+    from feltdb import WorkloadTimeouts
+
+    late = store.create(
+        make_request(idempotency_key="late", priority=9, timeouts=WorkloadTimeouts(queue_ms=1000))
+    )
+    ready_work(store, 2)
+    heard: list[WorkloadChange] = []
+    store.observe(heard.append)
+    claims = store.claim_many("t", "app", "worker:w", CAPABILITIES, 2, now=50)
+    assert len(claims) == 2 and late.workload_id not in {c.workload_id for c in claims}
+    assert store.get(late.workload_id).state is WorkloadState.DEAD_LETTER
+    assert sorted(c.operation for c in heard) == sorted(
+        [Operation.DEADLINE, Operation.CLAIM, Operation.CLAIM]
+    )
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1025])
+def test_claim_many_takes_a_limit_of_one_to_a_batch(stores, limit):
+    store, _ = stores
+    with pytest.raises(WorkloadError) as refused:
+        store.claim_many("t", "app", "worker:w", CAPABILITIES, limit, now=11)
+    assert refused.value.code == "WORKLOAD_INVALID"
+
+
+# ------------------------------------------------------------------ races with another writer
+
+
+def interleaved(store: WorkloadStore, meanwhile: Callable[[], None]) -> None:
+    """Make ``meanwhile`` commit between the batch's reads and its commit."""
+    commit_many = store.db.commit_many
+
+    def late(plans: Any) -> Any:
+        meanwhile()
+        return commit_many(plans)
+
+    store.db.commit_many = late  # type: ignore[method-assign]
+
+
+def test_two_items_on_one_workload_lose_together_to_a_writer_in_between(stores):
+    store, _ = stores
+    [claim] = running(store, ["a"])
+    other = WorkloadStore.open(store.db.target)
+    try:
+        interleaved(store, lambda: other.cancel(claim.workload_id, "human:op", now=15))
+        beat = Heartbeat(claim.workload_id, claim.claim_id, "worker:w", claim.fencing_token)
+        answers = store.heartbeat_many([beat, beat], now=16)
+    finally:
+        del store.db.commit_many
+        other.close()
+    assert [getattr(a, "code", None) for a in answers] == ["WORKLOAD_CONFLICT"] * 2
+    committed = store.get(claim.workload_id)
+    assert committed.state is WorkloadState.CANCELLATION_REQUESTED, "the cancel stands"
+
+
+def test_an_admission_lost_to_a_writer_in_between_converges_and_the_rest_commit(stores):
+    store, _ = stores
+    other = WorkloadStore.open(store.db.target)
+    try:
+        reused = make_request(idempotency_key="k", input={"theirs": True})
+        interleaved(store, lambda: other.admit(reused))
+        answers = store.admit_many(
+            [
+                make_request(idempotency_key="k"),
+                make_request(idempotency_key="k"),  # repeats the first: stands on it
+                make_request(idempotency_key="fine"),
+            ]
+        )
+    finally:
+        del store.db.commit_many
+        other.close()
+    codes = [a.code if isinstance(a, WorkloadError) else "created" for a in answers]
+    assert codes == ["IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_KEY_REUSED", "created"]
+    assert len(store.list("t", "app")) == 2

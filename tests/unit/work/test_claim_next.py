@@ -113,22 +113,22 @@ def test_a_worker_of_one_definition_reads_only_its_work_behind_another_s_backlog
         store.create(make_request(idempotency_key=f"a-{n}", definition_id="a", priority=9))
     wanted = store.create(make_request(idempotency_key="b", definition_id="b", priority=0))
     handed: list[list[str]] = []
-    select = store.db.commit_selected
+    select = store.db.commit_selected_many
 
     def counting(*args, **kwargs):
-        decide = args[5]
+        choose = args[5]
 
         def watched(rows, read):
             handed.append([row.document["definition_id"] for row in rows])
-            return decide(rows, read)
+            return choose(rows, read)
 
         return select(*args[:5], watched, *args[6:], **kwargs)
 
-    store.db.commit_selected = counting
+    store.db.commit_selected_many = counting
     try:
         claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions=["b"])
     finally:
-        del store.db.commit_selected
+        del store.db.commit_selected_many
     assert claim is not None and claim.workload_id == wanted.workload_id
     assert handed == [["b"]]  # one selection, of one candidate: no "a" row was examined
     assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions=["b"]) is None
