@@ -12,13 +12,23 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from feltdb.client.batches import CompletionItem, HeartbeatItem
 from feltdb.client.protocol import AuditPage, Page, WorkloadClient
 
 if TYPE_CHECKING:
     from feltdb.client.http import Client, ClientError
     from feltdb.client.local import LocalClient
 
-__all__ = ["AuditPage", "Client", "ClientError", "LocalClient", "Page", "WorkloadClient"]
+__all__ = [
+    "AuditPage",
+    "Client",
+    "ClientError",
+    "CompletionItem",
+    "HeartbeatItem",
+    "LocalClient",
+    "Page",
+    "WorkloadClient",
+]
 
 _MODULES = {"Client": "http", "ClientError": "http", "LocalClient": "local"}
 

@@ -22,6 +22,7 @@ import httpx
 
 from feltdb import CommittedTransaction
 from feltdb.auth.tokens import decode_token
+from feltdb.client.http_batches import HttpBatches
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url
 from feltdb.errors import ErrorCode, WorkloadError
@@ -47,7 +48,7 @@ def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
     return {"claim_id": claim_id, "fencing_token": fencing_token}
 
 
-class Client(WorkloadClient):
+class Client(HttpBatches, WorkloadClient):
     """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
 
     ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).

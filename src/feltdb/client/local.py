@@ -21,6 +21,7 @@ from typing import Any
 from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.policy import worker_name
 from feltdb.auth.scope import Scope
+from feltdb.client.local_batches import LocalBatches
 from feltdb.client.protocol import (
     MAX_PAGE,
     MAX_WAIT_MS,
@@ -35,6 +36,7 @@ from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
     ApprovalDecision,
+    CreateWorkload,
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
@@ -49,7 +51,7 @@ POLL_S = 0.2
 """How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
 
 
-class LocalClient(WorkloadClient):
+class LocalClient(LocalBatches, WorkloadClient):
     """``subject`` calling ``store`` in ``scope``.
 
     Args:
@@ -132,7 +134,10 @@ class LocalClient(WorkloadClient):
 
     def submit(self, submission: SubmissionLike) -> tuple[Workload, bool]:
         """See :meth:`WorkloadClient.submit`."""
-        request = admission_request(
+        return self.store.admit(self._request(submission))
+
+    def _request(self, submission: SubmissionLike) -> CreateWorkload:
+        return admission_request(
             as_submission(submission),
             tenant_id=self.scope.tenant_id,
             application_id=self.scope.application_id,
@@ -140,7 +145,6 @@ class LocalClient(WorkloadClient):
             authorization_snapshot=self._signed("a submission"),
             created_at=self.clock() if self.clock is not None else int(time.time()),
         )
-        return self.store.admit(request)
 
     def get(self, workload_id: str) -> Workload:
         """See :meth:`WorkloadClient.get`."""
@@ -215,6 +219,13 @@ class LocalClient(WorkloadClient):
             return frozenset(asked or ())
         return self.capabilities if asked is None else self.capabilities & frozenset(asked)
 
+    def _served(self, asked: Iterable[str] | None) -> frozenset[str] | None:
+        """The definitions a claim takes work of: the scope's, narrowed to ``asked``."""
+        served = self.scope.definitions or None
+        if asked is None:
+            return served
+        return frozenset(asked) if served is None else served & frozenset(asked)
+
     def _maintain(self) -> None:
         interval = self.maintenance_interval_s
         if interval is not None and time.monotonic() - self._maintained_at >= interval:
@@ -240,11 +251,7 @@ class LocalClient(WorkloadClient):
                 f"wait_ms: 0 to {MAX_WAIT_MS} milliseconds",
                 {"fields": ["wait_ms"]},
             )
-        served = self.scope.definitions or None
-        if definitions is not None:
-            asked = frozenset(definitions)
-            served = asked if served is None else served & asked
-        held = self._held(capabilities)
+        held, served = self._held(capabilities), self._served(definitions)
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             self._maintain()

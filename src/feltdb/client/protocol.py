@@ -15,10 +15,12 @@ Every method may raise :class:`~feltdb.errors.WorkloadError` with the authority'
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from feltdb.client.batches import CompletionLike, HeartbeatLike
+from feltdb.errors import WorkloadError
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
     ApprovalDecision,
@@ -271,6 +273,45 @@ class WorkloadClient(Protocol):
 
     def confirm_cancel(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
         """Confirm a requested cancellation of the claimed work."""
+        ...
+
+    # -------------------------------------------------------------- batches
+    # One transaction each; answers per item, in order, each what the single call answers
+    # (its value, or the refusal it raises); at most 1,024 items (WORKLOAD_INVALID beyond).
+
+    def admit_many(
+        self, submissions: Sequence[SubmissionLike]
+    ) -> builtins.list[tuple[Workload, bool] | WorkloadError]:
+        """:meth:`submit` for each submission: the workload and whether this call created
+        it, or the item's refusal.
+        """
+        ...
+
+    def claim_many(
+        self,
+        limit: int,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
+        start: bool = False,
+    ) -> builtins.list[WorkloadClaim]:
+        """Up to ``limit`` (1 to 1,024) claims, chosen as :meth:`claim_next` chooses (no
+        waiting: fewer, or none, when fewer are claimable); with ``start``, each attempt is
+        also started.
+        """
+        ...
+
+    def complete_many(
+        self, items: Sequence[CompletionLike]
+    ) -> builtins.list[WorkloadResult | WorkloadError]:
+        """:meth:`complete` for each item: the result recorded, or the item's refusal."""
+        ...
+
+    def heartbeat_many(
+        self, items: Sequence[HeartbeatLike]
+    ) -> builtins.list[WorkloadClaim | WorkloadError]:
+        """:meth:`heartbeat` for each item: the extended claim, or the item's refusal."""
         ...
 
     # -------------------------------------------------------------- operators and approvers

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.fields import MAX_LIST_ITEMS, MAX_SAFE_INTEGER
+from feltdb.server.errors import ErrorDetail
 from feltdb.server.fields import (
     NOT_BLANK,
     Artifacts,
@@ -24,8 +25,8 @@ from feltdb.server.fields import (
     SecretReference,
 )
 from feltdb.storage.base import CommittedTransaction
-from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import ApprovalDecision, Workload
+from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
+from feltdb.work.models import ApprovalDecision, Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 MAX_WAIT_MS = 30_000
@@ -50,13 +51,12 @@ _LEASE_DESCRIPTION = (
 )
 
 
-class ClaimNextBody(_Body):
-    """``POST /v1/claims``: a lease, and how long to wait for work (long-poll)."""
+class _ClaimOptions(_Body):
+    """What a claim asks for: a lease, and which work (capabilities, definitions)."""
 
     lease_ms: JsonInteger = Field(
         default=DEFAULT_LEASE_MS, ge=0, le=MAX_SAFE_INTEGER, description=_LEASE_DESCRIPTION
     )
-    wait_ms: JsonInteger = Field(default=0, ge=0, le=MAX_WAIT_MS)
     capabilities: list[str] | None = Field(
         default=None,
         description="Claim only work these capabilities cover (they narrow the grant's; "
@@ -68,6 +68,21 @@ class ClaimNextBody(_Body):
         description="Claim only work of these definition ids: the ones the worker has "
         "handlers for (they narrow the grant's constraints). Default: any.",
     )
+
+
+class ClaimNextBody(_ClaimOptions):
+    """``POST /v1/claims``: a lease, and how long to wait for work (long-poll)."""
+
+    wait_ms: JsonInteger = Field(default=0, ge=0, le=MAX_WAIT_MS)
+
+
+class ClaimManyBody(_ClaimOptions):
+    """``POST /v1/batches/claims``: up to ``limit`` claims, each also started with
+    ``start`` (no long-poll: fewer, or none, when fewer are claimable).
+    """
+
+    limit: JsonInteger = Field(ge=1, le=MAX_BATCH_ITEMS)
+    start: bool = False
 
 
 class ClaimBody(_Body):
@@ -114,6 +129,40 @@ class CompleteBody(FenceBody):
     output: Any
     artifacts: Artifacts = Field(default_factory=list)
     schema_version: JsonInteger = Field(default=1, ge=0, le=MAX_SAFE_INTEGER)
+
+
+class AdmissionBatchBody(_Body):
+    """``POST /v1/batches/workloads``: submissions, each answered on its own."""
+
+    items: list[dict[str, Any]] = Field(
+        max_length=MAX_BATCH_ITEMS,
+        description="Each a submission (the body of `POST /v1/workloads`, `SubmitWorkload`)."
+        " Each is refused on its own, with the status and error the single route answers.",
+    )
+
+
+class CompletionItem(CompleteBody):
+    """One item of ``POST /v1/batches/completions``: a completion of one workload."""
+
+    workload_id: Identifier
+
+
+class CompletionBatchBody(_Body):
+    """``POST /v1/batches/completions``: the worker is the token's subject."""
+
+    items: list[CompletionItem] = Field(max_length=MAX_BATCH_ITEMS)
+
+
+class HeartbeatItem(HeartbeatBody):
+    """One item of ``POST /v1/batches/heartbeats``: a heartbeat of one workload."""
+
+    workload_id: Identifier
+
+
+class HeartbeatBatchBody(_Body):
+    """``POST /v1/batches/heartbeats``: the worker is the token's subject."""
+
+    items: list[HeartbeatItem] = Field(max_length=MAX_BATCH_ITEMS)
 
 
 class FailBody(FenceBody):
@@ -209,6 +258,60 @@ class RevokeAnswer(BaseModel):
     revoked: bool
     """Whether this request revoked it (false: it already was revoked)."""
     message: str
+
+
+class RefusedItem(BaseModel):
+    """An item of a batch refused: the status and error the single route answers."""
+
+    status: int
+    error: ErrorDetail
+
+
+class AdmittedItem(BaseModel):
+    """An admission of a batch: 201 (created) or 200 (a replay), and the workload."""
+
+    status: Literal[200, 201]
+    workload: Workload
+
+
+class AdmissionBatchAnswer(BaseModel):
+    """Each submission's answer, in order."""
+
+    items: list[AdmittedItem | RefusedItem]
+
+
+class ClaimBatchAnswer(BaseModel):
+    """The claims made, in priority order (fewer than asked, or none, when fewer were
+    claimable).
+    """
+
+    items: list[WorkloadClaim]
+
+
+class CompletedItem(BaseModel):
+    """A completion of a batch: the result recorded."""
+
+    status: Literal[200]
+    result: WorkloadResult
+
+
+class CompletionBatchAnswer(BaseModel):
+    """Each completion's answer, in order."""
+
+    items: list[CompletedItem | RefusedItem]
+
+
+class ExtendedItem(BaseModel):
+    """A heartbeat of a batch: the extended claim."""
+
+    status: Literal[200]
+    claim: WorkloadClaim
+
+
+class HeartbeatBatchAnswer(BaseModel):
+    """Each heartbeat's answer, in order."""
+
+    items: list[ExtendedItem | RefusedItem]
 
 
 def state_answer(workload_id: str, state: WorkloadState) -> dict[str, Any]:

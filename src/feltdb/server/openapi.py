@@ -156,6 +156,10 @@ or given an invalid request (422)."""
 WITH_BODY = (*ON_WORKLOAD, 413)
 """A route acting on one workload with a body (413: over the limit)."""
 
+BATCH = (*AUTH, 413, 422)
+"""A batch route: the token (401/403/503), the body's size (413) and shape (422) refuse
+the whole request; each item's own refusal is in its answer."""
+
 LEASE_FIELDS = ("lease_ms", "extend_ms")
 """The request fields bounded by the store's lease cap."""
 

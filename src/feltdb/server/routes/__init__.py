@@ -19,6 +19,9 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``POST /v1/claims`` | ``workload:claim`` | ``flow://{app}/workloads/*`` (any of the app's) |
 | ``POST /v1/workloads/{id}/{claim,start,heartbeat,context,checkpoint,complete,fail,``
   ``confirm-cancel}`` | ``workload:claim`` | the workload |
+| ``POST /v1/batches/workloads`` | ``workload:execute`` | each new workload (by the store) |
+| ``POST /v1/batches/claims`` | ``workload:claim`` | ``flow://{app}/workloads/*`` |
+| ``POST /v1/batches/{completions,heartbeats}`` | ``workload:claim`` | each item's workload |
 | ``POST /v1/workloads/{id}/retry`` | ``workload:operate`` | the workload |
 | ``POST /v1/workloads/{id}/decision`` | ``workload:approve`` | the workload |
 | ``GET /v1/workloads`` | ``workload:read`` | ``flow://{app}/workloads/*`` |
@@ -36,6 +39,11 @@ any other read is refused ``403``, never ``404`` (``feltdb.auth.policy.may_read`
 lists (``GET /v1/workloads``, ``/v1/approvals``, ``/v1/dead-letters``) and the audit
 only ever hold the grant's tenant's application's entries, and need a grant covering all
 of the application's workloads.
+
+Batches (``/v1/batches/…``) make one store call each and answer ``200`` with one answer per
+item, in order: an item refused (by the grant's coverage of its workload, or by the store)
+answers the status and error body its single route would; the token, the body's size and
+its shape refuse the whole request.
 
 Lists are pages: ``{"items": [...], "next_cursor": str | null}`` in the order of
 ``WorkloadStore.list`` (priority descending, then oldest first, then id), ``limit`` 1 to

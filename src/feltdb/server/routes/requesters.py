@@ -11,13 +11,36 @@ from fastapi.responses import JSONResponse
 
 from feltdb.auth.policy import CANCEL, SUBMIT, authorize, authorize_read, authorize_workload
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.server.bodies import EmptyBody, StateAnswer, state_answer
+from feltdb.server.batches import answered, per_item
+from feltdb.server.bodies import (
+    AdmissionBatchAnswer,
+    AdmissionBatchBody,
+    EmptyBody,
+    StateAnswer,
+    state_answer,
+)
 from feltdb.server.fields import integers_as_declared
-from feltdb.server.openapi import AUTH, ON_WORKLOAD, SUBMISSION_SCHEMA, SUBMIT_BODY, WITH_BODY
+from feltdb.server.openapi import (
+    AUTH,
+    BATCH,
+    ON_WORKLOAD,
+    SUBMISSION_SCHEMA,
+    SUBMIT_BODY,
+    WITH_BODY,
+)
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Auth, Now, State, Store, WorkloadId
+from feltdb.server.routes.deps import (
+    PREFIX,
+    Auth,
+    Caller,
+    Now,
+    ServerState,
+    State,
+    Store,
+    WorkloadId,
+)
 from feltdb.work.disclosure import disclosed
-from feltdb.work.models import Workload
+from feltdb.work.models import CreateWorkload, Workload
 from feltdb.work.submission import SUPPLIED_BY_THE_AUTHORITY, admission_request
 
 router = APIRouter(prefix=PREFIX)
@@ -55,20 +78,47 @@ def submitted_fields(body: dict[str, Any]) -> dict[str, Any]:
 def submit(  # noqa: D103
     caller: Auth, state: State, body: Annotated[dict[str, Any], Body()]
 ) -> JSONResponse:
+    authorize(caller.grant, SUBMIT, caller.grant.tenant_id, caller.grant.application_id)
+    # The store refuses a request whose grant does not cover the new workload's URI.
+    workload, created = state.store.admit(admission(caller, state, state.clock(), body))
+    return JSONResponse(disclosed(workload), status_code=201 if created else 200)
+
+
+def admission(caller: Caller, state: ServerState, now: int, body: Any) -> CreateWorkload:
+    """The request to admit submission ``body``, as ``caller``: the tenant, the
+    application and the requester are the token's, the authorization snapshot its signed
+    grant (evidence, signed in its own domain: never the token itself), ``created_at`` now.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` for a body that is not a submission.
+    """
+    if not isinstance(body, dict):
+        raise WorkloadError(ErrorCode.WORKLOAD_INVALID, "a submission is a JSON object")
     grant = caller.grant
-    authorize(grant, SUBMIT, grant.tenant_id, grant.application_id)
-    request = admission_request(
+    return admission_request(
         submitted_fields(body),
         tenant_id=grant.tenant_id,
         application_id=grant.application_id,
         requested_by=grant.subject,
-        # Evidence, signed in its own domain: never the token itself.
         authorization_snapshot=state.keyring.evidence(grant, caller.key_id),
-        created_at=state.clock(),
+        created_at=now,
     )
-    # The store refuses a request whose grant does not cover the new workload's URI.
-    workload, created = state.store.admit(request)
-    return JSONResponse(disclosed(workload), status_code=201 if created else 200)
+
+
+@router.post(
+    "/batches/workloads",
+    summary="Admit workloads, each answered as POST /v1/workloads answers it",
+    responses=declared(AdmissionBatchAnswer, *BATCH),
+)
+def submit_many(caller: Auth, state: State, body: AdmissionBatchBody) -> JSONResponse:  # noqa: D103
+    authorize(caller.grant, SUBMIT, caller.grant.tenant_id, caller.grant.application_id)
+    now = state.clock()
+    admitted = per_item(
+        body.items, lambda item: admission(caller, state, now, item), state.store.admit_many
+    )
+    return answered(
+        admitted, "workload", lambda answer: (201 if answer[1] else 200, disclosed(answer[0]))
+    )
 
 
 @router.get(

@@ -12,27 +12,40 @@ import asyncio
 import contextlib
 import functools
 import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from feltdb.auth.policy import authorize_worker, claim_filter, worker_name
+from feltdb.auth.policy import CLAIM, authorize, authorize_worker, claim_filter, worker_name
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.batches import answered, per_item
 from feltdb.server.bodies import (
     CheckpointBody,
+    ClaimBatchAnswer,
     ClaimBody,
+    ClaimManyBody,
     ClaimNextBody,
     CompleteBody,
+    CompletionBatchAnswer,
+    CompletionBatchBody,
+    CompletionItem,
     ContextBody,
     FailBody,
     FenceBody,
+    HeartbeatBatchAnswer,
+    HeartbeatBatchBody,
     HeartbeatBody,
+    HeartbeatItem,
     StateAnswer,
     state_answer,
 )
-from feltdb.server.openapi import AUTH, WITH_BODY
+from feltdb.server.openapi import AUTH, BATCH, WITH_BODY
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Auth, Now, State, Store, WorkloadId
+from feltdb.server.routes.deps import PREFIX, Auth, Caller, Now, State, Store, WorkloadId
+from feltdb.work.batches import Completion, Heartbeat
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
     WorkloadCheckpoint,
@@ -40,6 +53,11 @@ from feltdb.work.models import (
     WorkloadExecutionContext,
     WorkloadResult,
 )
+from feltdb.work.store import WorkloadStore
+
+Item = TypeVar("Item", CompletionItem, HeartbeatItem)
+Prepared = TypeVar("Prepared")
+Answer = TypeVar("Answer")
 
 RECHECK_S = 0.25
 """A long-poll also looks again this often, for work another server committed (its
@@ -210,3 +228,109 @@ def confirm_cancel(  # noqa: D103
         workload_id, body.claim_id, worker, body.fencing_token, now, scope=caller.scope
     )
     return Response(status_code=204)
+
+
+# ---------------------------------------------------------------------- batches
+# One store call each. The token is checked for the whole request (``workload:claim`` in
+# its application: 401/403 refuse it all); each item's workload is then authorized as the
+# single route authorizes it, and refused on its own (403, or 404 outside the scope).
+
+
+@router.post(
+    "/batches/claims",
+    summary="Claim (and with start, start) up to limit eligible workloads; none: []",
+    responses=declared(ClaimBatchAnswer, *BATCH),
+)
+def claim_many(  # noqa: D103
+    caller: Auth, store: Store, now: Now, body: ClaimManyBody
+) -> JSONResponse:
+    grant = caller.grant
+    eligible = claim_filter(grant, body.capabilities, body.definitions)
+    claims = store.claim_many(
+        grant.tenant_id, grant.application_id, worker_name(grant.subject),
+        eligible.capabilities, body.limit, now, body.lease_ms,
+        definitions=eligible.definitions, environments=eligible.environments, start=body.start,
+    )  # fmt: skip
+    return JSONResponse({"items": [claim.to_json() for claim in claims]})
+
+
+def _as_worker(caller: Caller) -> None:
+    """Refuse the whole request unless its grant holds ``workload:claim`` in its own
+    tenant and application (each item's workload is authorized on its own).
+    """
+    authorize(caller.grant, CLAIM, caller.grant.tenant_id, caller.grant.application_id)
+
+
+def _each_workload(
+    caller: Caller,
+    items: Sequence[Item],
+    make: Callable[[Item, str], Prepared],
+    run: Callable[[list[Prepared]], Sequence[Answer | WorkloadError]],
+) -> list[Answer | WorkloadError]:
+    """Authorize each item's workload as the single route does (refusing that item
+    alone), ``make`` the store's item as the worker the grant names, and ``run`` the
+    authorized ones in one store call.
+    """
+    grant = caller.grant
+    return per_item(items, lambda item: make(item, authorize_worker(grant, item.workload_id)), run)
+
+
+def _completion(item: CompletionItem, worker: str) -> Completion:
+    return Completion(
+        item.workload_id, item.claim_id, worker, item.fencing_token, item.result_id,
+        item.output, item.artifacts, item.schema_version,
+    )  # fmt: skip
+
+
+def _heartbeat(item: HeartbeatItem, worker: str) -> Heartbeat:
+    return Heartbeat(item.workload_id, item.claim_id, worker, item.fencing_token, item.extend_ms)
+
+
+def _within_the_lease_cap(store: WorkloadStore, items: Sequence[HeartbeatItem]) -> None:
+    """Refuse the whole request when an item asks for more than the store's lease cap: the
+    schema declares the cap (a bound of the body's shape), so no such body is accepted.
+    """
+    over = [f"items.{n}.extend_ms" for n, i in enumerate(items) if i.extend_ms > store.max_lease_ms]
+    if over:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            f"{over[0]}: must be at most {store.max_lease_ms} (the server's lease cap)",
+            {"fields": over},
+        )
+
+
+@router.post(
+    "/batches/completions",
+    summary="Record results, each answered as POST /v1/workloads/{id}/complete answers it",
+    responses=declared(CompletionBatchAnswer, *BATCH),
+)
+def complete_many(  # noqa: D103
+    caller: Auth, store: Store, now: Now, body: CompletionBatchBody
+) -> JSONResponse:
+    _as_worker(caller)
+    results = _each_workload(
+        caller,
+        body.items,
+        _completion,
+        lambda ready: store.complete_many(ready, now, scope=caller.scope),
+    )
+    return answered(results, "result", lambda result: (200, result.to_json()))
+
+
+@router.post(
+    "/batches/heartbeats",
+    summary="Extend leases, each answered as POST /v1/workloads/{id}/heartbeat answers it",
+    responses=declared(HeartbeatBatchAnswer, *BATCH),
+)
+def heartbeat_many(  # noqa: D103
+    caller: Auth, store: Store, now: Now, body: HeartbeatBatchBody
+) -> JSONResponse:
+    _as_worker(caller)
+    _within_the_lease_cap(store, body.items)
+    extended = _each_workload(
+        caller,
+        body.items,
+        _heartbeat,
+        lambda ready: store.heartbeat_many(ready, now, scope=caller.scope),
+    )
+    return answered(extended, "claim", lambda claim: (200, claim.to_json()))

@@ -1,0 +1,118 @@
+""":class:`~feltdb.client.Client`'s batch calls, over ``/v1/batches/...``.
+
+Each answers per item, in order: the item's value, or a
+:class:`~feltdb.client.refusals.ClientError` with the code, message, details and HTTP
+status the server answered for that item. A submission the model refuses is refused here,
+before anything is sent (status ``None``), and the others are sent. A refusal of the whole
+request (the token, the body's size or shape) is raised, as a single call's is.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from feltdb.client.batches import (
+    CompletionLike,
+    HeartbeatLike,
+    completion_item,
+    heartbeat_item,
+    per_item,
+)
+from feltdb.client.protocol import SubmissionLike, as_submission
+from feltdb.client.refusals import ClientError
+from feltdb.errors import WorkloadError
+from feltdb.work.inputs import DEFAULT_LEASE_MS
+from feltdb.work.models import Workload, WorkloadClaim, WorkloadResult
+from feltdb.work.submission import submission_fields
+
+T = TypeVar("T")
+
+
+def item_answers(
+    document: Mapping[str, Any], name: str, parse: Callable[[Mapping[str, Any]], T]
+) -> builtins.list[T | WorkloadError]:
+    """A batch answer's items: ``parse`` of each answered one (``{"status", name}``), a
+    :class:`ClientError` of each refused one (``{"status", "error"}``).
+    """
+    answers: builtins.list[T | WorkloadError] = []
+    for item in document["items"]:
+        error = item.get("error")
+        if error is None:
+            answers.append(parse(item))
+            continue
+        answers.append(
+            ClientError(
+                error["code"], error["message"], error.get("details"), status=item["status"]
+            )
+        )
+    return answers
+
+
+def _fields(submission: SubmissionLike) -> dict[str, Any]:
+    try:
+        return submission_fields(as_submission(submission))
+    except WorkloadError as error:
+        raise ClientError(error.code, error.message, error.details) from None
+
+
+class HttpBatches:
+    """The batch calls, over the transport of the class this is mixed into."""
+
+    def _ask(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        params: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        raise NotImplementedError  # the client's transport
+
+    def admit_many(
+        self, submissions: Sequence[SubmissionLike]
+    ) -> builtins.list[tuple[Workload, bool] | WorkloadError]:
+        """See :meth:`WorkloadClient.admit_many` (``POST /v1/batches/workloads``)."""
+
+        def send(bodies: builtins.list[dict[str, Any]]) -> Sequence[Any]:
+            document = self._ask("POST", "/v1/batches/workloads", {"items": bodies})
+            return item_answers(
+                document, "workload", lambda i: (Workload.parse(i["workload"]), i["status"] == 201)
+            )
+
+        return per_item(submissions, _fields, send)
+
+    def claim_many(
+        self,
+        limit: int,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
+        start: bool = False,
+    ) -> builtins.list[WorkloadClaim]:
+        """See :meth:`WorkloadClient.claim_many` (``POST /v1/batches/claims``)."""
+        body: dict[str, Any] = {"limit": limit, "lease_ms": lease_ms, "start": start}
+        if capabilities is not None:
+            body["capabilities"] = sorted(capabilities)
+        if definitions is not None:
+            body["definitions"] = sorted(definitions)
+        document = self._ask("POST", "/v1/batches/claims", body)
+        return [WorkloadClaim.parse(item) for item in document["items"]]
+
+    def complete_many(
+        self, items: Sequence[CompletionLike]
+    ) -> builtins.list[WorkloadResult | WorkloadError]:
+        """See :meth:`WorkloadClient.complete_many` (``POST /v1/batches/completions``)."""
+        body = {"items": [completion_item(item).fields() for item in items]}
+        document = self._ask("POST", "/v1/batches/completions", body)
+        return item_answers(document, "result", lambda i: WorkloadResult.parse(i["result"]))
+
+    def heartbeat_many(
+        self, items: Sequence[HeartbeatLike]
+    ) -> builtins.list[WorkloadClaim | WorkloadError]:
+        """See :meth:`WorkloadClient.heartbeat_many` (``POST /v1/batches/heartbeats``)."""
+        body = {"items": [heartbeat_item(item).fields() for item in items]}
+        document = self._ask("POST", "/v1/batches/heartbeats", body)
+        return item_answers(document, "claim", lambda i: WorkloadClaim.parse(i["claim"]))

@@ -1,0 +1,63 @@
+"""The batch routes' answers: each item prepared (and maybe refused) on its own, the rest
+given to one store call, and every answer put back in its item's place.
+
+An item's refusal is answered as the single route answers it: the status of
+:func:`~feltdb.server.errors.status_for` and the error body of every error answer, beside
+each other (``{"status", "error": {"code", "message", "details"}}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from fastapi.responses import JSONResponse
+
+from feltdb.errors import WorkloadError
+from feltdb.server.errors import error_body, status_for
+
+Item = TypeVar("Item")
+Prepared = TypeVar("Prepared")
+Answer = TypeVar("Answer")
+
+
+def per_item(
+    items: Sequence[Item],
+    prepare: Callable[[Item], Prepared],
+    run: Callable[[list[Prepared]], Sequence[Answer | WorkloadError]],
+) -> list[Answer | WorkloadError]:
+    """Each item prepared (``prepare`` refusing it, or making the store's item), the
+    prepared ones given to ``run`` (one store call), and the answers in the items' order.
+    """
+    prepared: list[Prepared | WorkloadError] = []
+    for item in items:
+        try:
+            prepared.append(prepare(item))
+        except WorkloadError as refusal:
+            prepared.append(refusal)
+    ready = [entry for entry in prepared if not isinstance(entry, WorkloadError)]
+    answers = iter(run(ready) if ready else ())
+    return [entry if isinstance(entry, WorkloadError) else next(answers) for entry in prepared]
+
+
+def refused(error: WorkloadError) -> dict[str, Any]:
+    """An item's refusal: the status and the error body the single route answers."""
+    return {"status": status_for(error), **error_body(error.code, error.message, error.details)}
+
+
+def answered(
+    answers: Sequence[Answer | WorkloadError],
+    name: str,
+    encode: Callable[[Answer], tuple[int, Any]],
+) -> JSONResponse:
+    """The batch's answer (200): ``{"items": [...]}``, each item ``{"status", name: …}``
+    (``encode`` giving the status and the JSON of a value) or its refusal.
+    """
+    items: list[dict[str, Any]] = []
+    for answer in answers:
+        if isinstance(answer, WorkloadError):
+            items.append(refused(answer))
+            continue
+        status, value = encode(answer)
+        items.append({"status": status, name: value})
+    return JSONResponse({"items": items})
