@@ -17,10 +17,6 @@ from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import WorkloadClaim
 
-Item = TypeVar("Item")
-Prepared = TypeVar("Prepared")
-Answer = TypeVar("Answer")
-
 
 @dataclass(frozen=True, slots=True)
 class CompletionItem:
@@ -97,22 +93,3 @@ def _record(kind: Callable[..., Record], fields: Mapping[str, Any]) -> Record:
         return kind(**fields)
     except TypeError as error:
         raise WorkloadError(ErrorCode.WORKLOAD_INVALID, f"not a batch item: {error}") from None
-
-
-def per_item(
-    items: Sequence[Item],
-    prepare: Callable[[Item], Prepared],
-    run: Callable[[list[Prepared]], Sequence[Answer | WorkloadError]],
-) -> list[Answer | WorkloadError]:
-    """Each item prepared (``prepare`` refusing it on its own), the prepared ones given to
-    ``run`` (one call), and the answers in the items' order.
-    """
-    prepared: list[Prepared | WorkloadError] = []
-    for item in items:
-        try:
-            prepared.append(prepare(item))
-        except WorkloadError as refusal:
-            prepared.append(refusal)
-    ready = [entry for entry in prepared if not isinstance(entry, WorkloadError)]
-    answers = iter(run(ready) if ready else ())
-    return [entry if isinstance(entry, WorkloadError) else next(answers) for entry in prepared]

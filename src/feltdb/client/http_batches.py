@@ -18,11 +18,11 @@ from feltdb.client.batches import (
     HeartbeatLike,
     completion_item,
     heartbeat_item,
-    per_item,
 )
 from feltdb.client.protocol import SubmissionLike, as_submission
 from feltdb.client.refusals import ClientError
 from feltdb.errors import WorkloadError
+from feltdb.work.batches import per_item
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.submission import submission_fields

@@ -13,11 +13,10 @@ from feltdb.client.batches import (
     HeartbeatLike,
     completion_item,
     heartbeat_item,
-    per_item,
 )
 from feltdb.client.protocol import SubmissionLike
 from feltdb.errors import WorkloadError
-from feltdb.work.batches import Completion, Heartbeat
+from feltdb.work.batches import Completion, Heartbeat, per_item
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import CreateWorkload, Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.store import WorkloadStore

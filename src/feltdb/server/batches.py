@@ -16,28 +16,7 @@ from fastapi.responses import JSONResponse
 from feltdb.errors import WorkloadError
 from feltdb.server.errors import error_body, status_for
 
-Item = TypeVar("Item")
-Prepared = TypeVar("Prepared")
 Answer = TypeVar("Answer")
-
-
-def per_item(
-    items: Sequence[Item],
-    prepare: Callable[[Item], Prepared],
-    run: Callable[[list[Prepared]], Sequence[Answer | WorkloadError]],
-) -> list[Answer | WorkloadError]:
-    """Each item prepared (``prepare`` refusing it, or making the store's item), the
-    prepared ones given to ``run`` (one store call), and the answers in the items' order.
-    """
-    prepared: list[Prepared | WorkloadError] = []
-    for item in items:
-        try:
-            prepared.append(prepare(item))
-        except WorkloadError as refusal:
-            prepared.append(refusal)
-    ready = [entry for entry in prepared if not isinstance(entry, WorkloadError)]
-    answers = iter(run(ready) if ready else ())
-    return [entry if isinstance(entry, WorkloadError) else next(answers) for entry in prepared]
 
 
 def refused(error: WorkloadError) -> dict[str, Any]:

@@ -65,6 +65,29 @@ class Step(Generic[T]):
     earlier item's admission key is answered by that admission, if it commits)."""
 
 
+Prepared = TypeVar("Prepared")
+Answer = TypeVar("Answer")
+
+
+def per_item(
+    items: Sequence[Item],
+    prepare: Callable[[Item], Prepared],
+    run: Callable[[list[Prepared]], Sequence[Answer | WorkloadError]],
+) -> list[Answer | WorkloadError]:
+    """Each item prepared (``prepare`` refusing it, or making what ``run`` takes), the
+    prepared ones given to ``run`` (one call), and the answers in the items' order.
+    """
+    prepared: list[Prepared | WorkloadError] = []
+    for item in items:
+        try:
+            prepared.append(prepare(item))
+        except WorkloadError as refusal:
+            prepared.append(refusal)
+    ready = [entry for entry in prepared if not isinstance(entry, WorkloadError)]
+    answers = iter(run(ready) if ready else ())
+    return [entry if isinstance(entry, WorkloadError) else next(answers) for entry in prepared]
+
+
 Notify = Callable[[Operation, LoadedWorkload | None, Workload], None]
 
 

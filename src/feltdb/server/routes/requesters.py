@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from feltdb.auth.policy import CANCEL, SUBMIT, authorize, authorize_read, authorize_workload
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.server.batches import answered, per_item
+from feltdb.server.batches import answered
 from feltdb.server.bodies import (
     AdmissionBatchAnswer,
     AdmissionBatchBody,
@@ -39,6 +39,7 @@ from feltdb.server.routes.deps import (
     Store,
     WorkloadId,
 )
+from feltdb.work.batches import per_item
 from feltdb.work.disclosure import disclosed
 from feltdb.work.models import CreateWorkload, Workload
 from feltdb.work.submission import SUPPLIED_BY_THE_AUTHORITY, admission_request

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 
 from feltdb.auth.policy import CLAIM, authorize, authorize_worker, claim_filter, worker_name
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.server.batches import answered, per_item
+from feltdb.server.batches import answered
 from feltdb.server.bodies import (
     CheckpointBody,
     ClaimBatchAnswer,
@@ -45,7 +45,7 @@ from feltdb.server.bodies import (
 from feltdb.server.openapi import AUTH, BATCH, WITH_BODY
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Auth, Caller, Now, State, Store, WorkloadId
-from feltdb.work.batches import Completion, Heartbeat
+from feltdb.work.batches import Completion, Heartbeat, per_item
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
     WorkloadCheckpoint,
