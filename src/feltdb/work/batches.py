@@ -18,7 +18,7 @@ from feltdb.storage.base import Database, PlannedCommit, StorageConflict
 from feltdb.work.changes import Operation
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import Workload
-from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, planned_commit, same_application
+from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, planned_commit
 
 T = TypeVar("T")
 Item = TypeVar("Item")
@@ -99,7 +99,7 @@ class Batch:
     read: Callable[[str], LoadedWorkload]
     """The committed workload of an id (refusing what is missing or out of scope)."""
     pending: dict[str, LoadedWorkload] = field(default_factory=dict)
-    results: dict[str, Workload] = field(default_factory=dict)
+    results: dict[tuple[str, str, str], str] = field(default_factory=dict)
     """Result ids this batch records, and the workload of each."""
 
     def load(self, workload_id: str) -> LoadedWorkload:
@@ -113,10 +113,7 @@ class Batch:
 
     def result_owner(self, result_id: str, workload: Workload) -> str | None:
         """The workload of ``workload``'s application this batch records ``result_id`` for."""
-        owner = self.results.get(result_id)
-        if owner is not None and same_application(owner.to_json(), workload):
-            return owner.workload_id
-        return None
+        return self.results.get((workload.tenant_id, workload.application_id, result_id))
 
     def decide_each(
         self, items: Iterable[Item], decide: Callable[[Item], Step[T]]
@@ -145,7 +142,8 @@ class Batch:
         # so a writer that commits between the read and the batch wins over all of them.
         self.pending[workload.workload_id] = LoadedWorkload.of(workload, step.loaded.version)
         if workload.result is not None:
-            self.results.setdefault(workload.result.result_id, workload)
+            key = (workload.tenant_id, workload.application_id, workload.result.result_id)
+            self.results.setdefault(key, workload.workload_id)
 
     def commit(
         self, steps: Sequence[Step[T] | WorkloadError], notify: Notify

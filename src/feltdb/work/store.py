@@ -156,11 +156,17 @@ class WorkloadStore:
         if not observers:
             return
         seen = loaded.sequence if loaded is not None else 0
+        history = workload.execution_history
+        # The commit's events are the history's tail: read back from the end, never the
+        # whole history of a long-lived workload on every commit.
+        start = len(history)
+        while start > 0 and history[start - 1].sequence > seen:
+            start -= 1
         change = WorkloadChange(
             operation,
             workload,
             loaded.state if loaded is not None else None,
-            tuple(event for event in workload.execution_history if event.sequence > seen),
+            tuple(history[start:]),
         )
         for observer in observers:
             try:

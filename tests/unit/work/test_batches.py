@@ -322,3 +322,33 @@ def test_an_admission_lost_to_a_writer_in_between_converges_and_the_rest_commit(
     codes = [a.code if isinstance(a, WorkloadError) else "created" for a in answers]
     assert codes == ["IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_KEY_REUSED", "created"]
     assert len(store.list("t", "app")) == 2
+
+
+def test_equal_result_ids_of_two_applications_in_one_batch_are_each_their_own(stores):
+    store, _ = stores
+    from support.factories import SIGNER
+
+    from feltdb import ResourceScope, ResourceScopeKind
+
+    mine = running(store, ["a"])[0]
+    request = make_request(idempotency_key="theirs", application_id="other")
+    grant = request.authorization_snapshot.grant.model_copy(
+        update={
+            "application_id": "other",
+            "resources": (
+                ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://other/workloads/*"),
+            ),
+        }
+    )
+    request.authorization_snapshot = SIGNER.sign(grant)
+    theirs = store.create(request)
+    claim = store.claim(theirs.workload_id, "worker:w", CAPABILITIES, now=11, lease_ms=60_000)
+    store.start(theirs.workload_id, claim.claim_id, "worker:w", claim.fencing_token, now=12)
+    answers = store.complete_many(
+        [
+            Completion(c.workload_id, c.claim_id, "worker:w", c.fencing_token, "same-id", {})
+            for c in (mine, claim)
+        ],
+        now=13,
+    )
+    assert [type(answer).__name__ for answer in answers] == ["WorkloadResult"] * 2
