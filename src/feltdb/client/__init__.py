@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from feltdb.client.batches import CompletionItem, HeartbeatItem
 from feltdb.client.protocol import AuditPage, Page, WorkloadClient
+from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 
 if TYPE_CHECKING:
     from feltdb.client.http import Client, ClientError
@@ -21,10 +22,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AuditPage",
+    "ClaimedWork",
     "Client",
     "ClientError",
     "CompletionItem",
     "HeartbeatItem",
+    "LeaseRenewal",
     "LocalClient",
     "Page",
     "WorkloadClient",

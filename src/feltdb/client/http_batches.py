@@ -23,6 +23,7 @@ from feltdb.client.protocol import SubmissionLike, as_submission
 from feltdb.client.refusals import ClientError
 from feltdb.errors import WorkloadError
 from feltdb.work.batches import per_item
+from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.submission import submission_fields
@@ -93,13 +94,35 @@ class HttpBatches:
         start: bool = False,
     ) -> builtins.list[WorkloadClaim]:
         """See :meth:`WorkloadClient.claim_many` (``POST /v1/batches/claims``)."""
-        body: dict[str, Any] = {"limit": limit, "lease_ms": lease_ms, "start": start}
+        claimed = self.claim_work(
+            limit, lease_ms=lease_ms, capabilities=capabilities, definitions=definitions,
+            start=start,
+        )  # fmt: skip
+        return [work.claim for work in claimed]
+
+    def claim_work(
+        self,
+        limit: int,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        wait_ms: int = 0,
+        capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
+        start: bool = True,
+    ) -> builtins.list[ClaimedWork]:
+        """See :meth:`WorkloadClient.claim_work` (``POST /v1/batches/claims``)."""
+        body: dict[str, Any] = {
+            "limit": limit, "lease_ms": lease_ms, "start": start, "wait_ms": wait_ms,
+        }  # fmt: skip
         if capabilities is not None:
             body["capabilities"] = sorted(capabilities)
         if definitions is not None:
             body["definitions"] = sorted(definitions)
         document = self._ask("POST", "/v1/batches/claims", body)
-        return [WorkloadClaim.parse(item) for item in document["items"]]
+        return [
+            ClaimedWork(WorkloadClaim.parse(item["claim"]), Workload.parse(item["workload"]))
+            for item in document["items"]
+        ]
 
     def complete_many(
         self, items: Sequence[CompletionLike]
@@ -113,6 +136,19 @@ class HttpBatches:
         self, items: Sequence[HeartbeatLike]
     ) -> builtins.list[WorkloadClaim | WorkloadError]:
         """See :meth:`WorkloadClient.heartbeat_many` (``POST /v1/batches/heartbeats``)."""
+        renewed = self.renew_leases(items)
+        return [r if isinstance(r, WorkloadError) else r.claim for r in renewed]
+
+    def renew_leases(
+        self, items: Sequence[HeartbeatLike]
+    ) -> builtins.list[LeaseRenewal | WorkloadError]:
+        """See :meth:`WorkloadClient.renew_leases` (``POST /v1/batches/heartbeats``)."""
         body = {"items": [heartbeat_item(item).fields() for item in items]}
         document = self._ask("POST", "/v1/batches/heartbeats", body)
-        return item_answers(document, "claim", lambda i: WorkloadClaim.parse(i["claim"]))
+        return item_answers(
+            document,
+            "claim",
+            lambda i: LeaseRenewal(
+                WorkloadClaim.parse(i["claim"]), bool(i.get("cancellation_requested"))
+            ),
+        )

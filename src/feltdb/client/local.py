@@ -16,7 +16,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.policy import worker_name
@@ -46,6 +46,8 @@ from feltdb.work.models import (
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.work.submission import admission_request
+
+Found = TypeVar("Found")
 
 POLL_S = 0.2
 """How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
@@ -245,17 +247,10 @@ class LocalClient(LocalBatches, WorkloadClient):
         :data:`POLL_S` (and runs maintenance first when :attr:`maintenance_interval_s` is
         set).
         """
-        if not 0 <= wait_ms <= MAX_WAIT_MS:
-            raise WorkloadError(
-                ErrorCode.WORKLOAD_INVALID,
-                f"wait_ms: 0 to {MAX_WAIT_MS} milliseconds",
-                {"fields": ["wait_ms"]},
-            )
         held, served = self._held(capabilities), self._served(definitions)
-        deadline = time.monotonic() + wait_ms / 1000
-        while True:
-            self._maintain()
-            claim = self.store.claim_next(
+        return self._waiting(
+            wait_ms,
+            lambda: self.store.claim_next(
                 self.scope.tenant_id,
                 self.scope.application_id,
                 self.worker,
@@ -264,10 +259,27 @@ class LocalClient(LocalBatches, WorkloadClient):
                 lease_ms=lease_ms,
                 definitions=served,
                 environments=self.scope.environments or None,
+            ),
+        )
+
+    def _waiting(self, wait_ms: int, look: Callable[[], Found]) -> Found:
+        """``look()``'s first answer that found something, looking again every
+        :data:`POLL_S` for up to ``wait_ms`` (maintenance first, when
+        :attr:`maintenance_interval_s` is set); its last answer when none did.
+        """
+        if not 0 <= wait_ms <= MAX_WAIT_MS:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"wait_ms: 0 to {MAX_WAIT_MS} milliseconds",
+                {"fields": ["wait_ms"]},
             )
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            self._maintain()
+            found = look()
             remaining = deadline - time.monotonic()
-            if claim is not None or remaining <= 0:
-                return claim
+            if found or remaining <= 0:
+                return found
             time.sleep(min(POLL_S, remaining))
 
     def claim(self, workload_id: str, *, lease_ms: int = DEFAULT_LEASE_MS) -> WorkloadClaim:

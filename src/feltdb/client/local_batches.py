@@ -5,7 +5,8 @@ worker in the client's scope, answering per item what the single call answers.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.client.batches import (
@@ -17,9 +18,12 @@ from feltdb.client.batches import (
 from feltdb.client.protocol import SubmissionLike
 from feltdb.errors import WorkloadError
 from feltdb.work.batches import Completion, Heartbeat, per_item
+from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import CreateWorkload, Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.store import WorkloadStore
+
+Found = TypeVar("Found")
 
 
 class LocalBatches:
@@ -47,6 +51,9 @@ class LocalBatches:
     def _request(self, submission: SubmissionLike) -> CreateWorkload:
         raise NotImplementedError
 
+    def _waiting(self, wait_ms: int, look: Callable[[], Found]) -> Found:
+        raise NotImplementedError
+
     def admit_many(
         self, submissions: Sequence[SubmissionLike]
     ) -> builtins.list[tuple[Workload, bool] | WorkloadError]:
@@ -63,11 +70,31 @@ class LocalBatches:
         start: bool = False,
     ) -> builtins.list[WorkloadClaim]:
         """See :meth:`WorkloadClient.claim_many`."""
-        return self.store.claim_many(
-            self.scope.tenant_id, self.scope.application_id, self.worker,
-            self._held(capabilities), limit, self._now(), lease_ms,
-            definitions=self._served(definitions),
-            environments=self.scope.environments or None, start=start,
+        claimed = self.claim_work(
+            limit, lease_ms=lease_ms, capabilities=capabilities, definitions=definitions,
+            start=start,
+        )  # fmt: skip
+        return [work.claim for work in claimed]
+
+    def claim_work(
+        self,
+        limit: int,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        wait_ms: int = 0,
+        capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
+        start: bool = True,
+    ) -> builtins.list[ClaimedWork]:
+        """See :meth:`WorkloadClient.claim_work`; it waits as ``claim_next`` does."""
+        held, served = self._held(capabilities), self._served(definitions)
+        return self._waiting(
+            wait_ms,
+            lambda: self.store.claim_work(
+                self.scope.tenant_id, self.scope.application_id, self.worker, held, limit,
+                self._now(), lease_ms, definitions=served,
+                environments=self.scope.environments or None, start=start,
+            ),
         )  # fmt: skip
 
     def complete_many(
@@ -85,8 +112,15 @@ class LocalBatches:
         self, items: Sequence[HeartbeatLike]
     ) -> builtins.list[WorkloadClaim | WorkloadError]:
         """See :meth:`WorkloadClient.heartbeat_many`."""
+        renewed = self.renew_leases(items)
+        return [r if isinstance(r, WorkloadError) else r.claim for r in renewed]
+
+    def renew_leases(
+        self, items: Sequence[HeartbeatLike]
+    ) -> builtins.list[LeaseRenewal | WorkloadError]:
+        """See :meth:`WorkloadClient.renew_leases`."""
         beats = [
             Heartbeat(i.workload_id, i.claim_id, self.worker, i.fencing_token, i.extend_ms)
             for i in map(heartbeat_item, items)
         ]
-        return self.store.heartbeat_many(beats, self._now(), scope=self.scope)
+        return self.store.renew_leases(beats, self._now(), scope=self.scope)

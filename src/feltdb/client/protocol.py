@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
 from feltdb.errors import WorkloadError
+from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
     ApprovalDecision,
@@ -302,6 +303,23 @@ class WorkloadClient(Protocol):
         """
         ...
 
+    def claim_work(
+        self,
+        limit: int,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        wait_ms: int = 0,
+        capabilities: Iterable[str] | None = None,
+        definitions: Iterable[str] | None = None,
+        start: bool = True,
+    ) -> builtins.list[ClaimedWork]:
+        """:meth:`claim_many`, started unless ``start=False``, each claim with the workload
+        as its commit left it (what a worker runs it with, so it needs no read); with
+        ``wait_ms`` (at most :data:`MAX_WAIT_MS`) it waits for work as :meth:`claim_next`
+        does, and answers ``[]`` when none came.
+        """
+        ...
+
     def complete_many(
         self, items: Sequence[CompletionLike]
     ) -> builtins.list[WorkloadResult | WorkloadError]:
@@ -312,6 +330,14 @@ class WorkloadClient(Protocol):
         self, items: Sequence[HeartbeatLike]
     ) -> builtins.list[WorkloadClaim | WorkloadError]:
         """:meth:`heartbeat` for each item: the extended claim, or the item's refusal."""
+        ...
+
+    def renew_leases(
+        self, items: Sequence[HeartbeatLike]
+    ) -> builtins.list[LeaseRenewal | WorkloadError]:
+        """:meth:`heartbeat_many`, each extended claim with whether cancellation of its
+        work was requested (what a worker's heartbeat needs, so it needs no read).
+        """
         ...
 
     # -------------------------------------------------------------- operators and approvers

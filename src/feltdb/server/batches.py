@@ -28,9 +28,11 @@ def answered(
     answers: Sequence[Answer | WorkloadError],
     name: str,
     encode: Callable[[Answer], tuple[int, Any]],
+    extra: Callable[[Answer], dict[str, Any]] | None = None,
 ) -> JSONResponse:
     """The batch's answer (200): ``{"items": [...]}``, each item ``{"status", name: …}``
-    (``encode`` giving the status and the JSON of a value) or its refusal.
+    (``encode`` giving the status and the JSON of a value, ``extra`` any fields beside
+    it) or its refusal.
     """
     items: list[dict[str, Any]] = []
     for answer in answers:
@@ -38,5 +40,8 @@ def answered(
             items.append(refused(answer))
             continue
         status, value = encode(answer)
-        items.append({"status": status, name: value})
+        item = {"status": status, name: value}
+        if extra is not None:
+            item.update(extra(answer))
+        items.append(item)
     return JSONResponse({"items": items})

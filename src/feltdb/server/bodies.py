@@ -78,11 +78,12 @@ class ClaimNextBody(_ClaimOptions):
 
 class ClaimManyBody(_ClaimOptions):
     """``POST /v1/batches/claims``: up to ``limit`` claims, each also started with
-    ``start`` (no long-poll: fewer, or none, when fewer are claimable).
+    ``start``; with ``wait_ms``, waits for work while none is claimable (long-poll).
     """
 
     limit: JsonInteger = Field(ge=1, le=MAX_BATCH_ITEMS)
     start: bool = False
+    wait_ms: JsonInteger = Field(default=0, ge=0, le=MAX_WAIT_MS)
 
 
 class ClaimBody(_Body):
@@ -280,12 +281,21 @@ class AdmissionBatchAnswer(BaseModel):
     items: list[AdmittedItem | RefusedItem]
 
 
+class ClaimedItem(BaseModel):
+    """A claim of a batch, with the workload as the claim left it (its definition, input,
+    checkpoints and timeouts: what the worker runs it with, without a read).
+    """
+
+    claim: WorkloadClaim
+    workload: dict[str, Any]
+
+
 class ClaimBatchAnswer(BaseModel):
     """The claims made, in priority order (fewer than asked, or none, when fewer were
     claimable).
     """
 
-    items: list[WorkloadClaim]
+    items: list[ClaimedItem]
 
 
 class CompletedItem(BaseModel):
@@ -302,10 +312,13 @@ class CompletionBatchAnswer(BaseModel):
 
 
 class ExtendedItem(BaseModel):
-    """A heartbeat of a batch: the extended claim."""
+    """A heartbeat of a batch: the extended claim, and whether cancellation of the work
+    was requested (confirm it once the handler stopped).
+    """
 
     status: Literal[200]
     claim: WorkloadClaim
+    cancellation_requested: bool
 
 
 class HeartbeatBatchAnswer(BaseModel):

@@ -28,15 +28,18 @@ from feltdb.fields import MAX_PATH_CHARS, iso_instant
 from feltdb.storage.base import (
     CommittedTransaction,
     Database,
+    PlannedCommit,
     StorageConflict,
 )
 from feltdb.storage.canonical import content_hash
+from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.targets import open_database
 from feltdb.work import audit, inputs, legacy, lifecycle, operators, recovery, revocations
 from feltdb.work.admission import new_workload, replay, validate_admission
 from feltdb.work.approvals import decided_answer, ensure_approver_permitted
 from feltdb.work.batches import Batch, Completion, Heartbeat, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange
+from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.claiming import CandidateChoice
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.identities import workload_id_for
@@ -93,16 +96,27 @@ class WorkloadStore:
     makes anyway.
     """
 
-    def __init__(self, db: Database, *, max_lease_ms: int = DEFAULT_MAX_LEASE_MS) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_lease_ms: int = DEFAULT_MAX_LEASE_MS,
+        group_commit: bool = True,
+    ) -> None:
         """Act on ``db``. The store does not own it unless opened with :meth:`open`.
 
         Args:
             db: the database.
             max_lease_ms: the longest lease or heartbeat extension granted (a day by
                 default); a longer one is refused ``WORKLOAD_INVALID``.
+            group_commit: gather single operations that threads of this process commit
+                at the same moment into one transaction (one sync to disk), each keeping
+                its own guard and answered only once durable
+                (:class:`~feltdb.storage.group_commit.GroupCommit`). On by default.
         """
         self.db = db
         self.max_lease_ms = inputs.integer(max_lease_ms, "max_lease_ms", 1000)
+        self._group = GroupCommit(db) if group_commit else None
         self._owns_db = False
         self._observers: tuple[CommitObserver, ...] = ()
         self._observers_lock = threading.Lock()
@@ -200,9 +214,17 @@ class WorkloadStore:
                 ``WORKLOAD_STORAGE_FAILURE``.
         """
         workload = loaded.workload
-        plan = planned_commit(workload, MUTATED, loaded.version)
-        self.db.commit(plan.operation_id, plan.mutations, plan.preconditions, plan.audit)
+        self._write(planned_commit(workload, MUTATED, loaded.version))
         self._notify(operation, loaded, workload)
+
+    def _write(self, plan: PlannedCommit) -> None:
+        """Commit one plan: with the others that threads commit at the same moment, when group
+        commit is on.
+        """
+        if self._group is not None:
+            self._group.commit(plan)
+        else:
+            self.db.commit(plan.operation_id, plan.mutations, plan.preconditions, plan.audit)
 
     def _enforce_deadline(self, loaded: LoadedWorkload, now: int) -> None:
         """Refuse a call on work past a deadline, timing it out first, in the same way the
@@ -261,9 +283,8 @@ class WorkloadStore:
         if step.loaded is None:
             return step.answer  # type: ignore[return-value]  # a replay
         workload = step.loaded.workload
-        plan = planned_commit(workload, CREATED, None)
         try:
-            self.db.commit(plan.operation_id, plan.mutations, plan.preconditions, plan.audit)
+            self._write(planned_commit(workload, CREATED, None))
         except StorageConflict:
             return self._converge(step.loaded.workload.workload_id, request)
         self._notify(Operation.ADMIT, None, workload)
@@ -548,8 +569,8 @@ class WorkloadStore:
             definitions=_optional_set(definitions, "definitions"),
             environments=_optional_set(environments, "environments"),
         )
-        claims = self._claim_up_to(tenant_id, application_id, choice)
-        return claims[0] if claims else None
+        claimed = self._claim_up_to(tenant_id, application_id, choice)
+        return claimed[0].claim if claimed else None
 
     def claim_many(
         self,
@@ -574,6 +595,29 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_INVALID`` (``limit`` is 1 to
                 :data:`~feltdb.work.inputs.MAX_BATCH_ITEMS`).
         """
+        claimed = self.claim_work(
+            tenant_id, application_id, worker, capabilities, limit, now, lease_ms,
+            definitions=definitions, environments=environments, start=start,
+        )  # fmt: skip
+        return [work.claim for work in claimed]
+
+    def claim_work(
+        self,
+        tenant_id: str,
+        application_id: str,
+        worker: str,
+        capabilities: Iterable[str],
+        limit: int,
+        now: int | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        *,
+        definitions: Iterable[str] | None = None,
+        environments: Iterable[str] | None = None,
+        start: bool = True,
+    ) -> builtins.list[ClaimedWork]:
+        """:meth:`claim_many` (started unless ``start=False``), each claim answered with
+        the workload as its commit left it: what a worker needs to run it, with no read.
+        """
         choice = CandidateChoice(
             worker=inputs.actor(worker, "worker"),
             held=inputs.capabilities(capabilities),
@@ -588,14 +632,14 @@ class WorkloadStore:
 
     def _claim_up_to(
         self, tenant_id: str, application_id: str, choice: CandidateChoice
-    ) -> builtins.list[WorkloadClaim]:
+    ) -> builtins.list[ClaimedWork]:
         """Claim up to ``choice.wanted`` of the application's ready work, batch after
         batch of candidates from the scheduling index, each batch one transaction.
         """
         tenant_id = inputs.identifier(tenant_id, "tenant_id")
         application_id = inputs.identifier(application_id, "application_id")
         wanted, offset = choice.wanted, 0
-        granted: builtins.list[WorkloadClaim] = []
+        granted: builtins.list[ClaimedWork] = []
         while len(granted) < wanted:
             choice.wanted = wanted - len(granted)
             outcomes = self.db.commit_selected_many(
@@ -618,7 +662,7 @@ class WorkloadStore:
                 progressed = True
                 self._notify(operation, loaded, loaded.workload)
                 if claim is not None:
-                    granted.append(claim)
+                    granted.append(ClaimedWork(claim, loaded.workload))
             if progressed:
                 continue  # what was chosen left the ready set: look again from here
             if choice.examined < max(CANDIDATE_BATCH, choice.wanted):
@@ -685,13 +729,35 @@ class WorkloadStore:
         """:meth:`heartbeat` for each item, committed in one transaction: answers in order,
         each what the single call answers (the extended claim, or its refusal).
         """
+        renewed = self.renew_leases(heartbeats, now, scope=scope)
+        return [r if isinstance(r, WorkloadError) else r.claim for r in renewed]
+
+    def renew_leases(
+        self,
+        heartbeats: Sequence[Heartbeat],
+        now: int | None = None,
+        *,
+        scope: Scope | None = None,
+    ) -> builtins.list[LeaseRenewal | WorkloadError]:
+        """:meth:`heartbeat_many`, each extended claim answered with whether cancellation
+        of its work was requested: all a worker's heartbeat needs to learn, with no read.
+        """
         at = _now(now)
         heartbeats = inputs.batch(heartbeats, "heartbeats")
         batch = Batch(self.db, functools.partial(self._load, scope=scope))
         steps = batch.decide_each(
             heartbeats, lambda beat: self._heartbeat_step(beat, at, batch.load)
         )
-        return batch.commit(steps, self._notify)
+        answers = batch.commit(steps, self._notify)
+        renewed: builtins.list[LeaseRenewal | WorkloadError] = []
+        for step, answer in zip(steps, answers, strict=True):
+            if isinstance(answer, WorkloadError):
+                renewed.append(answer)
+                continue
+            # An extended claim was decided on a read: its step holds the workload.
+            assert isinstance(step, Step) and step.loaded is not None
+            renewed.append(LeaseRenewal.of(answer, step.loaded.workload))
+        return renewed
 
     def _heartbeat_step(
         self, beat: Heartbeat, at: int, load: Callable[[str], LoadedWorkload]

@@ -5,6 +5,7 @@ through :class:`Client` (over the server) and :class:`LocalClient` (on its store
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -151,3 +152,38 @@ def test_a_whole_batch_refusal_is_raised(server: Server, app: str) -> None:
         with pytest.raises(ClientError) as invalid:
             felt.heartbeat_many([HeartbeatItem("w", "c", 1)] * 1025)
         assert (invalid.value.code, invalid.value.status) == ("WORKLOAD_INVALID", 422)
+
+
+def work_and_renewals(clients: Clients, app: str, behind: WorkloadStore) -> None:
+    """A claim carries the workload as its commit left it (started); a renewal says when
+    cancellation was requested; a long-poll for work answers work admitted meanwhile.
+    """
+    requester, worker = clients(app)
+    admitted, _ = requester.submit(submission("k-work", input={"to": "ada"}))
+    [work] = worker.claim_work(5, lease_ms=60_000)
+    assert work.claim.workload_id == admitted.workload_id
+    assert work.workload.state is WorkloadState.RUNNING
+    assert work.workload.input == {"to": "ada"} and work.workload.current_claim == work.claim
+    beat = HeartbeatItem.of(work.claim, 60_000)
+    [renewed] = worker.renew_leases([beat])
+    assert not isinstance(renewed, WorkloadError) and not renewed.cancellation_requested
+    behind.cancel(admitted.workload_id, "human:ops")
+    [renewed] = worker.renew_leases([beat])
+    assert not isinstance(renewed, WorkloadError) and renewed.cancellation_requested
+    assert renewed.claim.claim_id == work.claim.claim_id
+    assert worker.claim_work(5, wait_ms=300) == []
+    later = threading.Timer(0.3, lambda: requester.submit(submission("k-later")))
+    later.start()
+    try:
+        [arrived] = worker.claim_work(5, wait_ms=20_000)
+    finally:
+        later.join()
+    assert arrived.workload.idempotency_key == "k-later"
+
+
+def test_both_clients_claim_work_with_its_workload_and_renewals_say_cancel(
+    server: Server, behind: WorkloadStore, app: str
+) -> None:
+    with over_http(server) as http_clients:
+        work_and_renewals(http_clients, f"{app}-http", behind)
+    work_and_renewals(in_process(server, behind), f"{app}-local", behind)

@@ -36,7 +36,7 @@ def running(server: Server, http: httpx.Client, app: str, n: int) -> list[dict[s
     body = {"limit": n, "start": True}
     answer = http.post("/v1/batches/claims", json=body, headers=worker(server, app))
     assert answer.status_code == 200, answer.text
-    claims: list[dict[str, Any]] = answer.json()["items"]
+    claims: list[dict[str, Any]] = [item["claim"] for item in answer.json()["items"]]
     assert len(claims) == n
     return claims
 
@@ -105,13 +105,18 @@ def test_claims_batch_claims_up_to_the_limit_and_may_start(
     headers = worker(server, app)
     first = http.post("/v1/batches/claims", json={"limit": 2}, headers=headers)
     assert first.status_code == 200, first.text
-    claimed = [claim["workload_id"] for claim in first.json()["items"]]
+    claimed = [item["claim"]["workload_id"] for item in first.json()["items"]]
     assert len(claimed) == 2 and {state_of(server, http, app, w) for w in claimed} == {"CLAIMED"}
     rest = http.post("/v1/batches/claims", json={"limit": 5, "start": True}, headers=headers)
-    assert [claim["workload_id"] for claim in rest.json()["items"]] == sorted(
-        set(ids) - set(claimed)
-    )
-    assert state_of(server, http, app, rest.json()["items"][0]["workload_id"]) == "RUNNING"
+    items = rest.json()["items"]
+    assert [item["claim"]["workload_id"] for item in items] == sorted(set(ids) - set(claimed))
+    assert state_of(server, http, app, items[0]["claim"]["workload_id"]) == "RUNNING"
+    # Each claim carries the workload as its commit left it (what the worker runs it with,
+    # so it needs no read), disclosed as a read discloses it: the evidence signature withheld.
+    carried = items[0]["workload"]
+    assert carried["workload_id"] == items[0]["claim"]["workload_id"]
+    assert carried["state"] == "RUNNING" and carried["current_claim"] == items[0]["claim"]
+    assert carried["authorization_snapshot"]["signature"] == "redacted"
     none = http.post("/v1/batches/claims", json={"limit": 5}, headers=headers)
     assert none.status_code == 200 and none.json() == {"items": []}
 
@@ -188,6 +193,7 @@ def test_heartbeats_answer_per_item(server: Server, http: httpx.Client, app: str
         (404, "WORKLOAD_NOT_FOUND"),
     ]
     extended = batch.json()["items"][0]["claim"]
+    assert batch.json()["items"][0]["cancellation_requested"] is False
     assert extended["expires_at"] >= good["expires_at"] and extended["claim_id"] == good["claim_id"]
 
 
@@ -218,7 +224,8 @@ def test_a_grant_constrained_to_a_definition_gets_404_for_another_definitions_it
     items = [submission("mine", definition_id="mine"), submission("other", definition_id="other")]
     http.post("/v1/batches/workloads", json={"items": items}, headers=server.headers(app))
     everything = worker(server, app, "w0")
-    claims = http.post("/v1/batches/claims", json={"limit": 2}, headers=everything).json()["items"]
+    answer = http.post("/v1/batches/claims", json={"limit": 2}, headers=everything)
+    claims = [item["claim"] for item in answer.json()["items"]]
     grant = server.grant(app, subject=Subject.worker("w0")).model_copy(
         update={"constraints": GrantConstraints(definitions=["mine"])}
     )

@@ -33,7 +33,8 @@ operation, and that check only judges reads after a successful ``DELETE``.
 Bounded and deterministic for CI: ``generation.deterministic`` (derandomized), a fixed
 seed, no example database, no cache, one worker, :data:`MAX_EXAMPLES` per operation and
 mode in the generating phases (the examples and coverage phases are bounded by the schema).
-One adjustment keeps it bounded: ``POST /v1/claims`` long-polls for up to ``wait_ms``
+One adjustment keeps it bounded: ``POST /v1/claims`` and ``POST /v1/batches/claims``
+long-poll for up to ``wait_ms``
 (declared ``0..30000``) and the coverage phase sends those boundaries, so
 :func:`bounded_long_poll` lowers a valid ``wait_ms`` above :data:`WAIT_MS_CAP` to the cap
 (still valid, so a case's positive or negative intent is unchanged; values outside the
@@ -71,7 +72,9 @@ MAX_EXAMPLES = 5
 examples and coverage phases enumerate the schema and are bounded by it)."""
 
 WAIT_MS_CAP = 50
-"""The longest ``wait_ms`` a generated ``POST /v1/claims`` waits (milliseconds)."""
+"""The longest ``wait_ms`` a generated long-poll waits (milliseconds)."""
+LONG_POLLS = frozenset({"POST /v1/claims", "POST /v1/batches/claims"})
+"""The operations that wait up to their body's ``wait_ms``."""
 
 REQUEST_TIMEOUT_S = 15
 MAX_RESPONSE_TIME_S = 10.0
@@ -160,7 +163,7 @@ def cause(response: Response | None) -> str:
 def bounded_long_poll(context: Any, case: Any) -> Any:
     """A schema-local ``map_case`` hook: a valid ``wait_ms`` above :data:`WAIT_MS_CAP`
     becomes the cap, so no generated claim long-polls for seconds."""
-    if case.operation.label == "POST /v1/claims" and isinstance(case.body, dict):
+    if case.operation.label in LONG_POLLS and isinstance(case.body, dict):
         wait = case.body.get("wait_ms")
         # A whole float (29999.0) is an integer to JSON Schema and to the server too.
         if type(wait) in (int, float) and WAIT_MS_CAP < wait <= 30_000:

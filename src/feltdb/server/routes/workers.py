@@ -44,8 +44,18 @@ from feltdb.server.bodies import (
 )
 from feltdb.server.openapi import AUTH, BATCH, WITH_BODY
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Auth, Caller, Now, State, Store, WorkloadId
+from feltdb.server.routes.deps import (
+    PREFIX,
+    Auth,
+    Caller,
+    Now,
+    ServerState,
+    State,
+    Store,
+    WorkloadId,
+)
 from feltdb.work.batches import Completion, Heartbeat, per_item
+from feltdb.work.disclosure import disclosed
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
     WorkloadCheckpoint,
@@ -56,6 +66,7 @@ from feltdb.work.models import (
 from feltdb.work.store import WorkloadStore
 
 Item = TypeVar("Item", CompletionItem, HeartbeatItem)
+Found = TypeVar("Found")
 Prepared = TypeVar("Prepared")
 Answer = TypeVar("Answer")
 
@@ -90,16 +101,27 @@ async def claim_next(  # noqa: D103
         definitions=eligible.definitions,
         environments=eligible.environments,
     )
+    claim = await _long_poll(state, request, options.wait_ms, look)
+    return Response(status_code=204) if claim is None else JSONResponse(claim.to_json())
+
+
+async def _long_poll(
+    state: ServerState, request: Request, wait_ms: int, look: Callable[..., Found]
+) -> Found:
+    """``look(now=...)``'s first answer that found something, waiting up to ``wait_ms``
+    for work to become claimable (woken by this server's commits, and looking again every
+    :data:`RECHECK_S` for other writers'); its last answer when nothing was found.
+    """
     state.wakeup.bind(asyncio.get_running_loop())
-    deadline = time.monotonic() + options.wait_ms / 1000
+    deadline = time.monotonic() + wait_ms / 1000
     while True:
         signal = state.wakeup.signal()  # before looking: a commit meanwhile is not missed
-        claim = await run_in_threadpool(look, now=state.clock())
-        if claim is not None:
-            return JSONResponse(claim.to_json())
+        found = await run_in_threadpool(look, now=state.clock())
+        if found:
+            return found
         remaining = deadline - time.monotonic()
         if remaining <= 0 or await request.is_disconnected():
-            return Response(status_code=204)
+            return found
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(signal.wait(), min(remaining, RECHECK_S))
 
@@ -241,17 +263,20 @@ def confirm_cancel(  # noqa: D103
     summary="Claim (and with start, start) up to limit eligible workloads; none: []",
     responses=declared(ClaimBatchAnswer, *BATCH),
 )
-def claim_many(  # noqa: D103
-    caller: Auth, store: Store, now: Now, body: ClaimManyBody
+async def claim_many(  # noqa: D103
+    caller: Auth, state: State, request: Request, body: ClaimManyBody
 ) -> JSONResponse:
     grant = caller.grant
     eligible = claim_filter(grant, body.capabilities, body.definitions)
-    claims = store.claim_many(
-        grant.tenant_id, grant.application_id, worker_name(grant.subject),
-        eligible.capabilities, body.limit, now, body.lease_ms,
-        definitions=eligible.definitions, environments=eligible.environments, start=body.start,
+    look = functools.partial(
+        state.store.claim_work, grant.tenant_id, grant.application_id,
+        worker_name(grant.subject), eligible.capabilities, body.limit,
+        lease_ms=body.lease_ms, definitions=eligible.definitions,
+        environments=eligible.environments, start=body.start,
     )  # fmt: skip
-    return JSONResponse({"items": [claim.to_json() for claim in claims]})
+    claimed = await _long_poll(state, request, body.wait_ms, look)
+    items = [{"claim": w.claim.to_json(), "workload": disclosed(w.workload)} for w in claimed]
+    return JSONResponse({"items": items})
 
 
 def _as_worker(caller: Caller) -> None:
@@ -327,10 +352,15 @@ def heartbeat_many(  # noqa: D103
 ) -> JSONResponse:
     _as_worker(caller)
     _within_the_lease_cap(store, body.items)
-    extended = _each_workload(
+    renewed = _each_workload(
         caller,
         body.items,
         _heartbeat,
-        lambda ready: store.heartbeat_many(ready, now, scope=caller.scope),
+        lambda ready: store.renew_leases(ready, now, scope=caller.scope),
     )
-    return answered(extended, "claim", lambda claim: (200, claim.to_json()))
+    return answered(
+        renewed,
+        "claim",
+        lambda renewal: (200, renewal.claim.to_json()),
+        lambda renewal: {"cancellation_requested": renewal.cancellation_requested},
+    )

@@ -1,0 +1,142 @@
+"""Group commit: single commits arriving at once from several threads, written in one
+transaction (one sync to disk) instead of one each.
+
+The first thread to arrive while no commit is being written leads: it takes every plan
+waiting (its own among them), writes them with :meth:`Database.commit_many`, and hands
+each waiting thread its own answer. Threads that arrive while it writes wait; when the
+leader is done, the first of them leads the next group. Nothing waits on a timer, so a
+lone commit costs what it always did; under load a group grows to what arrived during
+one write, which is when a sync to disk would have been paid per commit.
+
+Each plan keeps its own preconditions (a guard lost fails that plan alone, exactly as
+:meth:`Database.commit` would have raised it), and each thread is answered only after the
+group's transaction committed: nothing is acknowledged before it is durable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.base import (
+    MAX_PLANS_PER_BATCH,
+    Commit,
+    Database,
+    PlannedCommit,
+    storage_failure,
+)
+
+__all__ = ["GroupCommit"]
+
+
+class _Waiting:
+    """One thread's plan, and what became of it (or that it leads the next group)."""
+
+    __slots__ = ("answer", "leads", "plan", "ready")
+
+    def __init__(self, plan: PlannedCommit) -> None:
+        self.plan = plan
+        self.answer: Commit | WorkloadError | BaseException | None = None
+        self.leads = False
+        self.ready = threading.Event()
+
+
+class GroupCommit:
+    """Commits plans of concurrent threads over ``db`` in shared transactions.
+
+    Args:
+        db: the database written to.
+        max_plans: the most plans one transaction takes (at most
+            :data:`~feltdb.storage.base.MAX_PLANS_PER_BATCH`).
+    """
+
+    def __init__(self, db: Database, *, max_plans: int = MAX_PLANS_PER_BATCH) -> None:
+        self.db = db
+        self.max_plans = max(1, min(max_plans, MAX_PLANS_PER_BATCH))
+        self._lock = threading.Lock()
+        self._queue: deque[_Waiting] = deque()
+        self._leading = False
+        self.groups = 0
+        """Transactions written (for tests and metrics: ``commits / groups`` is the gain)."""
+        self.commits = 0
+        """Plans written, committed or refused."""
+
+    def commit(self, plan: PlannedCommit) -> Commit:
+        """Commit ``plan`` as :meth:`Database.commit` would, possibly in one transaction
+        with other threads' plans; answers once that transaction is durable.
+
+        Raises:
+            StorageConflict: a guard of ``plan`` was lost (the others' may still commit).
+            WorkloadError: as :meth:`Database.commit` raises for ``plan``.
+        """
+        waiting = _Waiting(plan)
+        with self._lock:
+            self._queue.append(waiting)
+            leads = not self._leading
+            self._leading = True
+        if not leads:
+            waiting.ready.wait()
+            leads = waiting.leads
+        if leads:
+            self._lead(waiting)
+        answer = waiting.answer
+        if isinstance(answer, BaseException):
+            raise answer
+        assert answer is not None  # a thread is woken only with its answer, or to lead
+        return answer
+
+    def _lead(self, own: _Waiting) -> None:
+        """Write groups until ``own`` is answered, then hand the lead to the next waiter."""
+        try:
+            while own.answer is None:
+                with self._lock:
+                    count = min(self.max_plans, len(self._queue))
+                    group = [self._queue.popleft() for _ in range(count)]
+                try:
+                    self._write(group)
+                finally:
+                    for waiting in group:
+                        if waiting is not own:
+                            waiting.ready.set()
+        finally:
+            with self._lock:
+                if own in self._queue:  # interrupted before its own plan was written
+                    self._queue.remove(own)
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.leads = True
+                    successor.ready.set()
+                else:
+                    self._leading = False
+
+    def _write(self, group: Sequence[_Waiting]) -> None:
+        """Commit ``group``'s plans, giving each its own answer."""
+        self.groups += 1
+        self.commits += len(group)
+        try:
+            outcomes = self.db.commit_many([waiting.plan for waiting in group])
+        except WorkloadError as error:
+            if error.code != ErrorCode.WORKLOAD_INVALID or len(group) == 1:
+                for waiting in group:
+                    waiting.answer = _copy(error)
+                return
+            # One plan the database refused refuses the whole transaction: commit each on
+            # its own, so that only that plan's thread is refused.
+            for waiting in group:
+                self._write([waiting])
+            return
+        except BaseException as error:
+            # Interrupted (a KeyboardInterrupt, say): the leader raises it; the others learn
+            # that their commit may or may not have happened, as a lost connection says.
+            for waiting in group:
+                waiting.answer = storage_failure(f"the group's commit was interrupted: {error!r}")
+            raise
+        for waiting, outcome in zip(group, outcomes, strict=True):
+            waiting.answer = outcome
+
+
+def _copy(error: WorkloadError) -> WorkloadError:
+    """``error`` for one member of a group: each thread raises its own exception object."""
+    return WorkloadError(error.code, error.message, error.details)

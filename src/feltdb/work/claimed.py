@@ -1,0 +1,36 @@
+"""What a worker is answered when it claims work or renews its leases: enough to run the
+work and to learn it should stop, so that the runtime never reads the workload again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from feltdb.work.models import Workload, WorkloadClaim
+from feltdb.work.states import WorkloadState
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedWork:
+    """A claim, and the workload as the claim's commit left it: its definition, input,
+    checkpoints, timeouts and attempt count, the execution context a handler runs with.
+    """
+
+    claim: WorkloadClaim
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRenewal:
+    """A heartbeat's answer: the extended claim, and whether an operator asked the holder
+    to stop (the work is ``CANCELLATION_REQUESTED``: confirm once the handler stopped).
+    """
+
+    claim: WorkloadClaim
+    cancellation_requested: bool
+
+    @classmethod
+    def of(cls, claim: WorkloadClaim, workload: Workload) -> LeaseRenewal:
+        """The renewal of ``claim`` on ``workload`` as its heartbeat committed it."""
+        requested = workload.state is WorkloadState.CANCELLATION_REQUESTED
+        return cls(claim, requested)
