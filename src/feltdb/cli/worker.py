@@ -14,7 +14,9 @@ import typer
 from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
 from feltdb.cli.targets import usage_error
 from feltdb.errors import WorkloadError
+from feltdb.work.inputs import MAX_BATCH_ITEMS
 from feltdb.worker import Worker
+from feltdb.worker.runtime import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY
 
 worker_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``worker`` command; the root adds it without a name (a top-level command)."""
@@ -78,7 +80,26 @@ ApplicationOption = Annotated[
     str | None, typer.Option(help="With --db: the application whose work is claimed.")
 ]
 ConcurrencyOption = Annotated[
-    int | None, typer.Option(min=1, help="Handlers run at once (overrides the Worker's).")
+    int | None,
+    typer.Option(min=1, max=MAX_CONCURRENCY, help="Handlers run at once (overrides the Worker's)."),
+]
+CompletionBatchOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=MAX_BATCH_ITEMS,
+        help="Completions sent in one call (one commit) at most, for attempts finishing "
+        "together; 1: one call each (overrides the Worker's; default 100).",
+    ),
+]
+CompletionWaitOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        max=MAX_COMPLETION_WAIT_MS,
+        help="Milliseconds a finished attempt waits for others to join its completion's "
+        "call; it goes at once when every running attempt waits (default 20).",
+    ),
 ]
 GraceOption = Annotated[
     float | None,
@@ -100,6 +121,8 @@ def worker_command(
     application: ApplicationOption = None,
     concurrency: ConcurrencyOption = None,
     grace_period: GraceOption = None,
+    completion_batch: CompletionBatchOption = None,
+    completion_wait_ms: CompletionWaitOption = None,
     log_json: LogJsonOption = False,
     log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
@@ -112,6 +135,10 @@ def worker_command(
         worker.concurrency = concurrency
     if grace_period is not None:
         worker.grace_period_s = grace_period
+    if completion_batch is not None:
+        worker.completion_batch = completion_batch
+    if completion_wait_ms is not None:
+        worker.completion_wait_ms = completion_wait_ms
     if tenant is not None:
         worker.tenant = tenant
     if application is not None:

@@ -46,10 +46,12 @@ class Attempt:
     reports the outcome.
     """
 
-    def __init__(self, claim: WorkloadClaim) -> None:
+    def __init__(self, claim: WorkloadClaim, workload: Workload) -> None:
         self.claim = claim
+        self.workload = workload
+        """The workload as the claim's commit left it (the claim's answer carries it)."""
         self.context: Context | None = None
-        self.beat_every_s: float | None = None  # set once the workload is read
+        self.beat_every_s: float | None = None  # set once the attempt runs
         self.next_beat = 0.0
         self.cancel_requested = threading.Event()
         self.lost = threading.Event()

@@ -11,18 +11,24 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from feltdb.auth.policy import worker_name
+from feltdb.client.batches import CompletionItem, HeartbeatItem
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.work.models import Workload, WorkloadCheckpoint
+from feltdb.work.claimed import LeaseRenewal
+from feltdb.work.inputs import MAX_BATCH_ITEMS
+from feltdb.work.models import Workload, WorkloadCheckpoint, WorkloadResult
+from feltdb.work.states import WorkloadState
 from feltdb.worker.attempt import Attempt, answered, cancellation_requested, send
 from feltdb.worker.attempt import heartbeat_interval_s as interval
+from feltdb.worker.completer import BatchCompleter
 from feltdb.worker.context import Context
 from feltdb.worker.failures import (
     INVALID_OUTPUT_KIND,
+    SHUTDOWN_KIND,
     WITHHELD,
     FailureReport,
     LeaseLost,
@@ -50,19 +56,22 @@ class AttemptRunner:
         handlers: Mapping[str, Handler],
         loop: HandlerLoop,
         completed: Callable[[], None],
+        completer: BatchCompleter | None = None,
     ) -> None:
         self.client = client
         self.lease_ms = lease_ms
         self.handlers = handlers
         self.loop = loop
         self.completed = completed
+        self.completer = completer
+        """Completions go through it when set (in batches), else one call each."""
 
     def run(self, attempt: Attempt) -> None:
-        """Read the claimed workload, start it, run its handler and report the outcome."""
+        """Start the claimed workload (unless its claim started it), run its handler and
+        report the outcome. The claim's answer carried the workload: nothing is read.
+        """
         client = self.client
-        workload = send(attempt, lambda: client.get(attempt.workload_id))
-        if workload is None:
-            return
+        workload = attempt.workload
         attempt.beat_every_s = interval(workload, self.lease_ms)
         attempt.next_beat = time.monotonic() + attempt.beat_every_s
         handler = self.handlers.get(workload.definition_id)
@@ -70,7 +79,9 @@ class AttemptRunner:
             self._unserved(attempt, workload)
             return
         try:
-            if send(attempt, answered(lambda: client.start(*attempt.fence))) is None:
+            if workload.state is WorkloadState.CLAIMED and (
+                send(attempt, answered(lambda: client.start(*attempt.fence))) is None
+            ):
                 return
         except WorkloadError as error:
             # Cancelled between the claim and the start: confirm it, or the claim is left
@@ -80,8 +91,8 @@ class AttemptRunner:
             if attempt.take_report():
                 self.confirm_cancel(attempt)
             return
-        # The workload read after the claim already holds the input and every checkpoint
-        # (only this claim's holder can add one), so no second read is needed.
+        # The workload as claimed already holds the input and every checkpoint (only this
+        # claim's holder can add one), so no read is needed.
         ctx = Context(
             workload,
             attempt.claim,
@@ -130,7 +141,7 @@ class AttemptRunner:
             return
         result_id = f"result_{uuid.uuid4().hex}"  # one per attempt: a resend replays it
         try:
-            result = send(attempt, lambda: self.client.complete(*attempt.fence, result_id, output))
+            result = send(attempt, lambda: self._complete(attempt, result_id, output))
         except WorkloadError as error:
             if self.cancelled_meanwhile(attempt, error):
                 self.confirm_cancel(attempt)
@@ -146,6 +157,11 @@ class AttemptRunner:
         if result is not None:
             self.completed()
             log.info("completed %s in %.3fs", attempt.workload_id, took_s)
+
+    def _complete(self, attempt: Attempt, result_id: str, output: Any) -> WorkloadResult:
+        if self.completer is None:
+            return self.client.complete(*attempt.fence, result_id, output)
+        return self.completer.complete(CompletionItem(*attempt.fence, result_id, output))
 
     def after_error(self, attempt: Attempt, ctx: Context, error: BaseException) -> None:
         """The handler raised ``error``: report the failure (or confirm a cancellation)."""
@@ -227,22 +243,67 @@ class AttemptRunner:
             raise LeaseLost(attempt.lost_by)
         return saved
 
-    def beat(self, attempt: Attempt) -> None:
-        """Extend the attempt's lease, and look whether cancellation was requested."""
-        if attempt.lost.is_set() or attempt.beat_every_s is None:
-            return
-        attempt.next_beat = time.monotonic() + attempt.beat_every_s
+    def fail_unfinished(self, attempts: Sequence[Attempt], grace_period_s: float) -> None:
+        """Stop the handlers still running at shutdown, and report each attempt failed
+        (``worker_failure``, effect ``unknown``) unless it was already reported.
+        """
+        for attempt in attempts:
+            attempt.stop_handler()
+            if not attempt.take_report():
+                continue
+            log.warning("%s still running at shutdown: reported failed", attempt.workload_id)
+            report = FailureReport(
+                SHUTDOWN_KIND,
+                f"the worker shut down before the handler finished "
+                f"(grace period {grace_period_s:g}s)",
+                "unknown",
+            )
+            self.fail(attempt, report)
+
+    def beat_due(self, attempts: Sequence[Attempt]) -> None:
+        """When a lease of ``attempts`` is due for extension, extend in one call every
+        lease due, and those due within half their interval with them: leases claimed
+        together keep being renewed together, rather than one call each as they fall due
+        a tick apart.
+        """
+        now = time.monotonic()
+        held = [(a, a.beat_every_s) for a in attempts if a.beat_every_s]
+        if any(now >= a.next_beat for a, _ in held):
+            self.beat([a for a, every in held if now >= a.next_beat - every / 2])
+
+    def beat(self, attempts: Sequence[Attempt]) -> None:
+        """Extend the leases of ``attempts`` in one call per :data:`MAX_BATCH_ITEMS`, and
+        learn from the same answers whether cancellation was requested.
+        """
+        live = [a for a in attempts if not a.lost.is_set() and a.beat_every_s is not None]
+        for first in range(0, len(live), MAX_BATCH_ITEMS):
+            self._beat_batch(live[first : first + MAX_BATCH_ITEMS])
+
+    def _beat_batch(self, attempts: Sequence[Attempt]) -> None:
+        now = time.monotonic()
+        for attempt in attempts:
+            assert attempt.beat_every_s is not None
+            attempt.next_beat = now + attempt.beat_every_s
+        items = [HeartbeatItem(*a.fence, extend_ms=self.lease_ms) for a in attempts]
         try:
-            attempt.claim = self.client.heartbeat(*attempt.fence, extend_ms=self.lease_ms)
-            workload = self.client.get(attempt.workload_id)
+            answers: Sequence[LeaseRenewal | WorkloadError] = self.client.renew_leases(items)
         except WorkloadError as error:
-            if is_lease_lost(error):
-                attempt.lose(error)
-            else:
-                # Try again soon: two beats fit in the lease before it could run out.
-                log.warning("heartbeat of %s failed: %s", attempt.workload_id, error)
-                attempt.next_beat = time.monotonic() + min(1.0, attempt.beat_every_s)
-            return
-        if cancellation_requested(workload) and not attempt.cancel_requested.is_set():
-            log.info("cancellation of %s requested: stopping its handler", attempt.workload_id)
-            attempt.request_cancel()
+            answers = [error] * len(attempts)
+        for attempt, answer in zip(attempts, answers, strict=True):
+            if isinstance(answer, WorkloadError):
+                _beat_refused(attempt, answer)
+                continue
+            attempt.claim = answer.claim
+            if answer.cancellation_requested and not attempt.cancel_requested.is_set():
+                log.info("cancellation of %s requested: stopping its handler", attempt.workload_id)
+                attempt.request_cancel()
+
+
+def _beat_refused(attempt: Attempt, error: WorkloadError) -> None:
+    if is_lease_lost(error):
+        attempt.lose(error)
+        return
+    # Try again soon: two beats fit in the lease before it could run out.
+    log.warning("heartbeat of %s failed: %s", attempt.workload_id, error)
+    assert attempt.beat_every_s is not None
+    attempt.next_beat = time.monotonic() + min(1.0, attempt.beat_every_s)

@@ -2,14 +2,15 @@
 
 Threads, and why:
 
-- the **claim loop** (the thread that called :meth:`Worker.run`) claims while a slot of
-  ``concurrency`` is free, long-polling the authority;
-- one **attempt thread** per claimed workload walks it through start, the handler and the
-  report. A sync handler runs on it; an ``async`` handler runs on the worker's one event
-  loop thread while the attempt thread waits for it;
-- one **heartbeat thread** extends every held lease well inside its term and, on each
-  beat, reads whether cancellation was requested, which sets the handler's
-  ``ctx.cancelled`` (and cancels an ``async`` handler's task).
+- the **claim loop** (the thread that called :meth:`Worker.run`) claims as many workloads
+  as slots are free, in one call that also starts them and answers each with its workload
+  (long-polling while there is none), so no read or start call follows;
+- one **attempt thread** per claimed workload runs its handler (an ``async`` one on the
+  worker's event loop thread) and reports the outcome;
+- the **completer thread** sends the completions of attempts finishing together as one
+  call and one commit (:mod:`feltdb.worker.completer`);
+- the **heartbeat thread** renews every held lease due in one call, whose answer says
+  whether cancellation was requested (setting ``ctx.cancelled``).
 
 The authority decides everything; the runtime only reports. A report lost to the network
 is sent again unchanged (a completion keeps its result id, so a repeat replays it). A
@@ -20,6 +21,7 @@ is reported for it, since another worker or the authority's recovery owns the wo
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import socket
@@ -34,11 +36,13 @@ from feltdb.auth.scope import Scope
 from feltdb.client.local import LocalClient
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import WorkloadClaim
+from feltdb.work import inputs
+from feltdb.work.claimed import ClaimedWork
+from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
 from feltdb.worker.attempt import Attempt, Backoff, heartbeat_interval_s
+from feltdb.worker.completer import DEFAULT_BATCH_ITEMS, DEFAULT_BATCH_WAIT_S, batch_completer
 from feltdb.worker.connecting import install_signals, server_client
-from feltdb.worker.failures import SHUTDOWN_KIND, FailureReport, is_transient
+from feltdb.worker.failures import is_transient
 from feltdb.worker.handlers import Handler, HandlerLoop
 from feltdb.worker.reports import NO_HANDLER_KIND, AttemptRunner
 
@@ -59,6 +63,11 @@ H = TypeVar("H", bound=Handler)
 
 HEARTBEAT_TICK_S = 0.25
 """How often the heartbeat thread looks for a lease due for extension."""
+
+MAX_CONCURRENCY = 4096
+"""The most handlers one worker runs at once (each runs on a thread of its own)."""
+MAX_COMPLETION_WAIT_MS = 60_000
+"""The longest a finished attempt may be kept waiting for others to join its completion."""
 
 MAINTENANCE_INTERVAL_S = 1.0
 """How often an embedded worker runs the authority's maintenance (deadlines, lost
@@ -85,7 +94,6 @@ class Worker:
         application: the application whose work is claimed (likewise).
         capabilities: what this worker can do; only work whose capabilities these cover is
             claimed (over a server they narrow the token's grant).
-        concurrency: how many handlers run at once.
         name: on a store, the worker is the subject ``worker:NAME`` (default
             ``HOST-PID``), recorded as ``worker:NAME`` as a server records the subject of a
             worker's token.
@@ -93,6 +101,14 @@ class Worker:
         grace_period_s: on SIGTERM/SIGINT, how long running handlers may take to finish
             before they are reported failed (``worker_failure``, effect ``unknown``).
         poll_wait_s: how long one claim waits for work to appear (long-poll).
+        concurrency: how many handlers run at once (1 to :data:`MAX_CONCURRENCY`); a
+            claim asks for as many workloads as there are free slots, in one call.
+        completion_batch: completions sent in one call at most (1 to 1,024): attempts
+            finishing together are completed in one call and one commit (1: one call each).
+        completion_wait_ms: how long a finished attempt waits for others to join its
+            completion's call (0 to :data:`MAX_COMPLETION_WAIT_MS`); never longer than
+            needed, since the call is sent at once when every running attempt is waiting
+            on it. A completion is counted, and its slot freed, only once committed.
 
     Example:
         >>> worker = Worker("http://127.0.0.1:8700", token=token, capabilities={"email:send"})
@@ -117,19 +133,14 @@ class Worker:
         lease_ms: int = DEFAULT_LEASE_MS,
         grace_period_s: float = 30.0,
         poll_wait_s: float = 2.0,
+        completion_batch: int = DEFAULT_BATCH_ITEMS,
+        completion_wait_ms: int = int(DEFAULT_BATCH_WAIT_S * 1000),
     ) -> None:
-        if concurrency < 1:
-            raise WorkloadError(
-                ErrorCode.WORKLOAD_INVALID,
-                "concurrency must be at least 1",
-                {"fields": ["concurrency"]},
-            )
-        if lease_ms < 1000:
-            raise WorkloadError(
-                ErrorCode.WORKLOAD_INVALID,
-                "lease_ms must be at least 1000 (leases are whole seconds)",
-                {"fields": ["lease_ms"]},
-            )
+        # Bounds: a lease is whole seconds; a batch is one transaction's worth at most.
+        inputs.integer(concurrency, "concurrency", 1, MAX_CONCURRENCY)
+        inputs.integer(lease_ms, "lease_ms", 1000)
+        inputs.integer(completion_batch, "completion_batch", 1, MAX_BATCH_ITEMS)
+        inputs.integer(completion_wait_ms, "completion_wait_ms", 0, MAX_COMPLETION_WAIT_MS)
         self.url = url
         self.token = token
         self.store = store
@@ -142,6 +153,8 @@ class Worker:
         self.lease_ms = lease_ms
         self.grace_period_s = grace_period_s
         self.poll_wait_s = poll_wait_s
+        self.completion_batch = completion_batch
+        self.completion_wait_ms = completion_wait_ms
         self.clock: Callable[[], int] | None = None
         """With a store: the unix-seconds clock its calls use (``None``: the wall's); set by
         ``feltdb.testing`` to run retries to their end without waiting for them."""
@@ -260,30 +273,32 @@ class Worker:
         self._stopping.clear()
         self._hurry.clear()
         client, opened = (client, False) if client is not None else self._open_client()
+        completer = batch_completer(
+            client, lambda waiting: waiting >= len(self._active), self.completion_batch,
+            self.completion_wait_ms,
+        )  # fmt: skip
         runner = AttemptRunner(
-            client, self.lease_ms, self.handlers, HandlerLoop(), self._count_completed
+            client, self.lease_ms, self.handlers, HandlerLoop(), self._count_completed, completer
         )
         # Per run, so that a heartbeat thread of a previous run can never outlive it.
         beating = threading.Event()
         beats = threading.Thread(
-            target=self._heartbeat_loop,
-            args=(runner, beating),
-            name="feltdb-heartbeat",
+            target=self._heartbeat_loop, args=(runner, beating), name="feltdb-heartbeat",
             daemon=True,
-        )
+        )  # fmt: skip
         beating.set()
         beats.start()
         log.info(
-            "worker %s: handlers %s, concurrency %d",
-            worker_name(client.subject),
-            ", ".join(sorted(self.handlers)),
-            self.concurrency,
-        )
+            "worker %s: handlers %s, concurrency %d", worker_name(client.subject),
+            ", ".join(sorted(self.handlers)), self.concurrency,
+        )  # fmt: skip
         try:
             return self._claim_loop(runner, until_idle)
         finally:
             self._stopping.set()
             self._shut_down(runner)
+            if completer is not None:
+                completer.close()
             # Leases are kept through the grace period; only then do heartbeats stop.
             beating.clear()
             beats.join(timeout=5)
@@ -298,10 +313,13 @@ class Worker:
         started = 0
         delays = Backoff()
         while not self._stopping.is_set():
-            if not self._wait_for_slot():
+            free = self._free_slots()
+            if not free:
                 continue
             try:
-                claim = self._claim_next(runner.client, 0.0 if until_idle else self.poll_wait_s)
+                claimed = self._claim_work(
+                    runner.client, free, 0.0 if until_idle else self.poll_wait_s
+                )
             except WorkloadError as error:
                 if not is_transient(error):
                     raise
@@ -310,30 +328,34 @@ class Worker:
                 self._stopping.wait(pause)
                 continue
             delays.reset()
-            if claim is None:
+            if not claimed:
                 if until_idle and not self._wait_while_busy():
                     break
                 continue
-            started += 1
-            self._launch(runner, claim)
+            for work in claimed:
+                started += 1
+                self._launch(runner, work)
         return started
 
-    def _claim_next(self, client: WorkloadClient, wait_s: float) -> WorkloadClaim | None:
-        # Only work it has a handler for: the rest is left READY for the workers that
-        # serve it (issue 10, point 1).
-        return client.claim_next(
-            lease_ms=self.lease_ms,
-            wait_ms=int(wait_s * 1000),
-            capabilities=self.capabilities,
-            definitions=self.handlers,
-        )
+    def _claim_work(
+        self, client: WorkloadClient, free: int, wait_s: float
+    ) -> builtins.list[ClaimedWork]:
+        # As many as there are free slots, claimed and started in one commit, each with
+        # the workload it runs (so no read follows); only work it has a handler for: the
+        # rest is left READY for the workers that serve it (issue 10, point 1).
+        return client.claim_work(
+            min(free, MAX_BATCH_ITEMS), lease_ms=self.lease_ms, wait_ms=int(wait_s * 1000),
+            capabilities=self.capabilities, definitions=self.handlers,
+        )  # fmt: skip
 
-    def _wait_for_slot(self) -> bool:
+    def _free_slots(self) -> int:
+        """How many more attempts may run now (after waiting a little when none may)."""
         with self._idle:
-            if len(self._active) < self.concurrency:
-                return True
+            free = self.concurrency - len(self._active)
+            if free > 0:
+                return free
             self._idle.wait(timeout=0.5)
-            return False
+            return 0
 
     def _wait_while_busy(self) -> bool:
         """With nothing claimable: wait for a running attempt to end (it may make more
@@ -345,19 +367,16 @@ class Worker:
             self._idle.wait(timeout=0.5)
             return True
 
-    def _launch(self, runner: AttemptRunner, claim: WorkloadClaim) -> None:
-        attempt = Attempt(claim)
+    def _launch(self, runner: AttemptRunner, work: ClaimedWork) -> None:
+        attempt = Attempt(work.claim, work.workload)
         with self._idle:
-            self._active[claim.workload_id] = attempt
-        thread = threading.Thread(
-            target=self._run_attempt,
-            args=(runner, attempt),
-            name=f"feltdb-attempt-{claim.workload_id}",
-            # Daemon: a handler still running when the grace period ends must not keep the
-            # process alive; it has been reported failed by then.
-            daemon=True,
-        )
-        thread.start()
+            self._active[attempt.workload_id] = attempt
+        # Daemon: a handler still running when the grace period ends must not keep the
+        # process alive; it has been reported failed by then.
+        threading.Thread(
+            target=self._run_attempt, args=(runner, attempt),
+            name=f"feltdb-attempt-{attempt.workload_id}", daemon=True,
+        ).start()  # fmt: skip
 
     def _shut_down(self, runner: AttemptRunner) -> None:
         deadline = time.monotonic() + self.grace_period_s
@@ -368,18 +387,7 @@ class Worker:
                     break
                 self._idle.wait(timeout=min(remaining, 0.25))
             left = list(self._active.values())
-        for attempt in left:
-            attempt.stop_handler()
-            if not attempt.take_report():
-                continue
-            log.warning("%s still running at shutdown: reported failed", attempt.workload_id)
-            report = FailureReport(
-                SHUTDOWN_KIND,
-                f"the worker shut down before the handler finished "
-                f"(grace period {self.grace_period_s:g}s)",
-                "unknown",
-            )
-            runner.fail(attempt, report)
+        runner.fail_unfinished(left, self.grace_period_s)
 
     # ------------------------------------------------------------------ one attempt
 
@@ -393,24 +401,19 @@ class Worker:
             with self._idle:
                 self._active.pop(attempt.workload_id, None)
                 self._idle.notify_all()
+            if runner.completer is not None:
+                runner.completer.poke()  # the attempts left may all be waiting on it now
             log.debug("%s done in %.3fs", attempt.workload_id, time.monotonic() - began)
 
     def _count_completed(self) -> None:
         with self._idle:
             self.completed += 1
 
-    # ------------------------------------------------------------------ heartbeats
-
     def _heartbeat_loop(self, runner: AttemptRunner, beating: threading.Event) -> None:
         # Runs while `beating` is set: through a shutdown's grace period too, since running
         # handlers still need their leases kept.
         while beating.is_set():
             with self._idle:
-                due = [
-                    a
-                    for a in self._active.values()
-                    if a.beat_every_s is not None and time.monotonic() >= a.next_beat
-                ]
-            for attempt in due:
-                runner.beat(attempt)
+                held = list(self._active.values())
+            runner.beat_due(held)
             time.sleep(HEARTBEAT_TICK_S)

@@ -552,18 +552,23 @@ def test_cancelling_a_running_async_handler_cancels_its_task(store: WorkloadStor
 def test_cancellation_requested_before_the_attempt_starts_is_confirmed(
     store: WorkloadStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An operator cancels between the claim and the start: the authority refuses the
-    start, and the runtime confirms the cancellation rather than abandoning the claim.
+    """A claim that did not start its attempt (the runtime's claims start it in the same
+    commit, but an authority may answer one that did not), and an operator cancels before
+    the start: the authority refuses the start, and the runtime confirms the cancellation
+    rather than abandoning the claim.
     """
     workload_id = admit(store, "k1")
     worker = make_worker(store)
-    original = LocalClient.start
+    original = LocalClient.claim_work
 
-    def cancel_then_start(self: LocalClient, workload_id: str, *fence: Any) -> None:
-        store.cancel(workload_id, "ops")
-        original(self, workload_id, *fence)
+    def claim_unstarted_then_cancel(self: LocalClient, limit: int, **options: Any) -> Any:
+        claimed = original(self, limit, **{**options, "start": False})
+        for work in claimed:
+            assert work.workload.state is WorkloadState.CLAIMED
+            store.cancel(work.claim.workload_id, "ops")
+        return claimed
 
-    monkeypatch.setattr(LocalClient, "start", cancel_then_start)
+    monkeypatch.setattr(LocalClient, "claim_work", claim_unstarted_then_cancel)
     ran: list[str] = []
 
     @worker.handler("send")
@@ -645,10 +650,10 @@ def test_a_competing_claim_after_the_lease_expired_fences_the_worker_out(
     workload_id = admit(store, "k1")
     worker = make_worker(store, lease_ms=2000)
 
-    def unreachable(self: LocalClient, *fence: Any, extend_ms: int) -> WorkloadClaim:
+    def unreachable(self: LocalClient, items: Any) -> Any:
         raise WorkloadError(ErrorCode.WORKLOAD_STORAGE_FAILURE, "no route to the authority")
 
-    monkeypatch.setattr(LocalClient, "heartbeat", unreachable)
+    monkeypatch.setattr(LocalClient, "renew_leases", unreachable)
     running = threading.Event()
     release = threading.Event()
 
