@@ -54,12 +54,13 @@ as read, so a filtered page may hold fewer than ``limit`` items (even none) whil
 ``next_cursor`` is set: follow it until it is ``null``.
 
 Revocation: ``POST /v1/grants/{grant_id}/revoke`` revokes a grant id *of the caller's
-tenant and application* (a revocation never reaches another tenant's grants). From the
-next request on, every request under that grant is refused ``403``. Checking costs every
-authenticated request one primary-key read of the store (``system_revoked_grants``), on a
-worker thread: about 15 µs on SQLite and 130 µs on PostgreSQL over a local socket
-(measured on this machine); a store that cannot be read refuses the request (503), never
-lets it through.
+tenant and application* (a revocation never reaches another tenant's grants). Through
+this server, every later request under that grant is refused ``403``; a revocation
+committed elsewhere (another server, ``feltdb grant revoke --db``) is in force within
+:data:`~feltdb.auth.verified.REVOCATION_BOUND_S` (1 s), since a verified token is trusted
+that long (:mod:`feltdb.auth.verified`). Checking costs one primary-key read of the store
+(``system_revoked_grants``) per token per second, not per request; a store that cannot be
+read refuses the request (503), never lets it through.
 """
 
 from fastapi import APIRouter

@@ -32,7 +32,7 @@ from feltdb.server.bodies import (
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH, WITH_BODY
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Auth, Now, Store, WorkloadId
+from feltdb.server.routes.deps import PREFIX, Auth, Now, State, Store, WorkloadId
 from feltdb.work.disclosure import disclosed
 from feltdb.work.models import Workload
 
@@ -93,7 +93,12 @@ def revocations(caller: Auth, store: Store) -> JSONResponse:  # noqa: D103
     " revocation is scoped to the caller's tenant and application, as the answer says.",
 )
 def revoke(  # noqa: D103
-    caller: Auth, store: Store, now: Now, grant_id: GrantId, body: EmptyBody | None = None
+    caller: Auth,
+    state: State,
+    store: Store,
+    now: Now,
+    grant_id: GrantId,
+    body: EmptyBody | None = None,
 ) -> JSONResponse:
     grant = caller.grant
     authorize_revoke(grant)
@@ -101,6 +106,9 @@ def revoke(  # noqa: D103
         grant_id, str(grant.subject), now,
         tenant_id=grant.tenant_id, application_id=grant.application_id,
     )  # fmt: skip
+    # Committed (now, or by an earlier revocation): in force on this server at once, not
+    # within the bound of its verified tokens (feltdb.auth.verified).
+    state.forget_grant(grant_id, tenant_id=grant.tenant_id, application_id=grant.application_id)
     if revoked:
         log.info(
             "grant %s of %s/%s revoked by %s",
