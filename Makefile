@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-sqlite test-fast lint typecheck bench clean
+.PHONY: run test test-sqlite test-fast lint typecheck bench bench-quick clean
 
 # On CI a missing PostgreSQL is installed (Debian's package) rather than reported.
 ifdef CI
@@ -49,12 +49,17 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy src
 
-## bench: the benchmarks of bench/ (opt-in; never part of `make test`)
+## bench: the benchmark suite (opt-in; never part of `make test`): feltdb against huey,
+## persist-queue, pgqueuer and procrastinate (installed into bench/.peers-venv), on SQLite and
+## a throwaway PostgreSQL; writes bench/results/all.json, docs/benchmarks.md and its plots
 bench: $(VENV)/.installed-dev
-	$(BIN)/python bench/bench_claim_next.py
-	$(BIN)/python bench/bench_hot_path.py
-	$(BIN)/python bench/bench_input_checks.py --out bench/results/input_checks.json
-	$(BIN)/python bench/bench_cli_startup.py --out bench/results/cli_startup.json
+	$(BIN)/python bench/run_all.py
+
+## bench-quick: the same suite, small: 1,000 workloads (300 over HTTP), one round, backlogs up
+## to 100,000; about ten minutes on 2 cores
+bench-quick: $(VENV)/.installed-dev
+	$(BIN)/python bench/run_all.py --workloads 1000 --http-workloads 300 --rounds 1 \
+		--max-backlog 100000
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

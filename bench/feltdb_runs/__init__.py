@@ -1,0 +1,1 @@
+"""feltdb's side of the suite (run with the project's ``.venv`` python)."""
