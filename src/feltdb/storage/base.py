@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.canonical import json_object
 
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""
@@ -88,16 +89,42 @@ class RowIndex:
     them by index range (see :meth:`Database.commit_selected`'s ``definitions``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class StoredRow:
-    """A committed row. ``document`` includes ``"__version"`` equal to ``version``."""
+    """A committed row. ``document`` includes ``"__version"`` equal to ``version``.
+
+    A row read back keeps its stored ``text`` and decodes ``document`` only when first
+    asked (the work layer validates a workload from the text, never needing the dict).
+    """
 
     collection: str
     key: str
     version: int
     revision: int
     """The store revision of the commit that last wrote this row."""
-    document: dict[str, Any]
+    _document: dict[str, Any] | None = None
+    text: str | None = field(default=None, kw_only=True)
+    """The document as stored (canonical JSON, without ``"__version"``), when known."""
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The document; ``WORKLOAD_STORAGE_FAILURE`` if the stored text is not an object."""
+        document = self._document
+        if document is None:
+            try:
+                document = json_object(self.text or "")
+            except ValueError as error:
+                where = f"{self.collection}/{self.key}"
+                raise storage_failure(f"the stored document at {where} {error}") from error
+            document[VERSION_FIELD] = self.version
+            object.__setattr__(self, "_document", document)
+        return document
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredRow):
+            return NotImplemented
+        mine = (self.collection, self.key, self.version, self.revision, self.document)
+        return mine == (other.collection, other.key, other.version, other.revision, other.document)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,13 +146,16 @@ class Precondition:
 class Mutation:
     """Write ``document`` (without ``"__version"``; the backend stamps it) at a key.
 
-    ``document=None`` deletes the row.
+    ``document=None`` deletes the row. ``encoded``, when given, is the document's
+    canonical JSON (``canonical_json(document)``, without ``"__version"``) already made by
+    the caller: it is stored as it is, and not made again.
     """
 
     collection: str
     key: str
     document: Mapping[str, Any] | None
     index: RowIndex = field(default_factory=RowIndex)
+    encoded: str | None = None
 
 
 class CommittedTransaction(BaseModel):

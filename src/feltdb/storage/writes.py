@@ -34,13 +34,13 @@ from feltdb.storage.base import (
 )
 from feltdb.storage.dialect import Dialect, Session
 from feltdb.storage.encoding import (
+    audit_json,
     committed,
     guards,
     invalid,
     lost_guard,
     new_transaction_id,
     prepare_writes,
-    to_json,
 )
 
 __all__ = ["PreparedCommit", "prepare", "prepare_batch", "write_batch", "write_plan"]
@@ -63,7 +63,8 @@ class PreparedCommit:
 
     def commit(self, revision: int, versions: list[int | None]) -> Commit:
         """What the commit answers once written at ``revision``, with each write's version."""
-        return committed(self.transaction_id, self.mutations, revision, versions)
+        texts = [write["document"] for write in self.writes]
+        return committed(self.transaction_id, self.mutations, revision, versions, texts)
 
 
 def prepare(dialect: Dialect, plan: PlannedCommit) -> PreparedCommit:
@@ -80,7 +81,7 @@ def prepare(dialect: Dialect, plan: PlannedCommit) -> PreparedCommit:
         "transaction_id": transaction_id,
         "operation_ids": dialect.stored_list([plan.operation_id]),
         "keys": dialect.stored_list([f"{m.collection}/{m.key}" for m in plan.mutations]),
-        "audit": None if audit is None else to_json(audit, "the audit record"),
+        "audit": None if audit is None else audit_json(audit),
     }
     return PreparedCommit(transaction_id, list(plan.mutations), writes, guarded, log)
 

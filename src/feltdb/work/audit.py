@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from feltdb.storage.base import CommittedTransaction, Database
-from feltdb.storage.canonical import content_hash
+from feltdb.storage.canonical import sha256_hex
 from feltdb.work import inputs
 from feltdb.work.models import Workload
 
@@ -22,11 +22,11 @@ MIGRATION = "workload_migration"
 """The audit kind of a legacy record's import."""
 
 
-def audit_record(
-    workload: Workload, document: dict[str, Any], action: str, operation_id: str
-) -> dict[str, Any]:
-    """The audit record of a commit of ``workload`` (committed as ``document``): who asked for
-    the work, under which grant, who acted now, and a digest of the committed aggregate.
+def audit_record(workload: Workload, stored: str, action: str, operation_id: str) -> dict[str, Any]:
+    """The audit record of a commit of ``workload`` (stored as the text ``stored``): who
+    asked for the work, under which grant, who acted now, and a digest of the committed
+    aggregate, ``source_digest``: the SHA-256 of exactly the stored text (its canonical
+    JSON, so also :func:`~feltdb.storage.canonical.content_hash` of the document).
     """
     grant = workload.authorization_snapshot.grant
     requester = workload.requested_by
@@ -53,7 +53,7 @@ def audit_record(
         "event_type": last.event_type if last is not None else None,
         "state": workload.state.value,
         "source_kind": "WorkloadStore" if migration else None,
-        "source_digest": content_hash(document),
+        "source_digest": sha256_hex(stored),
         "migration_outcome": "imported" if migration else None,
     }
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
+from feltdb.storage.canonical import stored_json
 from feltdb.work.audit import audit_record
 from feltdb.work.models import DURABLE_WORK_COLLECTION, CreateWorkload, Workload
 from feltdb.work.scheduling import row_index
@@ -46,12 +47,17 @@ class LoadedWorkload:
 
 
 def workload_of(row: StoredRow) -> Workload:
-    """The workload a stored row holds.
+    """The workload a stored row holds: validated straight from its stored text when the
+    row has it (pydantic-core parses and validates in one pass, with no dict in between),
+    else from its document.
 
     Raises:
-        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the row is not a workload record.
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the row is not a workload record
+            (nor JSON at all).
     """
     try:
+        if row.text is not None:
+            return Workload.model_validate_json(row.text)
         return Workload.model_validate(row.document)
     except ValidationError as error:
         raise WorkloadError(
@@ -65,10 +71,12 @@ def planned_commit(workload: Workload, action: str, version: int | None) -> Plan
     was read at (``None``: it must not exist yet). ``action`` is the audit kind.
     """
     document = workload.to_json()
+    text = stored_text(workload.workload_id, document)
     operation_id = "work_tx_" + secrets.token_hex(12)
+    index = row_index(workload)
     return PlannedCommit(
         operation_id,
-        [Mutation(DURABLE_WORK_COLLECTION, workload.workload_id, document, row_index(workload))],
+        [Mutation(DURABLE_WORK_COLLECTION, workload.workload_id, document, index, text)],
         [
             Precondition(
                 DURABLE_WORK_COLLECTION,
@@ -77,8 +85,25 @@ def planned_commit(workload: Workload, action: str, version: int | None) -> Plan
                 expected_version=version,
             )
         ],
-        audit_record(workload, document, action, operation_id),
+        audit_record(workload, text, action, operation_id),
     )
+
+
+def stored_text(workload_id: str, document: dict[str, Any]) -> str:
+    """The text a workload's ``document`` is stored as, made once per commit: its
+    canonical JSON (:func:`~feltdb.storage.canonical.stored_json`), which the audit
+    record's ``source_digest`` hashes too.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` when the document is not JSON.
+    """
+    try:
+        return stored_json(document)
+    except ValueError as error:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            f"the document at {DURABLE_WORK_COLLECTION}/{workload_id} is not JSON: {error}",
+        ) from error
 
 
 def same_application(document: dict[str, Any], workload: Workload | CreateWorkload) -> bool:

@@ -22,9 +22,11 @@ def test_rows_are_decoded_only_when_read() -> None:
     assert first.document == {"n": "a", "__version": 1}
     assert rows[-1].key == "c"  # row b, which is not JSON, was never decoded
     assert rows[0] is first  # decoded once, then kept
+    corrupt = rows[1]  # a row's document is decoded when it is asked for
     with pytest.raises(WorkloadError) as raised:
-        rows[1]
+        _ = corrupt.document
     assert raised.value.code == ErrorCode.WORKLOAD_STORAGE_FAILURE
+    assert "work/b is not JSON" in raised.value.message
 
 
 def test_rows_behave_as_a_sequence() -> None:
