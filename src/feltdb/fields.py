@@ -16,6 +16,8 @@ def as_frozenset(value: Any) -> Any:
     (a subject from ``{"kind", "id"}``) before they are hashed; a bare string is passed on
     unchanged, so validation refuses it rather than splitting it into characters.
     """
+    if type(value) is list:  # what JSON holds: every stored document's sets (the hot path)
+        return value
     if isinstance(value, str | bytes | dict | set | frozenset):
         return value
     if isinstance(value, Iterable):

@@ -160,7 +160,7 @@ def claim(
     transition(
         workload, WorkloadState.CLAIMED, worker, now, {"fencing_token": str(current.fencing_token)}
     )
-    return current.model_copy(deep=True)
+    return current.model_copy()  # its fields are immutable values: a shallow copy is enough
 
 
 def start(workload: Workload, claim_id: str, worker: str, fencing_token: int, now: int) -> None:
@@ -193,7 +193,7 @@ def heartbeat(
     current = fence(workload, claim_id, worker, fencing_token, now)
     current.last_heartbeat = now
     current.expires_at = now + lease_seconds(extend_ms)
-    return current.model_copy(deep=True)
+    return current.model_copy()  # its fields are immutable values: a shallow copy is enough
 
 
 def execution_context(
