@@ -171,8 +171,8 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         attempts=[],
         checkpoints=[],
         result=None,
-        retry_policy=request.retry_policy.model_copy(deep=True),
-        timeouts=request.timeouts.model_copy(deep=True),
+        retry_policy=request.retry_policy.model_copy(),  # shallow: all fields immutable
+        timeouts=request.timeouts.model_copy(),
         attempt_count=0,
         retry_count=0,
         # Creation-time eligibility and retry backoff are the same thing, so they are the
@@ -184,7 +184,7 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         fencing_token=0,
         dependencies=list(request.dependencies),
         approval=(
-            WorkloadApproval(policy=request.approval.model_copy(deep=True))
+            WorkloadApproval(policy=request.approval.model_copy())
             if request.approval is not None
             else None
         ),
