@@ -10,7 +10,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -151,11 +151,22 @@ def _listen(host: str, port: int) -> socket.socket:
         # parts (headers, body) waited for the client's delayed ACK: measured 46 ms per
         # keep-alive request, against well under 1 ms with it.
         listening = socket.socket(family, kind, proto)
+    except OSError as error:
+        _cannot_listen(host, port, error)
+    try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:  # as socket.create_server: "::" is IPv6 alone
+            listening.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         listening.bind(address)
         listening.listen(2048)
     except OSError as error:
-        typer.echo(f"error: cannot listen on {host}:{port}: {error.strerror or error}", err=True)
-        raise typer.Exit(1) from None
+        listening.close()
+        _cannot_listen(host, port, error)
     listening.set_inheritable(True)
     return listening
+
+
+def _cannot_listen(host: str, port: int, error: OSError) -> NoReturn:
+    """Exit 1 with a one-line error (the port in use, an unknown host)."""
+    typer.echo(f"error: cannot listen on {host}:{port}: {error.strerror or error}", err=True)
+    raise typer.Exit(1) from None

@@ -139,8 +139,10 @@ class Client(HttpBatches, WorkloadClient):
         body: Mapping[str, Any] | None = None,
         *,
         params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        return self._document(self._send(method, path, body, params=params), path)
+        answer = self._send(method, path, body, params=params, timeout=timeout)
+        return self._document(answer, path)
 
     def _document(self, answer: httpx.Response, path: str) -> dict[str, Any]:
         """The JSON object a successful ``answer`` carries; anything else is a

@@ -61,6 +61,9 @@ def _fields(submission: SubmissionLike) -> dict[str, Any]:
 class HttpBatches:
     """The batch calls, over the transport of the class this is mixed into."""
 
+    timeout: float
+    """Each request's bound in seconds (a long-poll's ``wait_ms`` is added to it)."""
+
     def _ask(
         self,
         method: str,
@@ -68,6 +71,7 @@ class HttpBatches:
         body: Mapping[str, Any] | None = None,
         *,
         params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         raise NotImplementedError  # the client's transport
 
@@ -118,7 +122,10 @@ class HttpBatches:
             body["capabilities"] = sorted(capabilities)
         if definitions is not None:
             body["definitions"] = sorted(definitions)
-        document = self._ask("POST", "/v1/batches/claims", body)
+        # The server may hold the request for wait_ms: the client waits that much longer.
+        document = self._ask(
+            "POST", "/v1/batches/claims", body, timeout=self.timeout + wait_ms / 1000
+        )
         return [
             ClaimedWork(WorkloadClaim.parse(item["claim"]), Workload.parse(item["workload"]))
             for item in document["items"]

@@ -69,7 +69,10 @@ def audit_json(audit: Mapping[str, Any]) -> str:
     :func:`to_json`, which refuses what is not JSON.
     """
     if type(audit) is dict and all(type(value) in _FLAT for value in audit.values()):
-        return stored_json(audit)
+        try:
+            return stored_json(audit)
+        except ValueError as error:  # a key that is not a string, say
+            raise invalid(f"the audit record is not JSON: {error}") from error
     return to_json(audit, "the audit record")
 
 

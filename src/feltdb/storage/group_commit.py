@@ -34,12 +34,15 @@ __all__ = ["GroupCommit"]
 class _Waiting:
     """One thread's plan, and what became of it (or that it leads the next group)."""
 
-    __slots__ = ("answer", "leads", "plan", "ready")
+    __slots__ = ("answer", "leads", "passed_on", "plan", "ready")
 
     def __init__(self, plan: PlannedCommit) -> None:
         self.plan = plan
         self.answer: Commit | WorkloadError | BaseException | None = None
         self.leads = False
+        """Whether this thread leads (it arrived with none leading, or was handed the lead)."""
+        self.passed_on = False
+        """Whether it has handed the lead on (or given it up): once only."""
         self.ready = threading.Event()
 
 
@@ -72,19 +75,29 @@ class GroupCommit:
             WorkloadError: as :meth:`Database.commit` raises for ``plan``.
         """
         waiting = _Waiting(plan)
-        with self._lock:
-            self._queue.append(waiting)
-            leads = not self._leading
-            self._leading = True
-        if not leads:
-            waiting.ready.wait()
-            leads = waiting.leads
-        if leads:
-            self._lead(waiting)
+        try:
+            with self._lock:
+                self._queue.append(waiting)
+                waiting.leads = not self._leading
+                self._leading = True
+            if not waiting.leads:
+                waiting.ready.wait()
+            if waiting.leads:
+                self._lead(waiting)
+        except BaseException:
+            # Interrupted (a KeyboardInterrupt in the main thread, say) while waiting or
+            # leading: never leave a plan queued for nobody, nor the lead with nobody.
+            with self._lock:
+                if waiting in self._queue:
+                    self._queue.remove(waiting)
+                if waiting.leads:
+                    self._pass_lead(waiting)
+            raise
         answer = waiting.answer
+        if answer is None:  # cannot happen: every member is answered before it is woken
+            raise storage_failure("a group commit answered nothing for this commit")
         if isinstance(answer, BaseException):
             raise answer
-        assert answer is not None  # a thread is woken only with its answer, or to lead
         return answer
 
     def _lead(self, own: _Waiting) -> None:
@@ -98,18 +111,30 @@ class GroupCommit:
                     self._write(group)
                 finally:
                     for waiting in group:
+                        if waiting.answer is None:  # the write was interrupted part-way
+                            waiting.answer = storage_failure(
+                                "the group's commit was interrupted: it may or may not have "
+                                "been written"
+                            )
                         if waiting is not own:
                             waiting.ready.set()
         finally:
             with self._lock:
                 if own in self._queue:  # interrupted before its own plan was written
                     self._queue.remove(own)
-                if self._queue:
-                    successor = self._queue[0]
-                    successor.leads = True
-                    successor.ready.set()
-                else:
-                    self._leading = False
+                self._pass_lead(own)
+
+    def _pass_lead(self, leader: _Waiting) -> None:
+        """Under the lock: hand the lead to the first waiter, or give it up (once)."""
+        if leader.passed_on:
+            return
+        leader.passed_on = True
+        if self._queue:
+            successor = self._queue[0]
+            successor.leads = True
+            successor.ready.set()
+        else:
+            self._leading = False
 
     def _write(self, group: Sequence[_Waiting]) -> None:
         """Commit ``group``'s plans, giving each its own answer."""
@@ -127,12 +152,6 @@ class GroupCommit:
             for waiting in group:
                 self._write([waiting])
             return
-        except BaseException as error:
-            # Interrupted (a KeyboardInterrupt, say): the leader raises it; the others learn
-            # that their commit may or may not have happened, as a lost connection says.
-            for waiting in group:
-                waiting.answer = storage_failure(f"the group's commit was interrupted: {error!r}")
-            raise
         for waiting, outcome in zip(group, outcomes, strict=True):
             waiting.answer = outcome
 

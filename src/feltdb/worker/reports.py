@@ -267,7 +267,9 @@ class AttemptRunner:
         a tick apart.
         """
         now = time.monotonic()
-        held = [(a, a.beat_every_s) for a in attempts if a.beat_every_s]
+        # A lost attempt is never renewed (its next beat never moves): left in, it would
+        # make every tick look due.
+        held = [(a, a.beat_every_s) for a in attempts if a.beat_every_s and not a.lost.is_set()]
         if any(now >= a.next_beat for a, _ in held):
             self.beat([a for a, every in held if now >= a.next_beat - every / 2])
 

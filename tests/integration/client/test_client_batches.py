@@ -187,3 +187,23 @@ def test_both_clients_claim_work_with_its_workload_and_renewals_say_cancel(
     with over_http(server) as http_clients:
         work_and_renewals(http_clients, f"{app}-http", behind)
     work_and_renewals(in_process(server, behind), f"{app}-local", behind)
+
+
+def test_a_long_poll_for_work_outlasts_the_clients_request_timeout(
+    server: Server, app: str
+) -> None:
+    """``claim_work(wait_ms=…)`` waits on the server: the client's bound on the request
+    grows by ``wait_ms``, as ``claim_next``'s does, or work arriving late in the wait would
+    be claimed for a client that already gave up.
+    """
+    with over_http(server) as clients:
+        requester, _ = clients(app)
+        token = server.token(app, subject=WORKER, capabilities=[CLAIM, WORK_CAPABILITY])
+        with Client(server.url, token, timeout=1.0) as impatient:
+            later = threading.Timer(1.5, lambda: requester.submit(submission("k-late")))
+            later.start()
+            try:
+                [arrived] = impatient.claim_work(5, wait_ms=10_000)
+            finally:
+                later.join()
+    assert arrived.workload.idempotency_key == "k-late"

@@ -258,6 +258,13 @@ def test_a_non_string_provenance_field_is_refused_before_writing(db: Database) -
     assert db.current_revision() == 0
 
 
+def test_an_audit_record_with_a_key_that_is_not_a_string_is_refused(db: Database) -> None:
+    with pytest.raises(WorkloadError) as raised:
+        db.commit("op", [Mutation("work", "w", {})], audit={1: "x", "work_id": "w"})
+    assert raised.value.code == INVALID and "audit record" in raised.value.message
+    assert db.get_row("work", "w") is None and log_count(db) == 0
+
+
 def test_an_operation_id_that_is_not_a_string_is_refused_before_writing(db: Database) -> None:
     # Committed, it would fail every later read of the log (CommittedTransaction types it).
     with pytest.raises(WorkloadError) as raised:

@@ -176,3 +176,97 @@ def test_store_operations_of_eight_threads_on_one_workload(
             assert sequences == list(range(1, len(sequences) + 1))
         row = plain.db.get_row(DURABLE_WORK_COLLECTION, workloads[0].workload_id)
         assert row is not None
+
+
+class FailingAlone(HeldFirstGroup):
+    """A gate whose database fails outright (not a WorkloadError) on one plan written alone:
+    an untranslated driver error, say.
+    """
+
+    def commit_many(self, plans: Sequence[PlannedCommit]) -> list[Commit | StorageConflict]:
+        if len(plans) == 1 and plans[0].operation_id == "op_bad":
+            raise RuntimeError("driver error")
+        return super().commit_many(plans)
+
+
+def test_a_failure_while_retrying_plans_alone_answers_every_other_plan(
+    database: Database,
+) -> None:
+    gate = FailingAlone(database)
+    group = GroupCommit(gate)  # type: ignore[arg-type]
+    bad = PlannedCommit("op_bad", [Mutation("things", "bad", {"value": {1, 2}})], [], None)
+    calls: list[Callable[[], Any]] = [lambda: group.commit(bad)]
+    calls += [(lambda key=key: group.commit(plan(key, version=None))) for key in "abc"]
+    answers: list[Any] = [None] * len(calls)
+
+    def run(n: int) -> None:
+        try:
+            answers[n] = calls[n]()
+        except Exception as error:  # the leader's RuntimeError too
+            answers[n] = error
+
+    gate.arm()
+    first = threading.Thread(target=group.commit, args=(plan("first", version=None),))
+    first.start()
+    assert gate.held.wait(30)
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    while len(group._queue) < len(calls):
+        threading.Event().wait(0.005)
+    gate.release.set()
+    for thread in (first, *threads):
+        thread.join(30)
+    # The group was refused (the set is not JSON), its plans retried alone, and the retry of
+    # the bad one failed outright: every plan not yet written is answered as what it is, a
+    # commit that may not have happened, never left without an answer or reported done.
+    assert all(a is not None for a in answers)
+    written = [key for key in "abc" if database.get_row("things", key) is not None]
+    for key, answer in zip("abc", answers[1:], strict=True):
+        if key in written:
+            assert isinstance(answer, Commit)
+        else:
+            assert isinstance(answer, WorkloadError)
+            assert answer.code == ErrorCode.WORKLOAD_STORAGE_FAILURE
+    assert not group._leading and not group._queue
+    assert isinstance(group.commit(plan("later", version=None)), Commit)
+
+
+def test_a_thread_interrupted_while_waiting_leaves_the_store_working(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import feltdb.storage.group_commit as module
+
+    class InterruptedWait(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            if threading.current_thread().name == "interrupted":
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    gate = HeldFirstGroup(database)
+    group = GroupCommit(gate)  # type: ignore[arg-type]
+    monkeypatch.setattr(module.threading, "Event", InterruptedWait)
+    gate.arm()
+    first = threading.Thread(target=group.commit, args=(plan("first", version=None),))
+    first.start()
+    assert gate.held.wait(30)
+    interrupted: list[BaseException] = []
+
+    def wait_and_be_interrupted() -> None:
+        try:
+            group.commit(plan("lost", version=None))
+        except KeyboardInterrupt as error:
+            interrupted.append(error)
+
+    follower = threading.Thread(target=wait_and_be_interrupted, name="interrupted")
+    follower.start()
+    follower.join(30)
+    gate.release.set()
+    first.join(30)
+    assert interrupted and not group._queue and not group._leading
+    assert database.get_row("things", "lost") is None  # its plan left with its thread
+    done: list[Any] = []
+    later = threading.Thread(target=lambda: done.append(group.commit(plan("later", version=None))))
+    later.start()
+    later.join(30)
+    assert done and isinstance(done[0], Commit)

@@ -221,3 +221,28 @@ def test_a_worker_option_out_of_its_bounds_is_refused(
         Worker(store=store, **option)  # type: ignore[arg-type]
     assert refused.value.code == ErrorCode.WORKLOAD_INVALID
     assert refused.value.details == {"fields": list(option)}
+
+
+def test_a_lost_attempt_does_not_make_every_tick_a_heartbeat(
+    store: WorkloadStore, client: LocalClient
+) -> None:
+    from feltdb.worker.attempt import Attempt
+    from feltdb.worker.handlers import HandlerLoop
+    from feltdb.worker.reports import AttemptRunner
+
+    live, lost = running(store, client, 2)
+    attempts = [Attempt(w.claim, w.workload) for w in (live, lost)]
+    for attempt in attempts:
+        attempt.beat_every_s = 10.0
+        attempt.next_beat = time.monotonic() + 10.0
+    attempts[1].next_beat = time.monotonic() - 1  # overdue, and never renewed again:
+    attempts[1].lost.set()  # lost (a handler still running, so still held by the worker)
+    runner = AttemptRunner(client, 30_000, {}, HandlerLoop(), lambda: None)
+    beaten: list[int] = []
+    runner.beat = lambda due: beaten.append(len(due))  # type: ignore[method-assign]
+    runner.beat_due(attempts)
+    assert beaten == []  # the live lease is not due, and the lost one is not beaten
+    attempts[0].next_beat = time.monotonic() - 1
+    runner.beat_due(attempts)
+    assert beaten == [1]
+    runner.loop.close()

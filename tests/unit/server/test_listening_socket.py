@@ -38,3 +38,11 @@ def test_connections_of_the_serve_socket_get_tcp_nodelay() -> None:
     asyncio.run(run())
     assert listening.proto == socket.IPPROTO_TCP
     assert seen and seen[0] != 0
+
+
+def test_an_ipv6_host_listens_on_ipv6_alone() -> None:
+    # As socket.create_server did: "::" must not also take every IPv4 address.
+    listening = _listen("::1", 0)
+    assert listening.family == socket.AF_INET6 and listening.proto == socket.IPPROTO_TCP
+    assert listening.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 1
+    listening.close()
