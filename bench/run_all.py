@@ -101,8 +101,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--worker-options",
         default="auto",
-        help="extra Worker(...) keyword arguments as JSON, or 'auto' "
-        "(default): switch on the worker's prefetch/batch parameters if any",
+        help="extra Worker(...) keyword arguments as JSON, e.g. '{\"completion_batch\": 1}', "
+        "or 'auto' (default): the Worker's defaults",
     )
     parser.add_argument(
         "--out",
