@@ -88,22 +88,6 @@ class HttpBatches:
 
         return per_item(submissions, _fields, send)
 
-    def claim_many(
-        self,
-        limit: int,
-        *,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        capabilities: Iterable[str] | None = None,
-        definitions: Iterable[str] | None = None,
-        start: bool = False,
-    ) -> builtins.list[WorkloadClaim]:
-        """See :meth:`WorkloadClient.claim_many` (``POST /v1/batches/claims``)."""
-        claimed = self.claim_work(
-            limit, lease_ms=lease_ms, capabilities=capabilities, definitions=definitions,
-            start=start,
-        )  # fmt: skip
-        return [work.claim for work in claimed]
-
     def claim_work(
         self,
         limit: int,
@@ -138,13 +122,6 @@ class HttpBatches:
         body = {"items": [completion_item(item).fields() for item in items]}
         document = self._ask("POST", "/v1/batches/completions", body)
         return item_answers(document, "result", lambda i: WorkloadResult.parse(i["result"]))
-
-    def heartbeat_many(
-        self, items: Sequence[HeartbeatLike]
-    ) -> builtins.list[WorkloadClaim | WorkloadError]:
-        """See :meth:`WorkloadClient.heartbeat_many` (``POST /v1/batches/heartbeats``)."""
-        renewed = self.renew_leases(items)
-        return [r if isinstance(r, WorkloadError) else r.claim for r in renewed]
 
     def renew_leases(
         self, items: Sequence[HeartbeatLike]

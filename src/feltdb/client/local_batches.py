@@ -20,7 +20,7 @@ from feltdb.errors import WorkloadError
 from feltdb.work.batches import Completion, Heartbeat, per_item
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import CreateWorkload, Workload, WorkloadClaim, WorkloadResult
+from feltdb.work.models import CreateWorkload, Workload, WorkloadResult
 from feltdb.work.store import WorkloadStore
 
 Found = TypeVar("Found")
@@ -60,22 +60,6 @@ class LocalBatches:
         """See :meth:`WorkloadClient.admit_many`."""
         return per_item(submissions, self._request, self.store.admit_many)
 
-    def claim_many(
-        self,
-        limit: int,
-        *,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        capabilities: Iterable[str] | None = None,
-        definitions: Iterable[str] | None = None,
-        start: bool = False,
-    ) -> builtins.list[WorkloadClaim]:
-        """See :meth:`WorkloadClient.claim_many`."""
-        claimed = self.claim_work(
-            limit, lease_ms=lease_ms, capabilities=capabilities, definitions=definitions,
-            start=start,
-        )  # fmt: skip
-        return [work.claim for work in claimed]
-
     def claim_work(
         self,
         limit: int,
@@ -107,13 +91,6 @@ class LocalBatches:
             for i in map(completion_item, items)
         ]  # fmt: skip
         return self.store.complete_many(completions, self._now(), scope=self.scope)
-
-    def heartbeat_many(
-        self, items: Sequence[HeartbeatLike]
-    ) -> builtins.list[WorkloadClaim | WorkloadError]:
-        """See :meth:`WorkloadClient.heartbeat_many`."""
-        renewed = self.renew_leases(items)
-        return [r if isinstance(r, WorkloadError) else r.claim for r in renewed]
 
     def renew_leases(
         self, items: Sequence[HeartbeatLike]

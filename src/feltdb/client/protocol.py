@@ -301,7 +301,11 @@ class WorkloadClient(Protocol):
         waiting: fewer, or none, when fewer are claimable); with ``start``, each attempt is
         also started.
         """
-        ...
+        claimed = self.claim_work(
+            limit, lease_ms=lease_ms, capabilities=capabilities, definitions=definitions,
+            start=start,
+        )  # fmt: skip
+        return [work.claim for work in claimed]
 
     def claim_work(
         self,
@@ -330,7 +334,8 @@ class WorkloadClient(Protocol):
         self, items: Sequence[HeartbeatLike]
     ) -> builtins.list[WorkloadClaim | WorkloadError]:
         """:meth:`heartbeat` for each item: the extended claim, or the item's refusal."""
-        ...
+        renewed = self.renew_leases(items)
+        return [r if isinstance(r, WorkloadError) else r.claim for r in renewed]
 
     def renew_leases(
         self, items: Sequence[HeartbeatLike]

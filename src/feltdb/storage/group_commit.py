@@ -61,10 +61,6 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._queue: deque[_Waiting] = deque()
         self._leading = False
-        self.groups = 0
-        """Transactions written (for tests and metrics: ``commits / groups`` is the gain)."""
-        self.commits = 0
-        """Plans written, committed or refused."""
 
     def commit(self, plan: PlannedCommit) -> Commit:
         """Commit ``plan`` as :meth:`Database.commit` would, possibly in one transaction
@@ -138,8 +134,6 @@ class GroupCommit:
 
     def _write(self, group: Sequence[_Waiting]) -> None:
         """Commit ``group``'s plans, giving each its own answer."""
-        self.groups += 1
-        self.commits += len(group)
         try:
             outcomes = self.db.commit_many([waiting.plan for waiting in group])
         except WorkloadError as error:

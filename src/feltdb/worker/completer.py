@@ -73,8 +73,6 @@ class BatchCompleter:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="feltdb-completer", daemon=True)
         self._thread.start()
-        self.calls = 0
-        """``complete_many`` calls made (for tests and logs: completions / calls is the gain)."""
 
     def complete(self, item: CompletionItem) -> WorkloadResult:
         """Complete ``item`` in the next batch; answers once it is committed.
@@ -152,7 +150,6 @@ class BatchCompleter:
             return [refusal]
 
     def _send(self, batch: list[_Waiting]) -> None:
-        self.calls += 1
         try:
             answers = self._complete([item for item, _ in batch])
         except WorkloadError as error:  # the whole call failed: each attempt decides
