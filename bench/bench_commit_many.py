@@ -7,9 +7,12 @@ Each plan is what the work layer commits for one workload: one row, guarded
 PostgreSQL (``synchronous_commit`` as the server has it, on by default). ``--savepoints``
 adds a row for batches of 100 with a ``SAVEPOINT`` around every plan, the design
 ``feltdb.storage.writes`` does not take (it sets one only around plans of two guards).
+``--arrays`` adds, on PostgreSQL, batches of 2, 3, 4, 5, 10 and 100 written by arrays
+(``feltdb.storage.array_writes``, the default there) and plan by plan, alternately, each
+``--rounds`` times, and the same for batches of updates guarded by version (claims).
 
 Usage: python bench/bench_commit_many.py [--plans 2000] [--target postgresql://…]
-       [--savepoints]
+       [--savepoints] [--arrays [--rounds 3]]
        (scripts/with-postgres python bench/bench_commit_many.py uses FELTDB_TEST_PG)
 """
 
@@ -74,8 +77,26 @@ def batched(size: int) -> Callable[[Database, Sequence[PlannedCommit]], None]:
     return run
 
 
+def updates(planned: Sequence[PlannedCommit], version: int) -> list[PlannedCommit]:
+    """A claim of each row ``planned`` wrote, now at ``version``: one update, guarded."""
+    return [
+        PlannedCommit(
+            f"{p.operation_id}:v{version}",
+            [Mutation("work", m.key, {**(m.document or {}), "state": "claimed"}, m.index)],
+            [Precondition("work", m.key, expected_version=version)],
+            p.audit,
+        )
+        for p in planned
+        for m in p.mutations
+    ]
+
+
 def _savepoint_every_plan(
-    session: Session, queries: writes.Queries, batch: Sequence[writes.PreparedCommit]
+    session: Session,
+    queries: writes.Queries,
+    batch: Sequence[writes.PreparedCommit],
+    *,
+    arrays: bool = False,
 ) -> list[Commit | StorageConflict]:
     answers: list[Commit | StorageConflict] = []
     for prepared in batch:
@@ -124,11 +145,45 @@ def measure(target: str, count: int, with_savepoints: bool) -> list[dict[str, An
     return rows
 
 
+ARRAY_BATCHES = (2, 3, 4, 5, 10, 100)
+
+
+def measure_arrays(target: str, count: int, rounds: int) -> list[dict[str, Any]]:
+    """Batches written by arrays and plan by plan, alternately: inserts, then updates."""
+    rows: list[dict[str, Any]] = []
+    db = open_database(target)
+    dialect = db._dialect  # type: ignore[attr-defined]
+    try:
+        for number in range(rounds):
+            for size in ARRAY_BATCHES:
+                for arrays in (True, False):
+                    dialect.array_writes = arrays
+                    how = "arrays" if arrays else "plan by plan"
+                    planned = plans(f"a{int(time.time())}r{number}s{size}{arrays}", count)
+                    for kind, batch in (("insert", planned), ("update", updates(planned, 1))):
+                        started = time.perf_counter()
+                        batched(size)(db, batch)
+                        seconds = time.perf_counter() - started
+                        rows.append(
+                            {
+                                "mode": f"commit_many x{size} {kind}s, {how}",
+                                "round": number,
+                                "seconds": round(seconds, 3),
+                                "commits_per_s": round(count / seconds),
+                            }
+                        )
+    finally:
+        db.close()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plans", type=int, default=2000)
     parser.add_argument("--target", default=os.environ.get("FELTDB_TEST_PG"))
     parser.add_argument("--savepoints", action="store_true")
+    parser.add_argument("--arrays", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results/commit_many.json"))
     args = parser.parse_args()
     results: dict[str, list[dict[str, Any]]] = {}
@@ -136,12 +191,14 @@ def main() -> None:
         results["sqlite"] = measure(str(Path(tmp) / "bench.db"), args.plans, args.savepoints)
     if args.target:
         results["postgresql"] = measure(args.target, args.plans, args.savepoints)
+        if args.arrays:
+            results["postgresql"] += measure_arrays(args.target, args.plans, args.rounds)
     print(f"{args.plans} single-row plans")
-    print(f"{'backend':<11} {'mode':<38} {'seconds':>8} {'commits/s':>10}")
+    print(f"{'backend':<11} {'mode':<42} {'seconds':>8} {'commits/s':>10}")
     for backend, rows in results.items():
         for row in rows:
             print(
-                f"{backend:<11} {row['mode']:<38} {row['seconds']:>8.3f} {row['commits_per_s']:>10}"
+                f"{backend:<11} {row['mode']:<42} {row['seconds']:>8.3f} {row['commits_per_s']:>10}"
             )
     Path(args.out).write_text(
         json.dumps(

@@ -52,6 +52,13 @@ class Dialect(Protocol):
     no_limit: int | None
     """The ``LIMIT`` parameter that means no limit."""
 
+    array_writes: bool
+    """Whether a batch of single-row plans may be written by arrays, in a few statements
+    whatever its size (:mod:`feltdb.storage.array_writes`; its statements are in
+    ``queries``): worth it where each statement is a round trip to a server (PostgreSQL),
+    not where it is a call into the same process (SQLite).
+    """
+
     def ensure_open(self) -> None:
         """Raise ``WORKLOAD_STORAGE_FAILURE`` once the database is closed."""
         ...

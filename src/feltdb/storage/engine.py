@@ -5,14 +5,16 @@ statements of a dialect's ``queries.sql``: every dialect names the same statemen
 the same parameters and selects rows as ``(collection, key, version, revision, document)``.
 What differs between backends is their :class:`~feltdb.storage.dialect.Dialect`: how a read
 runs, how a write transaction runs (its locking and its retries), how driver errors are
-translated (inside both), and how the log's lists of strings are stored.
+translated (inside both), how the log's lists of strings are stored, and whether batches
+may be written by arrays (PostgreSQL's ``array_writes``, whose statements only it names).
 
 Compare-and-set is the write itself, on every backend: ``require_absent`` is an ``INSERT …
 ON CONFLICT DO NOTHING`` (``insert_row_if_absent``) and ``expected_version`` an ``UPDATE``
 or ``DELETE … WHERE version = :expected_version`` (``update_row_if_version``,
 ``delete_row_if_version``); a statement that returns no row has lost its guard. So each
 precondition guards one row its commit writes (see :func:`~feltdb.storage.encoding.guards`).
-:mod:`feltdb.storage.writes` writes a commit, alone or as one plan of a batch.
+:mod:`feltdb.storage.writes` writes a commit, alone or as one plan of a batch, and
+:mod:`feltdb.storage.array_writes` a batch of single-row plans by arrays, to the same effect.
 """
 
 from __future__ import annotations
@@ -204,14 +206,15 @@ class SQLEngine(Generic[_Dialect]):
         """See :meth:`Database.commit_many`: every plan validated and serialized before any
         lock is taken, then written in one transaction by
         :func:`~feltdb.storage.writes.write_batch` (a ``SAVEPOINT`` only around a plan of
-        two guards or more).
+        two guards or more; by arrays where the dialect has ``array_writes``).
         """
         self._dialect.ensure_open()
         if not plans:
             return []
         batch = prepare_batch(self._dialect, plans)
+        arrays = self._dialect.array_writes
         return self._dialect.transact(
-            "commit", lambda session: write_batch(session, self._queries, batch)
+            "commit", lambda session: write_batch(session, self._queries, batch, arrays=arrays)
         )
 
     def update_index(self, collection: str, key: str, index: RowIndex) -> bool:
@@ -299,7 +302,8 @@ class SQLEngine(Generic[_Dialect]):
                 # row locks) rather than rolling back, for psycopg drops every prepared
                 # statement of a connection on a rollback, and an idle queue answers this.
                 return []
-            return write_batch(session, self._queries, prepare_batch(self._dialect, plans))
+            batch = prepare_batch(self._dialect, plans)
+            return write_batch(session, self._queries, batch, arrays=self._dialect.array_writes)
 
         return self._dialect.transact("commit", work)
 

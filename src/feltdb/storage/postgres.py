@@ -210,6 +210,7 @@ class _PostgresDialect:
     queries: Mapping[str, LiteralString] = QUERIES
     no_limit: int | None = None  # LIMIT NULL is no limit; a negative LIMIT is refused.
 
+    array_writes: bool = True  # a batch of single-row plans in a few statements
     def __init__(
         self,
         target: str,

@@ -104,6 +104,7 @@ class _SQLiteDialect:
 
     queries: Mapping[str, LiteralString] = QUERIES
     no_limit: int | None = -1  # SQLite reads a negative LIMIT as no limit; NULL is an error.
+    array_writes: bool = False  # no round trips to save: every batch is written plan by plan
 
     def __init__(self, target: str, busy_timeout_s: float) -> None:
         self.target = target

@@ -14,6 +14,12 @@ two guards or more, which may lose the second after writing the first, is writte
 a ``SAVEPOINT``, rolled back to when a guard is lost. (A savepoint for every plan costs a
 subtransaction each on PostgreSQL, two more round trips per plan, and past 64 of them in
 one transaction every snapshot of the cluster overflows its subtransaction cache.)
+
+Where the dialect has :attr:`~feltdb.storage.dialect.Dialect.array_writes` (PostgreSQL),
+:func:`write_batch` may write a batch by arrays instead: a batch of plans of one guarded row
+each (every hot-path batch: admissions, claims, completions, heartbeats) in a few statements
+whatever its size, each plan decided, written at its position and logged exactly as it
+would be plan by plan: :mod:`feltdb.storage.array_writes` says when, and how.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, LiteralString
 
 from feltdb.errors import WorkloadError
+from feltdb.storage import array_writes
 from feltdb.storage.base import (
     MAX_PLANS_PER_BATCH,
     Commit,
@@ -137,12 +144,16 @@ def write_plan(
 
 
 def write_batch(
-    session: Session, queries: Queries, batch: Sequence[PreparedCommit]
+    session: Session, queries: Queries, batch: Sequence[PreparedCommit], *, arrays: bool = False
 ) -> list[Commit | StorageConflict]:
     """Inside the write transaction: write each plan in order, each committed plan at the
     next position; a plan that loses a guard leaves nothing behind and answers its
-    conflict.
+    conflict. With ``arrays`` (the dialect's
+    :attr:`~feltdb.storage.dialect.Dialect.array_writes`), a batch that
+    :func:`~feltdb.storage.array_writes.qualifies` is written by arrays, to the same effect.
     """
+    if arrays and array_writes.qualifies(batch):
+        return array_writes.write_arrays(session, queries, batch)
     answers: list[Commit | StorageConflict] = []
     position = 0
     for prepared in batch:

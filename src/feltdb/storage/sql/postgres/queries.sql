@@ -335,3 +335,103 @@ UPDATE rows SET
     result_id = %(result_id)s,
     definition_id = %(definition_id)s
 WHERE collection = %(collection)s AND key = %(key)s;
+
+-- name: lock_batch_rows
+-- description: commit_many's array path: the version of every existing row of the batch, each locked until the transaction ends, in key order (a row deleted meanwhile is absent); one primary key seek per key (LATERAL: never a hash join over a scan, as a cached generic plan made while the table was small would be)
+SELECT r.collection, r.key, r.version
+FROM (SELECT *
+      FROM unnest(%(collection)s::text[], %(key)s::text[]) AS u(collection, key)
+      ORDER BY u.collection COLLATE "C", u.key COLLATE "C") AS u
+CROSS JOIN LATERAL (
+    SELECT rows.collection, rows.key, rows.version
+    FROM rows
+    WHERE rows.collection = u.collection AND rows.key = u.key
+    FOR UPDATE
+) AS r;
+
+-- name: insert_batch_rows_if_absent
+-- description: commit_many's array path: write new rows at version 1, each at its plan's position, unless the key exists (a key not returned exists); in key order, as the rows were locked, so that two batches never wait for each other's inserts in a cycle
+INSERT INTO rows
+    (collection, key, version, revision, document, tenant_id, application_id, state,
+     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+     definition_id)
+SELECT u.collection, u.key, 1, pg_current_xact_id()::text::bigint * 1024 + u.position,
+       u.document, u.tenant_id, u.application_id, u.state, u.priority, u.created_at,
+       u.eligible_at, u.lease_expires_at, u.deadline_at, u.result_id, u.definition_id
+FROM unnest(%(collection)s::text[], %(key)s::text[], %(position)s::bigint[],
+            %(document)s::text[], %(tenant_id)s::text[], %(application_id)s::text[],
+            %(state)s::text[], %(priority)s::bigint[], %(created_at)s::bigint[],
+            %(eligible_at)s::bigint[], %(lease_expires_at)s::bigint[],
+            %(deadline_at)s::bigint[], %(result_id)s::text[], %(definition_id)s::text[])
+    AS u(collection, key, position, document, tenant_id, application_id, state, priority,
+         created_at, eligible_at, lease_expires_at, deadline_at, result_id, definition_id)
+ORDER BY u.collection COLLATE "C", u.key COLLATE "C"
+ON CONFLICT (collection, key) DO NOTHING
+RETURNING collection, key, version;
+
+-- name: update_batch_rows_if_version
+-- description: commit_many's array path: write rows at version + 1, each at its plan's position, if at exactly its expected_version (a key not returned is not); each row found by a primary key seek, then by its ctid (LATERAL, as lock_batch_rows)
+UPDATE rows SET
+    version = rows.version + 1,
+    revision = pg_current_xact_id()::text::bigint * 1024 + u.position,
+    document = u.document,
+    tenant_id = u.tenant_id,
+    application_id = u.application_id,
+    state = u.state,
+    priority = u.priority,
+    created_at = u.created_at,
+    eligible_at = u.eligible_at,
+    lease_expires_at = u.lease_expires_at,
+    deadline_at = u.deadline_at,
+    result_id = u.result_id,
+    definition_id = u.definition_id
+FROM unnest(%(collection)s::text[], %(key)s::text[], %(expected_version)s::bigint[],
+            %(position)s::bigint[], %(document)s::text[], %(tenant_id)s::text[],
+            %(application_id)s::text[], %(state)s::text[], %(priority)s::bigint[],
+            %(created_at)s::bigint[], %(eligible_at)s::bigint[],
+            %(lease_expires_at)s::bigint[], %(deadline_at)s::bigint[],
+            %(result_id)s::text[], %(definition_id)s::text[])
+    AS u(collection, key, expected_version, position, document, tenant_id, application_id,
+         state, priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
+         definition_id)
+CROSS JOIN LATERAL (
+    SELECT found.ctid AS row_id
+    FROM rows AS found
+    WHERE found.collection = u.collection AND found.key = u.key
+    OFFSET 0
+) AS r
+WHERE rows.ctid = r.row_id
+  AND rows.version = u.expected_version
+RETURNING rows.collection, rows.key, rows.version;
+
+-- name: insert_batch_transactions
+-- description: commit_many's array path: log each committed plan at the transaction's id times 1024 plus its position, as insert_transaction logs one (the first based on the revision readers see now)
+INSERT INTO transactions
+    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit)
+SELECT pg_current_xact_id()::text::bigint * 1024 + u.position,
+       CASE WHEN u.position = 0 THEN seen.revision
+            ELSE pg_current_xact_id()::text::bigint * 1024 + u.position - 1 END,
+       u.transaction_id, EXTRACT(EPOCH FROM clock_timestamp())::double precision,
+       ARRAY[u.operation_id], ARRAY[u.written_key], u.audit
+FROM unnest(%(position)s::bigint[], %(transaction_id)s::text[], %(operation_id)s::text[],
+            %(written_key)s::text[], %(audit)s::text[])
+    AS u(position, transaction_id, operation_id, written_key, audit),
+    (SELECT COALESCE(MAX(commit_revision), 0) AS revision
+     FROM transactions
+     WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
+    ) AS seen
+RETURNING transaction_id, commit_revision;
+
+-- name: renumber_batch_rows
+-- description: commit_many's array path: move rows the transaction has just written to their plans' final positions, after a plan decided to win before them lost its guard
+UPDATE rows SET
+    revision = pg_current_xact_id()::text::bigint * 1024 + u.position
+FROM unnest(%(collection)s::text[], %(key)s::text[], %(position)s::bigint[])
+    AS u(collection, key, position)
+CROSS JOIN LATERAL (
+    SELECT found.ctid AS row_id
+    FROM rows AS found
+    WHERE found.collection = u.collection AND found.key = u.key
+    OFFSET 0
+) AS r
+WHERE rows.ctid = r.row_id;
