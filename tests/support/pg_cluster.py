@@ -12,6 +12,10 @@ The binaries (``initdb``, ``pg_ctl``) are looked up in ``$PG_BIN``, then in the 
 ``FELTDB_INSTALL_PG=1`` (``make test`` sets it on CI), root installs Debian's
 ``postgresql`` package with apt-get; otherwise the message says how.
 
+``FELTDB_PG_SETTINGS`` adds server settings after :data:`SERVER_SETTINGS` (which they
+override), separated by spaces: the benchmarks run with ``autovacuum=on``, as production
+servers do.
+
 ``initdb`` refuses to run as root, so as root the cluster runs as the ``postgres`` OS user
 (through ``runuser``), which owns the temporary directory.
 """
@@ -37,6 +41,7 @@ ENV_URL = "FELTDB_TEST_PG"
 """Where the tests find the server (a libpq URL of a superuser)."""
 
 ENV_INSTALL = "FELTDB_INSTALL_PG"
+ENV_SETTINGS = "FELTDB_PG_SETTINGS"
 """``1``: install Debian's ``postgresql`` package when no server binaries are found."""
 
 SERVER_SETTINGS = ("fsync=on", "max_connections=200", "autovacuum=off")
@@ -181,8 +186,9 @@ class PostgresCluster:
                 "--locale=C",
                 "--no-sync",
             )
+            settings = [*SERVER_SETTINGS, *os.environ.get(ENV_SETTINGS, "").split()]
             options = f"-k {directory} -h '' -p {self.port}" + "".join(
-                f" -c {setting}" for setting in SERVER_SETTINGS
+                f" -c {setting}" for setting in settings
             )
             self._run(
                 "pg_ctl",

@@ -12,9 +12,10 @@ thread.
 The app acts through a store of its own over the given store's database, and subscribes to
 its commits (``WorkloadStore.observe``): :class:`~feltdb.server.metrics.Metrics` counts
 them, and :class:`~feltdb.server.wakeup.Wakeup` wakes long-polls for those that may have
-made work claimable. So an app's counters are its own commits' (its routes' and its
-maintenance loop's), whatever else shares the store. ``GET /metrics`` (no token) answers
-them (see :mod:`feltdb.server.metrics`).
+made work claimable; on PostgreSQL it also wakes them for the hints the database's other
+processes announce (:class:`~feltdb.storage.base.Wakeups`). So an app's counters are its
+own commits' (its routes' and its maintenance loop's), whatever else shares the store.
+``GET /metrics`` (no token) answers them (see :mod:`feltdb.server.metrics`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def create_app(
         title="feltdb",
         version=__version__,
         description=DESCRIPTION,
-        lifespan=_lifespan(maintenance, wakeup, maintenance_interval_s),
+        lifespan=_lifespan(maintenance, wakeup, maintenance_interval_s, _hints(own, wakeup)),
     )
     app.state.server = ServerState(own, keyring, now, wakeup)
     app.state.store = own
@@ -100,19 +101,38 @@ def create_app(
     return app
 
 
+def _hints(store: WorkloadStore, wakeup: Wakeup) -> Callable[[], Callable[[], None]] | None:
+    """How the lifespan subscribes the long-polls to the wake-up hints of the other
+    processes of ``store``'s database (``None``: it has none); the function it answers
+    subscribes, and answers the function that unsubscribes.
+    """
+    hints = store.db.wakeups
+    if hints is None:
+        return None
+    return lambda: hints.subscribe(wakeup.notify)
+
+
 def _lifespan(
-    maintenance: Maintenance, wakeup: Wakeup, interval_s: float | None
+    maintenance: Maintenance,
+    wakeup: Wakeup,
+    interval_s: float | None,
+    subscribe_hints: Callable[[], Callable[[], None]] | None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """The app's lifespan: wake-ups bound to its loop, the maintenance loop running."""
+    """The app's lifespan: wake-ups bound to its loop (and to the database's hints), the
+    maintenance loop running.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         wakeup.bind(asyncio.get_running_loop())
+        unsubscribe = subscribe_hints() if subscribe_hints is not None else None
         if interval_s is not None:
             maintenance.start(interval_s)
         try:
             yield
         finally:
+            if unsubscribe is not None:
+                unsubscribe()
             # The pass in progress (if any) finishes in a worker thread; joining it here
             # blocks the loop for at most one pass.
             await asyncio.to_thread(maintenance.stop)

@@ -17,6 +17,9 @@ What is counted, and where:
   failure report, a recovery, a deadline, a spent budget); ``feltdb_timeouts_total``:
   work timed out by a passed deadline; ``feltdb_recoveries_total``: expired leases
   recovered.
+- ``feltdb_wakeup_hints_total``: wake-up hints this server's long-polls received from the
+  other processes of its database (PostgreSQL's ``NOTIFY``, see
+  :mod:`feltdb.storage.postgres_wakeups`); 0 on SQLite.
 - ``feltdb_request_seconds{method,route,status}``: latency of every request, labelled by
   the route's template (``/v1/workloads/{workload_id}``), never the raw path, so the
   label set stays bounded; a path no route matches is ``route="unmatched"``.
@@ -44,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -194,6 +197,29 @@ class ReadyByDefinition(CachedQuery[str, tuple[int, int]], Collector):
         yield ages
 
 
+class WakeupHints(Collector):
+    """``feltdb_wakeup_hints_total``: the wake-up hints the database's other processes sent
+    that this process received (:attr:`Wakeups.received <feltdb.storage.base.Wakeups>`),
+    read at scrape time; 0 without hints (SQLite).
+    """
+
+    NAME = "feltdb_wakeup_hints"
+    HELP = "Wake-up hints received from the database's other processes (PostgreSQL NOTIFY)"
+
+    def __init__(self) -> None:
+        self._read: Callable[[], int] = lambda: 0
+
+    def bind(self, read: Callable[[], int]) -> None:
+        """Count what ``read`` answers."""
+        self._read = read
+
+    def describe(self) -> Iterable[CounterMetricFamily]:  # noqa: D102
+        return [CounterMetricFamily(self.NAME, self.HELP)]
+
+    def collect(self) -> Iterator[CounterMetricFamily]:  # noqa: D102
+        yield CounterMetricFamily(self.NAME, self.HELP, value=self._read())
+
+
 class Metrics:
     """The counters, the latency histogram and the gauges of one app, in a registry of its
     own. The counters move once :meth:`observe` is subscribed to a store's commits, the
@@ -233,6 +259,8 @@ class Metrics:
         r.register(self.workloads)
         self.ready = ReadyByDefinition()
         r.register(self.ready)
+        self.wakeup_hints = WakeupHints()
+        r.register(self.wakeup_hints)
         self._by_operation = {
             Operation.ADMIT: self.admissions,
             Operation.CLAIM: self.claims,
@@ -245,6 +273,9 @@ class Metrics:
         """Read the gauges from ``store`` (at scrape time, cached)."""
         self.workloads.bind(store.count_by_state)
         self.ready.bind(store.ready_by_definition)
+        hints = store.db.wakeups
+        if hints is not None:
+            self.wakeup_hints.bind(lambda: hints.received)
 
     def observe(self, change: WorkloadChange) -> None:
         """Count one durable commit (a store's commit observer: quick, never calls back)."""

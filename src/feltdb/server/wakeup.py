@@ -2,8 +2,10 @@
 
 The app subscribes :meth:`Wakeup.on_commit` to its store's commit observer
 (``WorkloadStore.observe``), so every commit of this server (a route's or a maintenance
-pass's) is judged by one rule, :func:`may_unblock`. Commits of other servers on the same
-database are not seen: a long-poll also looks again every ``RECHECK_S`` for those.
+pass's) is judged by one rule, :func:`may_unblock`. Commits of other processes on the same
+database are announced by them as hints where the database carries them (PostgreSQL's
+``NOTIFY``, which the app's lifespan subscribes :meth:`Wakeup.notify` to); a hint may be
+lost, and SQLite has none, so a long-poll also looks again every ``RECHECK_S``.
 """
 
 from __future__ import annotations
@@ -12,24 +14,9 @@ import asyncio
 import contextlib
 import threading
 
-from feltdb.work.changes import WorkloadChange
-from feltdb.work.states import HELD_STATES, WorkloadState
+from feltdb.work.changes import WorkloadChange, may_unblock
 
-QUIET_STATES = HELD_STATES | {WorkloadState.CANCELLATION_REQUESTED}
-"""States a worker holds work in: entering one makes nothing claimable (a claim, a start,
-a checkpoint, a cancellation request), so those commits wake no one."""
-
-
-def may_unblock(change: WorkloadChange) -> bool:
-    """Whether ``change`` may have made some work claimable: it leaves work READY (an
-    admission, a retry, an approval, a recovery), or moves it to a state no worker holds
-    (SUCCEEDED, FAILED, DEAD_LETTER, REJECTED, CANCELLED, TIMED_OUT…), which a dependent
-    may require.
-    """
-    state = change.workload.state
-    if state is WorkloadState.READY:
-        return True
-    return change.previous is not state and state not in QUIET_STATES
+__all__ = ["Wakeup", "may_unblock"]
 
 
 class Wakeup:

@@ -18,6 +18,7 @@ from feltdb.storage.base import (
     StorageConflict,
     StoredRow,
 )
+from feltdb.storage.wakeups import Wakeups
 
 __all__ = [
     "Commit",
@@ -29,4 +30,5 @@ __all__ = [
     "RowIndex",
     "StorageConflict",
     "StoredRow",
+    "Wakeups",
 ]

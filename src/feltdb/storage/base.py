@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.canonical import json_object
+from feltdb.storage.wakeups import Wakeups
 
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""
@@ -211,6 +212,11 @@ class Database(Protocol):
 
     target: str
     """Where this database lives (a file path or a URL without its password)."""
+
+    @property
+    def wakeups(self) -> Wakeups | None:
+        """Wake-up hints between processes (PostgreSQL's ``NOTIFY``); ``None``: none."""
+        ...
 
     def get_row(self, collection: str, key: str) -> StoredRow | None:
         """The committed row at a key, or ``None``."""

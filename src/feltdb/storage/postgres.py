@@ -41,6 +41,7 @@ from feltdb.storage.dialect import ErrorTranslation, Session
 from feltdb.storage.encoding import invalid
 from feltdb.storage.engine import SQLEngine
 from feltdb.storage.postgres_schema import MIGRATION_LOCK_KEY, QUERIES, SCHEMA_VERSION, migrate
+from feltdb.storage.postgres_wakeups import PostgresWakeups
 
 __all__ = [
     "MIGRATION_LOCK_KEY",
@@ -209,8 +210,8 @@ class _PostgresDialect:
 
     queries: Mapping[str, LiteralString] = QUERIES
     no_limit: int | None = None  # LIMIT NULL is no limit; a negative LIMIT is refused.
-
     array_writes: bool = True  # a batch of single-row plans in a few statements
+
     def __init__(
         self,
         target: str,
@@ -343,6 +344,10 @@ class PostgresDatabase(SQLEngine[_PostgresDialect]):
     target: str
     """The connection URL without its password."""
 
+    wakeups: PostgresWakeups
+    """Wake-up hints to and from the other processes of this database (``LISTEN`` and
+    ``NOTIFY``): see :mod:`feltdb.storage.postgres_wakeups`."""
+
     def __init__(
         self,
         conninfo: str,
@@ -386,3 +391,19 @@ class PostgresDatabase(SQLEngine[_PostgresDialect]):
                 target, conninfo, kwargs, min_size=min_size, max_size=max_size, timeout=timeout
             )
         super().__init__(target, dialect)
+        self.wakeups = PostgresWakeups(target, conninfo, kwargs, self._send_wakeup)
+
+    def _send_wakeup(self, payload: str) -> None:
+        """Notify the wake-up channel with ``payload``, in a transaction of its own."""
+        without_sync, notify = QUERIES["commit_without_sync"], QUERIES["notify_wakeup"]
+
+        def send(session: Session) -> None:
+            session.execute(without_sync, {})
+            session.execute(notify, {"payload": payload})
+
+        self._dialect.transact("wake-up hint", send)
+
+    def close(self) -> None:
+        """See :meth:`Database.close`; the wake-up connections are closed too."""
+        super().close()
+        self.wakeups.close()

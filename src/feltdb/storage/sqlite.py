@@ -253,6 +253,9 @@ class SQLiteDatabase(SQLEngine[_SQLiteDialect]):
     target: str
     """The path of the file."""
 
+    wakeups: None = None
+    """No wake-ups between processes: a waiter of another process polls."""
+
     def __init__(
         self, path: str | os.PathLike[str], *, busy_timeout_ms: int = BUSY_TIMEOUT_MS
     ) -> None:

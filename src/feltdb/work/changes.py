@@ -5,6 +5,7 @@ called, in the committing thread, after each commit of a workload is durable, wi
 :class:`WorkloadChange`: the operation, the workload as committed, the state it left and
 the events the commit appended. The server's metrics count from it, and its long-poll
 wake-ups fire from it; neither wraps the store nor reads the workload again.
+:func:`may_unblock` is the rule by which a commit wakes claimers that wait.
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from feltdb.storage.wakeups import Wakeups
 from feltdb.work.models import Workload, WorkloadEvent
-from feltdb.work.states import WorkloadState
+from feltdb.work.states import HELD_STATES, WorkloadState
+
+QUIET_STATES = HELD_STATES | {WorkloadState.CANCELLATION_REQUESTED}
+"""States a worker holds work in: entering one makes nothing claimable (a claim, a start,
+a checkpoint, a cancellation request)."""
 
 
 class Operation(enum.StrEnum):
@@ -63,6 +69,31 @@ class WorkloadChange:
         return any(event.to is state for event in self.events)
 
 
+def may_unblock(change: WorkloadChange) -> bool:
+    """Whether ``change`` may have made some work claimable: it leaves work READY (an
+    admission, a retry, an approval, a recovery), or moves it to a state no worker holds
+    (SUCCEEDED, FAILED, DEAD_LETTER, REJECTED, CANCELLED, TIMED_OUT…), which a dependent
+    may require. The one rule by which long-polling claimers are woken, in this process
+    and (as a hint through the database) in others.
+    """
+    state = change.workload.state
+    if state is WorkloadState.READY:
+        return True
+    return change.previous is not state and state not in QUIET_STATES
+
+
 CommitObserver = Callable[[WorkloadChange], None]
 """Called after each durable commit. It must be quick and must not call the store back
 (it runs in the committing thread); what it raises is logged and never undoes the commit."""
+
+
+def announcer(wakeups: Wakeups) -> CommitObserver:
+    """The observer by which a store tells the other processes of its database (through
+    ``wakeups``) of each commit that :func:`may_unblock` work.
+    """
+
+    def announce(change: WorkloadChange) -> None:
+        if may_unblock(change):
+            wakeups.announce()
+
+    return announce

@@ -38,7 +38,7 @@ from feltdb.work import audit, inputs, legacy, lifecycle, operators, recovery, r
 from feltdb.work.admission import new_workload, replay, validate_admission
 from feltdb.work.approvals import decided_answer, ensure_approver_permitted
 from feltdb.work.batches import Batch, Completion, Heartbeat, Step
-from feltdb.work.changes import CommitObserver, Operation, WorkloadChange
+from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.claiming import CandidateChoice
 from feltdb.work.deadlines import deadline_breach
@@ -118,7 +118,12 @@ class WorkloadStore:
         self.max_lease_ms = inputs.integer(max_lease_ms, "max_lease_ms", 1000)
         self._group = GroupCommit(db) if group_commit else None
         self._owns_db = False
-        self._observers: tuple[CommitObserver, ...] = ()
+        # On a database shared by processes that can wake each other (PostgreSQL), the
+        # commits that may make work claimable are announced to their waiting claimers.
+        wakeups = db.wakeups
+        self._observers: tuple[CommitObserver, ...] = (
+            () if wakeups is None else (announcer(wakeups),)
+        )
         self._observers_lock = threading.Lock()
 
     @classmethod

@@ -237,6 +237,14 @@ FROM transactions
 WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
 RETURNING commit_revision;
 
+-- name: commit_without_sync
+-- description: the wake-up hint's transaction commits without waiting for its commit record to reach the disk (a hint is worth no fsync)
+SET LOCAL synchronous_commit TO off;
+
+-- name: notify_wakeup
+-- description: a wake-up hint to every process listening on the database (postgres_wakeups.py), delivered when the transaction commits
+SELECT pg_notify('feltdb_wakeup', %(payload)s);
+
 -- name: insert_row_if_absent
 -- description: write a new row at version 1 unless the key exists (no result: it exists)
 INSERT INTO rows
