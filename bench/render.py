@@ -401,6 +401,36 @@ def goals_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
     return ["## Goals", "", *table(["goal", "measured", "target", "verdict"], rows)]
 
 
+def wakeups_section(results: dict[str, Any]) -> list[str]:
+    measured = results.get("wakeups")
+    if not measured:
+        return []
+    rates = measured["median_admissions_per_s"]
+    on, off = rates["hints on"], rates["hints off"]
+    latency = measured["hint_latency_ms"]
+    return [
+        "## Wake-up hints (PostgreSQL `NOTIFY`)",
+        "",
+        "`bench/bench_wakeups.py`: what announcing the commits that may make work claimable "
+        f"costs the committing side ({measured['threads']} threads admitting "
+        f"{measured['workloads']:,} workloads through one store, medians of alternating "
+        "rounds), and how soon another process's subscriber hears an admission.",
+        "",
+        *table(
+            ["", "admissions/s"],
+            [
+                ["hints on", fmt_rate(on)],
+                ["hints off", fmt_rate(off)],
+                ["ratio on / off", fmt_ratio(ratio(on, off))],
+            ],
+        ),
+        f"Hint latency (admission returned → subscriber called, {latency['samples']} samples, "
+        f"{latency['lost']} lost): median {latency['median']:.2f} ms, "
+        f"p95 {latency['p95']:.2f} ms.",
+        "",
+    ]
+
+
 def notes_section(results: dict[str, Any]) -> list[str]:
     lines = ["## How each peer was run, and its durability", ""]
     lines += [f"- **{name}**: {text}" for name, text in PEER_NOTES.items()]
@@ -442,6 +472,7 @@ def render(results: dict[str, Any]) -> str:
     lines += drain_section(results, drains)
     lines += cpu_section(results, drains)
     lines += claim_section(results)
+    lines += wakeups_section(results)
     lines += notes_section(results)
     return "\n".join(lines).rstrip() + "\n"
 

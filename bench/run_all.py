@@ -125,6 +125,10 @@ def log(message: str) -> None:
 def reexec_under_postgres() -> None:
     script = ROOT / "scripts" / "with-postgres"
     log("FELTDB_TEST_PG is not set: starting a throwaway PostgreSQL (scripts/with-postgres)")
+    # The test cluster runs without autovacuum (tests/support/pg_cluster.py says why); a
+    # queue's table needs it, as every production server has it: dead row versions left
+    # by each claim, start and completion would otherwise slow down every later claim.
+    os.environ.setdefault("FELTDB_PG_SETTINGS", "autovacuum=on autovacuum_naptime=10s")
     os.execv(str(script), [str(script), sys.executable, str(Path(__file__)), *sys.argv[1:]])
 
 
@@ -237,6 +241,19 @@ def measure_claims(run: Run, options: argparse.Namespace, backends: list[str]) -
             )
 
 
+def measure_wakeups(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
+    """``bench_wakeups.py`` (PostgreSQL's wake-up hints: their cost, their latency)."""
+    if "postgres" not in backends:
+        return
+    log("wake-up hints postgres …")
+    subprocess.run(
+        [sys.executable, str(BENCH / "bench_wakeups.py"), "--workloads", str(options.workloads)],
+        check=True,
+    )
+    run.data["wakeups"] = json.loads((BENCH / "results" / "wakeups.json").read_text())
+    run.save()
+
+
 def render(options: argparse.Namespace) -> None:
     subprocess.run(
         [sys.executable, str(BENCH / "render.py"), "--results", options.out, "--doc", options.doc],
@@ -287,6 +304,7 @@ def main() -> None:
     measure_admits(run, options, backends)
     measure_drains(run, options, backends)
     measure_claims(run, options, backends)
+    measure_wakeups(run, options, backends)
     run.data["meta"]["seconds"] = time.time() - began
     run.data["meta"]["load_average_at_end"] = os.getloadavg()
     run.save()

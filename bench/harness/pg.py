@@ -44,8 +44,11 @@ def fresh_database(admin: str, label: str) -> Iterator[str]:
 
 
 def settings(admin: str) -> dict[str, str]:
-    """The server's version and the settings that decide durability."""
-    names = ("server_version", "fsync", "synchronous_commit", "wal_sync_method", "full_page_writes")
+    """The server's version, the settings that decide durability, and autovacuum's."""
+    names = (
+        "server_version", "fsync", "synchronous_commit", "wal_sync_method", "full_page_writes",
+        "autovacuum", "autovacuum_naptime",
+    )  # fmt: skip
     with psycopg.connect(admin) as connection:
         return {n: str(connection.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
 
