@@ -41,8 +41,9 @@ ENV_URL = "FELTDB_TEST_PG"
 """Where the tests find the server (a libpq URL of a superuser)."""
 
 ENV_INSTALL = "FELTDB_INSTALL_PG"
-ENV_SETTINGS = "FELTDB_PG_SETTINGS"
 """``1``: install Debian's ``postgresql`` package when no server binaries are found."""
+ENV_SETTINGS = "FELTDB_PG_SETTINGS"
+"""Server settings added after :data:`SERVER_SETTINGS`, separated by spaces."""
 
 SERVER_SETTINGS = ("fsync=on", "max_connections=200", "autovacuum=off")
 """``fsync=on``: commits are as durable as in production, so the tests measure real

@@ -187,7 +187,7 @@ def write_arrays(
                 answers[place] = _lost(session, queries, _guard(batch[place]))
         if len(winners) < len(decided):
             _renumber(session, queries, addresses, decided, winners)
-        logged = _log(session, queries, [batch[place] for place in winners])
+        logged = _log(session, queries, [batch[place] for place in winners]) if winners else {}
         for place in winners:
             prepared = batch[place]
             revision = logged[prepared.transaction_id]

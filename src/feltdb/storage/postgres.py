@@ -156,6 +156,13 @@ def _readable(connection: _Connection) -> bool:
     return bool(poller.poll(0))
 
 
+def configure_session(connection: _Connection) -> None:
+    """Set up a new pooled connection: an unquoted ``NULL`` in an array literal is NULL even
+    where a role or database turned ``array_nulls`` off (see ``array_writes.py``).
+    """
+    connection.execute(QUERIES["configure_session"])
+
+
 def _describe(error: BaseException) -> str:
     sqlstate = getattr(error, "sqlstate", None)
     text = str(error).strip() or type(error).__name__
@@ -233,6 +240,7 @@ class _PostgresDialect:
             max_size=max_size,
             timeout=timeout,
             check=self.check_connection,
+            configure=configure_session,
             name=f"feltdb {target}",
             open=True,
         )
@@ -345,8 +353,7 @@ class PostgresDatabase(SQLEngine[_PostgresDialect]):
     """The connection URL without its password."""
 
     wakeups: PostgresWakeups
-    """Wake-up hints to and from the other processes of this database (``LISTEN`` and
-    ``NOTIFY``): see :mod:`feltdb.storage.postgres_wakeups`."""
+    """Hints to and from the database's other processes (:mod:`.postgres_wakeups`)."""
 
     def __init__(
         self,
@@ -391,7 +398,9 @@ class PostgresDatabase(SQLEngine[_PostgresDialect]):
                 target, conninfo, kwargs, min_size=min_size, max_size=max_size, timeout=timeout
             )
         super().__init__(target, dialect)
-        self.wakeups = PostgresWakeups(target, conninfo, kwargs, self._send_wakeup)
+        self.wakeups = PostgresWakeups(
+            target, conninfo, kwargs, self._send_wakeup, QUERIES["listen_wakeup"]
+        )
 
     def _send_wakeup(self, payload: str) -> None:
         """Notify the wake-up channel with ``payload``, in a transaction of its own."""
@@ -404,6 +413,8 @@ class PostgresDatabase(SQLEngine[_PostgresDialect]):
         self._dialect.transact("wake-up hint", send)
 
     def close(self) -> None:
-        """See :meth:`Database.close`; the wake-up connections are closed too."""
-        super().close()
-        self.wakeups.close()
+        """See :meth:`Database.close`; the wake-up hints stop first (they borrow the pool)."""
+        try:
+            self.wakeups.close()
+        finally:
+            super().close()

@@ -26,13 +26,14 @@ class Wakeups(Protocol):
     def announce(self) -> None:
         """Tell every subscriber that work may have become claimable. Quick and safe from
         any thread: it never waits for the database and never raises. Announcements close
-        together may be merged into one, but one is always sent after the last.
+        together may be merged into one, but while the database is open one is always
+        sent after the last.
         """
         ...
 
     def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (from a background thread; it must be quick) after each
-        announcement of any process, this one included; answers the function that
-        unsubscribes it.
+        announcement of every other process (and once whenever a hint may have been lost,
+        a connection opened again); answers the function that unsubscribes it.
         """
         ...

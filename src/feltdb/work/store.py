@@ -34,6 +34,7 @@ from feltdb.storage.base import (
 from feltdb.storage.canonical import content_hash
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.targets import open_database
+from feltdb.storage.wakeups import Wakeups
 from feltdb.work import audit, inputs, legacy, lifecycle, operators, recovery, revocations
 from feltdb.work.admission import new_workload, replay, validate_admission
 from feltdb.work.approvals import decided_answer, ensure_approver_permitted
@@ -120,7 +121,8 @@ class WorkloadStore:
         self._owns_db = False
         # On a database shared by processes that can wake each other (PostgreSQL), the
         # commits that may make work claimable are announced to their waiting claimers.
-        wakeups = db.wakeups
+        self._wakeups: Wakeups | None = getattr(db, "wakeups", None)  # an older Database
+        wakeups = self._wakeups
         self._observers: tuple[CommitObserver, ...] = (
             () if wakeups is None else (announcer(wakeups),)
         )
@@ -1258,6 +1260,8 @@ class WorkloadStore:
         for row in self.db.list_rows(DURABLE_WORK_COLLECTION):
             if self.db.update_index(DURABLE_WORK_COLLECTION, row.key, row_index(workload_of(row))):
                 rebuilt += 1
+        if rebuilt and self._wakeups is not None:
+            self._wakeups.announce()  # a repaired index may make work claimable
         return rebuilt
 
     # ---------------------------------------------------------------- migration
@@ -1279,7 +1283,10 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_MIGRATION_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
         """
         legacy.migrate_legacy_file(db, Path(path), progress, imported)
-        return cls(db)
+        store = cls(db)
+        if store._wakeups is not None:
+            store._wakeups.announce()  # imported work may be claimable
+        return store
 
 
 def _deadline_passed(loaded: LoadedWorkload, now: int) -> WorkloadError | None:

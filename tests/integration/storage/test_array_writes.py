@@ -1,7 +1,9 @@
 """PostgreSQL's array path of commit_many (feltdb.storage.array_writes): a batch of
 single-row plans written in a few statements answers, stores and logs exactly what the
-per-plan path does; batches it does not cover take the per-plan path; a failed prediction
-is rolled back and written plan by plan; and concurrent batches keep every guard exact.
+per-plan path does; batches it does not cover take the per-plan path; an insert beaten by a
+concurrent transaction between the lock and the write loses as it would plan by plan, the
+winners after it renumbered in the same transaction; and concurrent batches keep every
+guard exact.
 
 The same batch is run twice, on two fresh databases of the same contents: once as the
 store runs it, once with the dialect's ``array_writes`` turned off, and the two compared
@@ -253,6 +255,34 @@ def test_a_mixed_batch_answers_stores_and_logs_as_plan_by_plan(
         "expected_version": 2,
         "found_version": 3,
     }
+
+
+def test_a_database_or_role_that_turns_array_nulls_off_changes_nothing(
+    url: str, plain: PostgresDatabase, plain_url: str, array_calls: list[int]
+) -> None:
+    # With array_nulls off an unquoted NULL in an array literal is the text "NULL": every
+    # pooled connection turns it back on (configure_session), so NULLs stay NULL.
+    with admin(url) as connection:
+        name = connection.execute("SELECT current_database()").fetchall()[0][0]
+        connection.execute(
+            sql.SQL("ALTER DATABASE {} SET array_nulls = off").format(sql.Identifier(name))
+        )
+    with admin(url) as connection:
+        assert connection.execute("SHOW array_nulls").fetchall()[0][0] == "off"
+    db = PostgresDatabase(url)
+    try:
+        plans = [insert(f"n{n}", n) for n in range(5)]  # no audit, odd n: no eligible_at
+        assert_same_as_plan_by_plan(db, url, plain, plain_url, plans)
+        assert array_calls == [5]
+        with admin(url) as connection:
+            audits = connection.execute("SELECT audit FROM transactions").fetchall()
+            eligible = connection.execute(
+                "SELECT count(*) FROM rows WHERE eligible_at IS NULL"
+            ).fetchall()
+        assert audits == [(None,)] * 5 and eligible == [(2,)]
+        assert [t.audit for t in db.committed_transactions_after(0)] == [None] * 5
+    finally:
+        db.close()
 
 
 def test_winners_take_dense_positions_and_each_base_is_the_previous_commit(
@@ -748,7 +778,7 @@ def test_concurrent_batches_over_the_same_rows_keep_every_guard_exact(
         return run
 
     run_threads([worker(number) for number in range(threads)])
-    # Each batch by arrays (more than once if a deadlock with a redone batch is retried).
+    # Each batch by arrays (more than once if a deadlock retried it).
     assert len(array_calls) >= threads * rounds
     writes: dict[str, int] = {}
     for commit in committed:

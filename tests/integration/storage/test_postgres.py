@@ -1000,6 +1000,8 @@ def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
         "release_savepoint",
         "commit_without_sync",  # the wake-up hint's transaction: no row read or written
         "notify_wakeup",
+        "listen_wakeup",
+        "configure_session",  # SET, on each new pooled connection
         # The array path's statements: their plans are checked by test_array_writes.py
         # (array-literal parameters, and a generic plan made over an empty table).
         "lock_batch_rows",

@@ -245,6 +245,14 @@ SET LOCAL synchronous_commit TO off;
 -- description: a wake-up hint to every process listening on the database (postgres_wakeups.py), delivered when the transaction commits
 SELECT pg_notify('feltdb_wakeup', %(payload)s);
 
+-- name: listen_wakeup
+-- description: the wake-up listener's subscription to the hints of the database's other processes (postgres_wakeups.py)
+LISTEN feltdb_wakeup;
+
+-- name: configure_session
+-- description: run once on each new pooled connection: an unquoted NULL in an array literal is NULL, whatever a role or database sets (array_writes.py sends NULLs so)
+SET array_nulls TO on;
+
 -- name: insert_row_if_absent
 -- description: write a new row at version 1 unless the key exists (no result: it exists)
 INSERT INTO rows
