@@ -75,7 +75,12 @@ def machine_section(meta: dict[str, Any]) -> list[str]:
                 "PostgreSQL",
                 f"{p['server_version']} (fsync={p['fsync']}, "
                 f"synchronous_commit={p['synchronous_commit']}, "
-                f"wal_sync_method={p['wal_sync_method']})",
+                f"wal_sync_method={p['wal_sync_method']}"
+                + (
+                    f", autovacuum={p['autovacuum']}, naptime {p['autovacuum_naptime']})"
+                    if "autovacuum" in p
+                    else ")"
+                ),
             ]
         )
     for name, version in sorted(meta.get("peers", {}).items()):
