@@ -340,6 +340,10 @@ def test_concurrent_approval_and_claim_never_claim_unapproved_work(new_target, o
             return loop
 
         run_concurrently(approve, *(claim_loop(c, n) for n, c in enumerate(claimers)))
+        # Each round's stores are closed with it: twenty rounds of open stores would hold
+        # a hundred connections, PostgreSQL's default max_connections.
+        for opened in (seed, approver, *claimers):
+            opened.close()
 
         committed = open_store(target).get(id)
         # Whatever interleaving happened: if any attempt exists, the approval was committed

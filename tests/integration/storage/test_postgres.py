@@ -1017,3 +1017,35 @@ def test_the_sql_files_are_part_of_the_package() -> None:
     files = resources.files("feltdb.storage.sql").joinpath("postgres")
     assert files.joinpath("queries.sql").is_file()
     assert files.joinpath("migrations", "0001_initial.sql").is_file()
+
+
+# --- connections ---------------------------------------------------------------------------
+
+
+def test_an_exhausted_pool_answers_a_storage_failure_and_works_again_once_freed(url: str) -> None:
+    # One connection, held by a claim whose choice waits: every other operation waits at
+    # most the pool's timeout for a connection, then is refused; none hangs.
+    db = PostgresDatabase(url, max_size=1, timeout=0.5)
+    try:
+        put(db, "a")
+        choosing, release = threading.Event(), threading.Event()
+
+        def choose(rows: Any, read: Any) -> None:
+            choosing.set()
+            assert release.wait(WAIT_TIMEOUT_S)
+
+        holder = threading.Thread(
+            target=lambda: db.commit_selected("work", "t1", "app1", "ready", 0, choose, limit=1)
+        )
+        holder.start()
+        assert choosing.wait(WAIT_TIMEOUT_S)
+        with pytest.raises(WorkloadError) as refused:
+            db.get_row("work", "a")
+        assert refused.value.code == STORAGE_FAILURE
+        assert "no connection to the server within 0.5 s" in refused.value.message
+        release.set()
+        holder.join(JOIN_TIMEOUT_S)
+        row = db.get_row("work", "a")
+        assert row is not None and row.version == 1
+    finally:
+        db.close()
