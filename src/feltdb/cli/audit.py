@@ -1,4 +1,6 @@
-"""``feltdb audit``: the committed transactions of an application, once or followed."""
+"""``feltdb audit``: the committed transactions of an application, once or followed; and
+``feltdb audit verify``, the check of the audit chain.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +10,17 @@ from typing import Annotated
 import typer
 
 from feltdb.auth.policy import AUDIT
-from feltdb.cli.render import audit_line, print_json
+from feltdb.cli.render import audit_line, print_json, verify_lines
 from feltdb.cli.targets import Target, connected, targeted
 from feltdb.client.protocol import AuditPage, WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
 
 audit_app = typer.Typer(add_completion=False, rich_markup_mode=None)
-"""Holds ``audit``; the root adds it without a name (a top-level command)."""
+"""Holds the ``audit`` group; the root adds it without a name (a top-level group)."""
+
+audit_group = typer.Typer(name="audit", add_completion=False, rich_markup_mode=None)
+"""``feltdb audit`` lists the log itself; ``feltdb audit verify`` checks its chain."""
+audit_app.add_typer(audit_group)
 
 AUDIT_PAGE = 100
 """Transactions asked for per audit request."""
@@ -42,9 +48,20 @@ JsonLinesOption = Annotated[
 ]
 
 
-@audit_app.command()
+AnchorOption = Annotated[
+    str | None,
+    typer.Option(
+        help="REVISION:LINK, the head an earlier verify printed: the chain must still "
+        "hold it (finds a log cut back, or rewritten with every hash recomputed)."
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")]
+
+
+@audit_group.callback(invoke_without_command=True)
 @targeted
 def audit(
+    context: typer.Context,
     since: SinceOption = 0,
     follow: FollowOption = False,
     interval: IntervalOption = 1.0,
@@ -54,7 +71,10 @@ def audit(
 ) -> None:
     """Print the committed transactions of the application after a revision, oldest
     first, one a line: revision, time, actor, kind/event → state, workload, rows written.
+    `feltdb audit verify` checks that none was altered, removed or reordered.
     """
+    if context.invoked_subcommand is not None:
+        return
     with connected(target, needs=(AUDIT,)) as client:
         try:
             _print_audit(client, since, follow, interval, json_output)
@@ -98,3 +118,22 @@ def _print_page(page: AuditPage, json_output: bool) -> None:
         else:
             # Plain and flushed: a line per commit, for tail-like use and pipes.
             typer.echo(audit_line(transaction))
+
+
+@audit_group.command()
+@targeted
+def verify(anchor: AnchorOption = None, json_output: JsonOption = False, *, target: Target) -> None:
+    """Check the audit chain: seal the log's final transactions, then walk the whole log
+    and check every row against the transaction that wrote it. Prints what was checked,
+    the head to note (pass it back as --anchor later), and the first transaction altered,
+    removed or reordered; exits 1 if there is one.
+    """
+    with connected(target, needs=(AUDIT,)) as client:
+        report = client.verify_audit(anchor=anchor)
+    if json_output:
+        print_json(report.model_dump(mode="json"))
+    else:
+        for line in verify_lines(report):
+            typer.echo(line)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from feltdb.fields import iso_instant
 from feltdb.storage import CommittedTransaction
+from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.models import Workload, WorkloadApproval, WorkloadEvent
 from feltdb.work.states import WorkloadState
 
@@ -356,3 +357,26 @@ def audit_line(transaction: CommittedTransaction) -> str:
         f"{transaction.commit_revision}\t{when(transaction.committed_at)}\t{actor}\t{what}"
         f"{' → ' + str(state) if state else ''}\t{work}\t{keys}"
     )
+
+
+def verify_lines(report: ChainReport) -> list[str]:
+    """``feltdb audit verify``'s answer: the verdict, what was checked, the head to note,
+    and the problem.
+    """
+    verdict = "ok" if report.ok else "FAILED"
+    lines = [
+        f"audit chain: {verdict}",
+        f"  transactions: {report.transactions:,} checked, {report.sealed:,} sealed",
+        f"  rows: {report.rows:,} checked, {report.rows_not_covered:,} not covered "
+        "(written before the chain existed)",
+        f"  head: {report.head_revision}:{report.head_link}",
+    ]
+    problem = report.problem
+    if problem is not None:
+        lines.append(f"  problem: {problem.kind} at revision {problem.revision}")
+        if problem.transaction_id is not None:
+            lines.append(f"  transaction: {problem.transaction_id}")
+        if problem.address is not None:
+            lines.append(f"  row: {problem.address}")
+        lines.append(f"  {problem.message}")
+    return lines

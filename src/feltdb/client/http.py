@@ -20,8 +20,8 @@ from urllib.parse import quote
 
 import httpx
 
-from feltdb import CommittedTransaction
 from feltdb.auth.tokens import decode_token
+from feltdb.client.http_audit import HttpAudit
 from feltdb.client.http_batches import HttpBatches
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url
@@ -48,7 +48,7 @@ def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
     return {"claim_id": claim_id, "fencing_token": fencing_token}
 
 
-class Client(HttpBatches, WorkloadClient):
+class Client(HttpAudit, HttpBatches, WorkloadClient):
     """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
 
     ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).
@@ -238,14 +238,6 @@ class Client(HttpBatches, WorkloadClient):
         answer = self._ask("GET", path, params=query)
         items = [Workload.parse(item) for item in answer["items"]]
         return Page(items, answer["next_cursor"])
-
-    def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
-        """Committed transactions of the token's application after revision ``after``
-        (needs ``audit:read``).
-        """
-        answer = self._ask("GET", "/v1/audit", params={"after": after, "limit": limit})
-        items = [CommittedTransaction.model_validate(item) for item in answer["items"]]
-        return AuditPage(items, int(answer["next_after"]))
 
     def revocations(self) -> builtins.list[dict[str, Any]]:
         """The grants revoked in the token's tenant and application, oldest first

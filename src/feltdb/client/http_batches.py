@@ -21,6 +21,7 @@ from feltdb.client.batches import (
 )
 from feltdb.client.protocol import SubmissionLike, as_submission
 from feltdb.client.refusals import ClientError
+from feltdb.client.transport import Transport
 from feltdb.errors import WorkloadError
 from feltdb.work.batches import per_item
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
@@ -58,22 +59,8 @@ def _fields(submission: SubmissionLike) -> dict[str, Any]:
         raise ClientError(error.code, error.message, error.details) from None
 
 
-class HttpBatches:
+class HttpBatches(Transport):
     """The batch calls, over the transport of the class this is mixed into."""
-
-    timeout: float
-    """Each request's bound in seconds (a long-poll's ``wait_ms`` is added to it)."""
-
-    def _ask(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any] | None = None,
-        *,
-        params: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        raise NotImplementedError  # the client's transport
 
     def admit_many(
         self, submissions: Sequence[SubmissionLike]

@@ -32,6 +32,8 @@ from feltdb.client.protocol import (
     as_submission,
 )
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.audit_chain import ChainReport
+from feltdb.work.audit import anchor_of
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
@@ -197,6 +199,14 @@ class LocalClient(LocalBatches, WorkloadClient):
             self.scope.tenant_id, self.scope.application_id, after, limit
         )
         return AuditPage(items, next_after)
+
+    def verify_audit(self, *, anchor: str | None = None) -> ChainReport:
+        """See :meth:`WorkloadClient.verify_audit`."""
+        self._whole_application("the audit is the whole application's")
+        noted = None if anchor is None else anchor_of(anchor)
+        return self.store.verify_audit(
+            self.scope.tenant_id, self.scope.application_id, anchor=noted
+        )
 
     def revocations(self) -> builtins.list[dict[str, Any]]:
         """See :meth:`WorkloadClient.revocations`."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
 from feltdb.errors import WorkloadError
+from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
@@ -195,6 +196,15 @@ class WorkloadClient(Protocol):
         """Committed transactions of the application after revision ``after`` (refused to
         a caller narrowed to some environments or definitions: the log is the whole
         application's).
+        """
+        ...
+
+    def verify_audit(self, *, anchor: str | None = None) -> ChainReport:
+        """Seal and verify the audit chain (needs ``audit:read``, as :meth:`audit`): the
+        report names the first transaction altered, removed or reordered, told only by its
+        kind and revision when it is another application's. ``anchor``: ``REVISION:LINK``,
+        an earlier report's ``head_revision`` and ``head_link``, which the chain must
+        still hold. See :func:`feltdb.work.audit.verification`.
         """
         ...
 

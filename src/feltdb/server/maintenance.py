@@ -1,9 +1,10 @@
 """The server's maintenance loop: deadlines and expired leases, on a timer.
 
 A pass is :meth:`Maintenance.run_once`, which only calls the store's own
-``enforce_deadlines`` and ``recover_expired``; the timer around it adds nothing but
-scheduling. Every decision is the store's and each commit is guarded, so several servers on
-one store may all run the loop: a workload another writer settled first is left to it.
+``enforce_deadlines``, ``recover_expired`` and ``seal_audit``; the timer around it adds
+nothing but scheduling. Every decision is the store's and each commit is guarded, so
+several servers on one store may all run the loop: a workload another writer settled first
+is left to it (and two sealers seal the same links).
 
 What a pass commits reaches whoever observes the store (``WorkloadStore.observe``): the
 server's metrics count its timeouts and recoveries, and its long-polls wake for recovered
@@ -21,6 +22,9 @@ from feltdb.work.store import WorkloadStore
 
 log = logging.getLogger("feltdb.server.maintenance")
 
+SEAL_PER_PASS = 10_000
+"""The most log entries one maintenance pass seals into the audit chain."""
+
 
 class Maintenance:
     """Runs the maintenance pass every ``interval_s`` seconds on a daemon thread."""
@@ -33,8 +37,10 @@ class Maintenance:
         self._thread: threading.Thread | None = None
 
     def run_once(self, now: int) -> tuple[list[str], list[str]]:
-        """One pass at ``now``: time out work past its deadlines, then recover work whose
-        lease expired. Returns ``(timed_out_ids, recovered_ids)``.
+        """One pass at ``now``: time out work past its deadlines, recover work whose lease
+        expired, then seal the log's final entries into the audit chain (at most
+        :data:`SEAL_PER_PASS`, so that a long unsealed log is sealed over several passes).
+        Returns ``(timed_out_ids, recovered_ids)``.
 
         Raises:
             WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the store cannot be read or
@@ -42,6 +48,7 @@ class Maintenance:
         """
         timed_out = self.store.enforce_deadlines(now)
         recovered = self.store.recover_expired(now)
+        self.store.seal_audit(SEAL_PER_PASS)
         return timed_out, recovered
 
     def start(self, interval_s: float = 1.0) -> None:

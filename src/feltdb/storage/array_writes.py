@@ -187,7 +187,9 @@ def write_arrays(
                 answers[place] = _lost(session, queries, _guard(batch[place]))
         if len(winners) < len(decided):
             _renumber(session, queries, addresses, decided, winners)
-        logged = _log(session, queries, [batch[place] for place in winners]) if winners else {}
+        won = [batch[place] for place in winners]
+        written = [versions[addresses[place]] for place in winners]
+        logged = _log(session, queries, won, written) if winners else {}
         for place in winners:
             prepared = batch[place]
             revision = logged[prepared.transaction_id]
@@ -258,9 +260,11 @@ def _renumber(
     session.execute(queries["renumber_batch_rows"], params)
 
 
-def _log(session: Session, queries: Queries, winners: Sequence[PreparedCommit]) -> dict[str, int]:
-    """Log the winners, each at its place among them; each one's revision, by transaction
-    id.
+def _log(
+    session: Session, queries: Queries, winners: Sequence[PreparedCommit], versions: list[int]
+) -> dict[str, int]:
+    """Log the winners (``versions``: each one's row's new version), each at its place
+    among them; each one's revision, by transaction id.
     """
     params = {
         "position": bigint_array(range(len(winners))),
@@ -269,6 +273,9 @@ def _log(session: Session, queries: Queries, winners: Sequence[PreparedCommit]) 
         "operation_id": text_array([prepared.log["operation_ids"][0] for prepared in winners]),
         "written_key": text_array([prepared.log["keys"][0] for prepared in winners]),
         "audit": text_array([prepared.log["audit"] for prepared in winners]),
+        "row_hash": text_array(
+            [p.row_hashes([v])[0] for p, v in zip(winners, versions, strict=True)]
+        ),
     }
     logged = session.execute(queries["insert_batch_transactions"], params).fetchall()
     return {str(transaction_id): int(revision) for transaction_id, revision in logged}

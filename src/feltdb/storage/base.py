@@ -21,9 +21,10 @@ The contract every backend keeps, bit for bit:
   same transaction; if any fails, nothing is written and :class:`StorageConflict` (code
   ``WORKLOAD_CONFLICT``) is raised.
 * Every commit appends one :class:`CommittedTransaction` to the log, in the same
-  transaction as its rows, so the log and the rows can never disagree. A
-  :meth:`Database.commit_many` batch is several commits in one database transaction: one
-  log entry, one revision, per committed plan.
+  transaction as its rows, so the log and the rows can never disagree, with the hash of
+  each row it wrote (:class:`~feltdb.storage.chain_log.ChainLog`, the audit chain's). A
+  :meth:`Database.commit_many` batch is several commits in one transaction: one log
+  entry, one revision, per committed plan.
 * Beside each document the backend keeps a :class:`RowIndex`, the few fields the
   scheduler selects and orders on, as indexed columns. The caller computes it from the
   document and passes it with every write; the backend never reads the document to
@@ -44,14 +45,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.canonical import json_object
+from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.wakeups import Wakeups
 
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""
 
 MAX_PLANS_PER_BATCH = 1024
-"""The most plans one :meth:`Database.commit_many` takes, on every backend (PostgreSQL
-numbers a transaction's commits within the lowest 10 bits of their revisions)."""
+"""The most plans one :meth:`Database.commit_many` takes (PostgreSQL numbers a
+transaction's commits within the lowest 10 bits of their revisions)."""
 
 
 class StorageConflict(WorkloadError):
@@ -68,10 +70,7 @@ def storage_failure(message: str) -> WorkloadError:
 
 @dataclass(frozen=True, slots=True)
 class RowIndex:
-    """The scheduling fields kept as indexed columns beside a document.
-
-    All optional: a row of a collection that is not scheduled has none of them.
-    """
+    """The scheduling fields kept as indexed columns beside a document; all optional."""
 
     tenant_id: str | None = None
     application_id: str | None = None
@@ -207,7 +206,7 @@ class PlannedCommit:
     audit: Mapping[str, Any] | None = None
 
 
-class Database(Protocol):
+class Database(ChainLog, Protocol):
     """The operations the work layer needs from a backend. Safe to share between threads."""
 
     target: str

@@ -33,6 +33,7 @@ from feltdb.storage.base import (
     StorageConflict,
     StoredRow,
 )
+from feltdb.storage.chain_log import ChainQueries
 from feltdb.storage.dialect import Dialect, Session
 from feltdb.storage.encoding import (
     RowsDecodedOnRead,
@@ -58,7 +59,7 @@ _DUE_QUERIES: Final = {
 _Dialect = TypeVar("_Dialect", bound=Dialect)
 
 
-class SQLEngine(Generic[_Dialect]):
+class SQLEngine(ChainQueries, Generic[_Dialect]):
     """Implements :class:`~feltdb.storage.base.Database` over a :class:`Dialect`."""
 
     target: str

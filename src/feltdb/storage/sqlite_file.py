@@ -27,10 +27,11 @@ __all__ = [
     "transaction",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The schema this release reads and writes, kept in the file's ``PRAGMA user_version``.
 
-1: the first release's. 2: ``rows.definition_id`` and its index ``rows_by_definition``. A
+1: the first release's. 2: ``rows.definition_id`` and its index ``rows_by_definition``.
+3: the audit chain (``transactions.row_hashes`` and ``audit_chain``). A
 file of an older schema is upgraded in place when it is opened (``sql/sqlite/migrations``).
 """
 

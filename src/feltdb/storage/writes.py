@@ -25,12 +25,13 @@ would be plan by plan: :mod:`feltdb.storage.array_writes` says when, and how.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
 from feltdb.errors import WorkloadError
 from feltdb.storage import array_writes
+from feltdb.storage.audit_chain import row_hash
 from feltdb.storage.base import (
     MAX_PLANS_PER_BATCH,
     Commit,
@@ -66,7 +67,21 @@ class PreparedCommit:
     guards: list[tuple[Precondition, int]]
     """Each guard, in the given order, and the position in ``writes`` of the row it guards."""
     log: dict[str, Any]
-    """Parameters of ``insert_transaction``, but ``committed_at`` and ``position``."""
+    """Parameters of ``insert_transaction``, but ``committed_at``, ``position`` and
+    ``row_hashes``.
+    """
+    stored_list: Callable[[list[str]], Any]
+    """The dialect's :meth:`~feltdb.storage.dialect.Dialect.stored_list`."""
+
+    def row_hashes(self, versions: Sequence[int | None]) -> list[str]:
+        """Each written row's :func:`~feltdb.storage.audit_chain.row_hash` at its new
+        version, in mutation order (``""`` for a delete), as the log keeps them.
+        """
+        return [
+            "" if write["document"] is None or version is None
+            else row_hash(f"{write['collection']}/{write['key']}", version, write["document"])
+            for write, version in zip(self.writes, versions, strict=True)
+        ]  # fmt: skip
 
     def commit(self, revision: int, versions: list[int | None]) -> Commit:
         """What the commit answers once written at ``revision``, with each write's version."""
@@ -90,7 +105,9 @@ def prepare(dialect: Dialect, plan: PlannedCommit) -> PreparedCommit:
         "keys": dialect.stored_list([f"{m.collection}/{m.key}" for m in plan.mutations]),
         "audit": None if audit is None else audit_json(audit),
     }
-    return PreparedCommit(transaction_id, list(plan.mutations), writes, guarded, log)
+    return PreparedCommit(
+        transaction_id, list(plan.mutations), writes, guarded, log, dialect.stored_list
+    )
 
 
 def prepare_batch(dialect: Dialect, plans: Sequence[PlannedCommit]) -> list[PreparedCommit]:
@@ -138,7 +155,13 @@ def write_plan(
             versions[place] = session.execute(queries["upsert_row"], write).fetchall()[0][0]
     # Stamped inside the transaction, so committed_at follows the order of commits (as far
     # as the wall clock does); a dialect may take the instant from its server.
-    stamped = {**prepared.log, "committed_at": time.time(), "position": position}
+    hashes = prepared.stored_list(prepared.row_hashes(versions))
+    stamped = {
+        **prepared.log,
+        "committed_at": time.time(),
+        "position": position,
+        "row_hashes": hashes,
+    }
     revision: int = session.execute(queries["insert_transaction"], stamped).fetchall()[0][0]
     return prepared.commit(revision, versions)
 

@@ -3,12 +3,18 @@
 Every commit of a workload logs one audit record (:func:`audit_record`) in the same
 transaction as the row, so the log and the work never disagree. :func:`audit_after` reads
 one tenant's application's entries back, in commit order, at a bounded cost per call.
+:func:`verification` checks the whole log's audit chain
+(:mod:`feltdb.storage.audit_chain`), and says as much of it as one application's reader
+may know.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
+from feltdb.storage.audit_chain import ChainReport, verify
 from feltdb.storage.base import CommittedTransaction, Database
 from feltdb.storage.canonical import sha256_hex
 from feltdb.work import inputs
@@ -100,3 +106,74 @@ def audit_after(
                 if len(found) == limit:
                     return found, cursor
     return found, cursor
+
+
+ANCHOR = re.compile(r"([1-9][0-9]{0,18}):([0-9a-f]{64})")
+"""An anchor as written: ``REVISION:LINK``, a report's ``head_revision`` and ``head_link``."""
+
+
+def anchor_of(text: Any) -> tuple[int, str]:
+    """The ``(revision, link)`` of an anchor written ``REVISION:LINK`` (at most 84
+    characters: a revision of at most 19 digits, a link of 64 lowercase hex digits).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` for anything else.
+    """
+    found = ANCHOR.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise inputs.invalid(
+            "anchor", "must be REVISION:LINK, a report's head_revision and head_link"
+        )
+    # Only compared with the revisions walked, never sent to the database: any number the
+    # pattern admits is safe (a revision past every one walked is simply not reached).
+    return int(found[1]), found[2]
+
+
+def verification(
+    db: Database,
+    tenant_id: str | None = None,
+    application_id: str | None = None,
+    anchor: tuple[int, str] | None = None,
+) -> ChainReport:
+    """Seal and verify the audit chain (:func:`feltdb.storage.audit_chain.verify`).
+
+    The chain is one for every tenant, and so is its verdict. Given a tenant and an
+    application, the first problem names its transaction and row, and says what it is,
+    only if that transaction's audit record is of this application; otherwise only its
+    kind and revision are told (a revision names no work).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    if tenant_id is not None or application_id is not None:
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+    report = verify(db, anchor=anchor)
+    problem = report.problem
+    if problem is None or tenant_id is None or _of(db, problem.revision, tenant_id, application_id):
+        return report
+    hidden = problem.model_copy(
+        update={
+            "transaction_id": None,
+            "address": None,
+            "message": f"the audit chain fails its check ({problem.kind.replace('_', ' ')}) "
+            f"at revision {problem.revision}, a transaction of another application",
+        }
+    )
+    return report.model_copy(update={"problem": hidden})
+
+
+def _of(db: Database, revision: int, tenant_id: str, application_id: str | None) -> bool:
+    """Whether the log entry at ``revision`` has an audit record of this application."""
+    entry = db.chain_entries_at([revision]).get(revision)
+    if entry is None or entry.audit is None:
+        return False
+    try:
+        record = json.loads(entry.audit)
+    except ValueError:  # an altered entry may hold anything
+        return False
+    return (
+        isinstance(record, dict)
+        and record.get("tenant") == tenant_id
+        and record.get("application") == application_id
+    )

@@ -25,6 +25,8 @@ from feltdb.auth.policy import covers, within_constraints, workload_uri
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_PATH_CHARS, iso_instant
+from feltdb.storage import audit_chain
+from feltdb.storage.audit_chain import ChainReport
 from feltdb.storage.base import (
     CommittedTransaction,
     Database,
@@ -1126,6 +1128,35 @@ class WorkloadStore:
         and the revision to continue after: see :func:`feltdb.work.audit.audit_after`.
         """
         return audit.audit_after(self.db, tenant_id, application_id, after, limit, scan=scan)
+
+    def seal_audit(self, limit: int | None = None) -> int:
+        """Seal the log entries that are final into the audit chain, oldest first (at most
+        ``limit``; ``None``: all); how many were sealed. The server does it on every
+        maintenance pass: see :mod:`feltdb.storage.audit_chain`.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        return audit_chain.seal(self.db, limit=limit)
+
+    def verify_audit(
+        self,
+        tenant_id: str | None = None,
+        application_id: str | None = None,
+        *,
+        anchor: tuple[int, str] | None = None,
+    ) -> ChainReport:
+        """Seal what is final, then check the whole audit chain and every row against the
+        transaction that wrote it; the report names the first transaction altered,
+        removed or reordered. With a tenant and application, as much of the report as
+        that application's audit reader may see: see :func:`feltdb.work.audit.verification`.
+        ``anchor``: an earlier report's ``(head_revision, head_link)``, which the chain
+        must still hold.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        return audit.verification(self.db, tenant_id, application_id, anchor)
 
     def revoke_grant(
         self,

@@ -884,6 +884,7 @@ PLAN_PARAMS: dict[str, str] = {
     "operation_id": array_writes.text_array([f"op{n}" for n in range(BATCH)]),
     "written_key": array_writes.text_array([f"work/w{n}" for n in range(BATCH)]),
     "audit": array_writes.text_array([None] * BATCH),
+    "row_hash": array_writes.text_array(["h"] * BATCH),
 }  # fmt: skip
 
 

@@ -199,7 +199,7 @@ def test_a_migrated_database_has_exactly_the_declared_objects(
         "constraints": declared["constraints"] | MIGRATION_RECORD["constraints"],
     }
     assert existing_objects(url) == expected
-    assert declared["tables"] == {"rows", "transactions"}
+    assert declared["tables"] == {"rows", "transactions", "audit_chain"}
     versions = scalar(
         url, "SELECT array_agg(version ORDER BY version) FROM feltdb_schema_migrations"
     )
@@ -894,13 +894,17 @@ PLAN_PARAMS: dict[str, Any] = {
     "operation_ids": "{op}",
     "keys": "{work/a}",
     "audit": None,
+    "row_hashes": "{h}",
+    "after": 100,
+    "through": 200,
+    "revisions": "[100, 200]",
 }
 
 
 @pytest.fixture(scope="module")
 def planned_url(pg_databases: Any) -> Iterator[str]:
     """A database of a few thousand rows over several collections, tenants and states,
-    and a few thousand logged transactions, analyzed.
+    and a few thousand logged transactions, all sealed in the audit chain, analyzed.
     """
     databases = pg_databases
     name = databases.create("plans")
@@ -930,6 +934,12 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
                  LATERAL (SELECT pg_current_xact_id()::text::bigint * 1024 + n AS r) AS revision
             """
         )
+        connection.execute(
+            """
+            INSERT INTO audit_chain (commit_revision, previous_revision, digest, link)
+            SELECT commit_revision, base_revision, 'd', 'l' FROM transactions
+            """
+        )
         connection.execute("ANALYZE")
     yield url
     databases.drop(name)
@@ -956,6 +966,11 @@ PLANS = {
     "current_revision": "transactions_pkey",
     "transactions_after": "transactions_pkey",
     "insert_transaction": "transactions_pkey",
+    "chain_entries_after": "transactions_pkey",
+    "chain_entries_at": "transactions_pkey",
+    "chain_head": "audit_chain_pkey",
+    "chain_links_between": "audit_chain_pkey",
+    "rows_after": "rows_pkey",
 }
 
 
@@ -1008,6 +1023,7 @@ def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
         "insert_batch_rows_if_absent",
         "update_batch_rows_if_version",
         "insert_batch_transactions",
+        "seal_chain",  # INSERT … SELECT from a JSON parameter: no table scanned to plan
         "renumber_batch_rows",
     }
     assert set(QUERIES) == set(PLANS) | unchecked

@@ -74,7 +74,7 @@ def test_new_store_is_stamped_with_the_feltdb_application_id_and_schema(
     db: SQLiteDatabase, path: Path
 ) -> None:
     assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID == 0x66656C74
-    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 2
+    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 3
     assert raw_scalar(path, "PRAGMA journal_mode") == "wal"
     assert db.current_revision() == 0
     assert db.target == str(path)
@@ -135,13 +135,13 @@ def test_two_openers_of_a_new_file_create_the_schema_once(tmp_path: Path) -> Non
 def test_refuses_a_store_of_a_newer_schema(path: Path) -> None:
     SQLiteDatabase(path).close()
     connection = raw(path)
-    connection.execute("PRAGMA user_version = 3")
+    connection.execute("PRAGMA user_version = 4")
     connection.close()
     with pytest.raises(WorkloadError) as raised:
         SQLiteDatabase(path)
     assert raised.value.code == STORAGE_FAILURE
-    assert "newer feltdb (schema 3)" in raised.value.message
-    assert "reads schema 2" in raised.value.message
+    assert "newer feltdb (schema 4)" in raised.value.message
+    assert "reads schema 3" in raised.value.message
     assert str(path) in raised.value.message
 
 
@@ -177,14 +177,17 @@ def make_schema_1_store(path: Path) -> None:
 
 
 def schema_of(path: Path) -> dict[str, Any]:
-    """The columns of ``rows`` and every index's columns, as SQLite reports them."""
+    """The columns of every table and every index's columns, as SQLite reports them."""
     connection = raw(path)
     try:
         indexes = connection.execute(
             "SELECT name FROM sqlite_schema WHERE type = 'index' ORDER BY name"
         ).fetchall()
         return {
-            "columns": connection.execute("PRAGMA table_info(rows)").fetchall(),
+            "columns": {
+                table: connection.execute(f"PRAGMA table_info({table})").fetchall()
+                for table in ("rows", "transactions", "audit_chain")
+            },
             "indexes": {
                 name: connection.execute(f"PRAGMA index_xinfo({name})").fetchall()
                 for (name,) in indexes
@@ -198,11 +201,11 @@ def test_a_schema_1_store_is_upgraded_in_place_when_opened(tmp_path: Path, path:
     make_schema_1_store(path)
     database = SQLiteDatabase(path)
     try:
-        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 2
+        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 3
         assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID
         fresh = tmp_path / "fresh.db"
         SQLiteDatabase(fresh).close()
-        assert schema_of(path) == schema_of(fresh)  # as if created at schema 2
+        assert schema_of(path) == schema_of(fresh)  # as if created at schema 3
         backfilled = raw(path).execute(
             "SELECT collection, key, definition_id FROM rows ORDER BY collection, key"
         )
@@ -231,7 +234,7 @@ def test_a_schema_1_store_is_upgraded_in_place_when_opened(tmp_path: Path, path:
     finally:
         database.close()
     SQLiteDatabase(path).close()  # reopening an upgraded store changes nothing
-    assert raw_scalar(path, "PRAGMA user_version") == 2
+    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION
 
 
 def test_a_failed_upgrade_leaves_the_schema_1_store_as_it_was(path: Path) -> None:

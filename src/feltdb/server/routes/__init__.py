@@ -28,6 +28,7 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``GET /v1/approvals`` | ``workload:approve`` | ``flow://{app}/workloads/*`` |
 | ``GET /v1/dead-letters`` | ``workload:operate`` | ``flow://{app}/workloads/*`` |
 | ``GET /v1/audit`` | ``audit:read`` | ``flow://{app}/workloads/*`` |
+| ``GET /v1/audit/verify`` | ``audit:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/grants/{grant_id}/revoke`` | ``grant:revoke`` | (the tenant and application) |
 
 The tenant and application of every request are the grant's. Work of another tenant or

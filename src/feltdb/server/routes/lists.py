@@ -1,5 +1,6 @@
 """The lists (the application's workloads, the approvers' inbox, the dead letters) and the
-audit: pages over the whole application, so each needs a grant covering all of its work.
+audit: pages over the whole application, so each needs a grant covering all of its work;
+and the audit chain's verification, which the audit's readers may ask for.
 
 A list holds only the work of the grant's scope: a constrained grant's pages and cursors
 never show work outside its environments or definitions (the store hides it).
@@ -8,18 +9,22 @@ Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one
 operation's OpenAPI description; each route's ``summary`` says what it does.
 """
 
+import threading
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from feltdb.auth.policy import APPROVE, OPERATE, READ, authorize_application, authorize_audit
+from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
 from feltdb.server.bodies import AuditPage, WorkloadPage
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Auth, Caller, Store
+from feltdb.storage.audit_chain import ChainReport
+from feltdb.work.audit import ANCHOR, anchor_of
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.disclosure import disclosed
 from feltdb.work.states import WorkloadState
@@ -31,6 +36,10 @@ MAX_PAGE = 500
 """The most items one list page may hold."""
 MAX_AUDIT_PAGE = 500
 """The most entries one ``GET /v1/audit`` answers."""
+
+_VERIFYING = threading.Lock()
+"""Held while a verification of the audit chain runs: one at a time in a process, since
+each reads the whole log."""
 
 router = APIRouter(prefix=PREFIX)
 
@@ -127,3 +136,36 @@ def audit(  # noqa: D103
     return JSONResponse(
         {"items": [e.model_dump(mode="json") for e in entries], "next_after": next_after}
     )
+
+
+@router.get(
+    "/audit/verify",
+    summary="Verify the audit chain: the first transaction altered, removed or reordered",
+    responses=declared(ChainReport, *AUTH, 422),
+    description=(
+        "Seals the log's final entries, then walks the whole chain and checks every row"
+        " against the transaction that wrote it; `ok` is false and `problem` names the first"
+        " fault found. The chain is every tenant's: a fault in another application's"
+        " transaction is told by its kind and revision only. `anchor` (`REVISION:LINK`, an"
+        " earlier answer's `head_revision` and `head_link`) must still be in the chain. One"
+        " verification runs at a time: another request meanwhile is answered 503."
+    ),
+)
+def verify_audit(  # noqa: D103
+    caller: Auth,
+    store: Store,
+    anchor: Annotated[str | None, Query(max_length=84, pattern=ANCHOR.pattern)] = None,
+) -> JSONResponse:
+    grant = caller.grant
+    authorize_audit(grant)
+    noted = None if anchor is None else anchor_of(anchor)
+    if not _VERIFYING.acquire(blocking=False):
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE,
+            "a verification of the audit chain is already running; ask again when it ends",
+        )
+    try:
+        report = store.verify_audit(grant.tenant_id, grant.application_id, anchor=noted)
+    finally:
+        _VERIFYING.release()
+    return JSONResponse(report.model_dump(mode="json"))

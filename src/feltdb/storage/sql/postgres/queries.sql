@@ -227,12 +227,13 @@ WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 
 -- name: insert_transaction
 -- description: log a commit at its transaction's id times 1024 plus its position, based on the revision readers see now (the first) or on the transaction's previous commit
 INSERT INTO transactions
-    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit)
+    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit,
+     row_hashes)
 SELECT pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
        CASE WHEN %(position)s::bigint = 0 THEN COALESCE(MAX(commit_revision), 0)
             ELSE pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint - 1 END,
        %(transaction_id)s, EXTRACT(EPOCH FROM clock_timestamp())::double precision,
-       %(operation_ids)s::text[], %(keys)s::text[], %(audit)s::text
+       %(operation_ids)s::text[], %(keys)s::text[], %(audit)s::text, %(row_hashes)s::text[]
 FROM transactions
 WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
 RETURNING commit_revision;
@@ -423,15 +424,16 @@ RETURNING rows.collection, rows.key, rows.version;
 -- name: insert_batch_transactions
 -- description: commit_many's array path: log each committed plan at the transaction's id times 1024 plus its position, as insert_transaction logs one (the first based on the revision readers see now)
 INSERT INTO transactions
-    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit)
+    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit,
+     row_hashes)
 SELECT pg_current_xact_id()::text::bigint * 1024 + u.position,
        CASE WHEN u.position = 0 THEN seen.revision
             ELSE pg_current_xact_id()::text::bigint * 1024 + u.position - 1 END,
        u.transaction_id, EXTRACT(EPOCH FROM clock_timestamp())::double precision,
-       ARRAY[u.operation_id], ARRAY[u.written_key], u.audit
+       ARRAY[u.operation_id], ARRAY[u.written_key], u.audit, ARRAY[u.row_hash]
 FROM unnest(%(position)s::bigint[], %(transaction_id)s::text[], %(operation_id)s::text[],
-            %(written_key)s::text[], %(audit)s::text[])
-    AS u(position, transaction_id, operation_id, written_key, audit),
+            %(written_key)s::text[], %(audit)s::text[], %(row_hash)s::text[])
+    AS u(position, transaction_id, operation_id, written_key, audit, row_hash),
     (SELECT COALESCE(MAX(commit_revision), 0) AS revision
      FROM transactions
      WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
@@ -451,3 +453,57 @@ CROSS JOIN LATERAL (
     OFFSET 0
 ) AS r
 WHERE rows.ctid = r.row_id;
+
+-- The audit chain (feltdb/storage/audit_chain.py). Lists of revisions and of links are
+-- passed as one JSON text, as on SQLite. The chain is sealed in revision order, and only
+-- below the snapshot's xmin times 1024, where no open transaction can still log an entry.
+
+-- name: chain_entries_after
+-- description: the audit chain: logged commits after a revision and below the snapshot's xmin, oldest first, with the row hashes they logged
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit,
+       row_hashes
+FROM transactions
+WHERE commit_revision > %(revision)s::bigint
+  AND commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
+ORDER BY commit_revision
+LIMIT %(limit)s::bigint;
+
+-- name: chain_entries_at
+-- description: the audit chain: the logged commits at the revisions of a JSON array (one primary key seek each: LATERAL, never a hash join over a scan)
+SELECT t.commit_revision, t.base_revision, t.transaction_id, t.committed_at, t.operation_ids,
+       t.keys, t.audit, t.row_hashes
+FROM (SELECT DISTINCT value::bigint AS revision
+      FROM jsonb_array_elements_text(%(revisions)s::jsonb) AS r(value)) AS r
+CROSS JOIN LATERAL (
+    SELECT * FROM transactions WHERE transactions.commit_revision = r.revision OFFSET 0
+) AS t;
+
+-- name: chain_head
+-- description: the audit chain: the last sealed link (none before the first seal)
+SELECT commit_revision, previous_revision, digest, link
+FROM audit_chain
+ORDER BY commit_revision DESC
+LIMIT 1;
+
+-- name: chain_links_between
+-- description: the audit chain: the sealed links after one revision up to another, in revision order
+SELECT commit_revision, previous_revision, digest, link
+FROM audit_chain
+WHERE commit_revision > %(after)s::bigint AND commit_revision <= %(through)s::bigint
+ORDER BY commit_revision;
+
+-- name: seal_chain
+-- description: the audit chain: add the links of a JSON array of objects; a link already sealed (by a concurrent sealer, which computes the same one) stays as it is
+INSERT INTO audit_chain (commit_revision, previous_revision, digest, link)
+SELECT l.commit_revision, l.previous_revision, l.digest, l.link
+FROM json_to_recordset(%(links)s::json)
+    AS l(commit_revision bigint, previous_revision bigint, digest text, link text)
+ON CONFLICT (commit_revision) DO NOTHING;
+
+-- name: rows_after
+-- description: the audit chain's check of the rows: every row after an address, in address order (rows_pkey), with its stored text
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE (collection, key) > (%(collection)s, %(key)s)
+ORDER BY collection, key
+LIMIT %(limit)s::bigint;

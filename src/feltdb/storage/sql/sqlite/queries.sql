@@ -227,9 +227,10 @@ SELECT COALESCE(MAX(commit_revision), 0) FROM transactions;
 -- name: insert_transaction
 -- description: log a commit at the next revision; returns that revision
 INSERT INTO transactions
-    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit)
+    (commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit,
+     row_hashes)
 SELECT latest.revision + 1, latest.revision, :transaction_id, :committed_at,
-       :operation_ids, :keys, :audit
+       :operation_ids, :keys, :audit, :row_hashes
 FROM (SELECT COALESCE(MAX(commit_revision), 0) AS revision FROM transactions) AS latest
 RETURNING commit_revision;
 
@@ -328,3 +329,51 @@ UPDATE rows SET
     result_id = :result_id,
     definition_id = :definition_id
 WHERE collection = :collection AND key = :key;
+
+-- The audit chain (feltdb/storage/audit_chain.py). Lists of revisions and of links are
+-- passed as one JSON text, as on PostgreSQL.
+
+-- name: chain_entries_after
+-- description: the audit chain: logged commits after a revision, oldest first, with the row hashes they logged
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit,
+       row_hashes
+FROM transactions
+WHERE commit_revision > :revision
+ORDER BY commit_revision
+LIMIT :limit;
+
+-- name: chain_entries_at
+-- description: the audit chain: the logged commits at the revisions of a JSON array (one primary key seek each)
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit,
+       row_hashes
+FROM transactions
+WHERE commit_revision IN (SELECT value FROM json_each(:revisions));
+
+-- name: chain_head
+-- description: the audit chain: the last sealed link (none before the first seal)
+SELECT commit_revision, previous_revision, digest, link
+FROM audit_chain
+ORDER BY commit_revision DESC
+LIMIT 1;
+
+-- name: chain_links_between
+-- description: the audit chain: the sealed links after one revision up to another, in revision order
+SELECT commit_revision, previous_revision, digest, link
+FROM audit_chain
+WHERE commit_revision > :after AND commit_revision <= :through
+ORDER BY commit_revision;
+
+-- name: seal_chain
+-- description: the audit chain: add the links of a JSON array of objects; a link already sealed (by another sealer) stays as it is
+INSERT OR IGNORE INTO audit_chain (commit_revision, previous_revision, digest, link)
+SELECT json_extract(value, '$.commit_revision'), json_extract(value, '$.previous_revision'),
+       json_extract(value, '$.digest'), json_extract(value, '$.link')
+FROM json_each(:links);
+
+-- name: rows_after
+-- description: the audit chain's check of the rows: every row after an address, in address order (rows' primary key), with its stored text
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE (collection, key) > (:collection, :key)
+ORDER BY collection, key
+LIMIT :limit;

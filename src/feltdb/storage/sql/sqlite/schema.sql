@@ -1,6 +1,6 @@
--- The feltdb store, schema 2. Applied once, in one transaction, to a new or empty file (a file
--- of schema 1 is upgraded in place instead, by upgrades/0002_definition_id.sql).
--- The two PRAGMAs at the end stamp the file as a feltdb store of schema 2: application_id
+-- The feltdb store, schema 3. Applied once, in one transaction, to a new or empty file (a file
+-- of an older schema is upgraded in place instead, by migrations/0002 and 0003).
+-- The two PRAGMAs at the end stamp the file as a feltdb store of schema 3: application_id
 -- 0x66656C74 is "felt" in ASCII; user_version is feltdb.storage.sqlite.SCHEMA_VERSION.
 
 -- One row per (collection, key). document is the canonical JSON of the row's document
@@ -67,8 +67,20 @@ CREATE TABLE transactions (
     operation_ids   TEXT    NOT NULL,  -- JSON array of strings
     keys            TEXT    NOT NULL,  -- JSON array of "collection/key"
     audit           TEXT,              -- canonical JSON object, or NULL
+    row_hashes      TEXT,              -- JSON array: each key's row hash ("" deleted)
     CHECK (base_revision = commit_revision - 1)
 );
 
+-- The audit chain (feltdb/storage/audit_chain.py): one link per sealed log entry, in
+-- revision order. digest is the SHA-256 of the entry's content, link that of the previous
+-- link, the revision and the digest; previous_revision names the entry sealed before it.
+CREATE TABLE audit_chain (
+    commit_revision   INTEGER PRIMARY KEY,
+    previous_revision INTEGER NOT NULL,
+    digest            TEXT    NOT NULL,
+    link              TEXT    NOT NULL,
+    CHECK (previous_revision < commit_revision)
+);
+
 PRAGMA application_id = 0x66656C74;  -- "felt"
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;

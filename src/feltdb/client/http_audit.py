@@ -1,0 +1,25 @@
+""":class:`~feltdb.client.Client`'s audit calls, over ``/v1/audit`` (both need
+``audit:read``).
+"""
+
+from __future__ import annotations
+
+from feltdb.client.protocol import AuditPage
+from feltdb.client.transport import Transport
+from feltdb.storage.audit_chain import ChainReport
+from feltdb.storage.base import CommittedTransaction
+
+
+class HttpAudit(Transport):
+    """The audit calls, over the transport of the class this is mixed into."""
+
+    def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
+        """Committed transactions of the token's application after revision ``after``."""
+        answer = self._ask("GET", "/v1/audit", params={"after": after, "limit": limit})
+        items = [CommittedTransaction.model_validate(item) for item in answer["items"]]
+        return AuditPage(items, int(answer["next_after"]))
+
+    def verify_audit(self, *, anchor: str | None = None) -> ChainReport:
+        """See :meth:`WorkloadClient.verify_audit` (``GET /v1/audit/verify``)."""
+        params = {} if anchor is None else {"anchor": anchor}
+        return ChainReport.model_validate(self._ask("GET", "/v1/audit/verify", params=params))

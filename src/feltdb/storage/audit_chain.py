@@ -1,0 +1,358 @@
+"""The audit chain: the committed-transaction log made tamper-evident.
+
+What each log entry proves. A commit logs, beside its transaction id, operations, keys and
+audit record, the hash of every row it wrote (:func:`row_hash`: the row's address, version
+and stored text). So an entry's content (:func:`entry_digest`) covers the rows as written,
+not only their names.
+
+The order. The chain is the log in revision order. On SQLite revisions are dense and
+commits are serial. On PostgreSQL a revision is its transaction's id times 1024 plus a
+position, and transactions commit in another order than their ids; but below the snapshot's
+xmin no open transaction remains, so the set of entries there is final and their order
+fixed. :func:`seal` only ever seals there, so a sealed link is never followed by an entry
+logged later below it, however commits interleave.
+
+Sealing. :func:`seal` appends to ``audit_chain`` one :class:`ChainLink` per entry not yet
+sealed: the entry's digest and ``link = SHA-256(previous link, revision, digest)``, starting
+from :data:`GENESIS`. It is deterministic, so two sealers at once write the same links (the
+second's are dropped). The server seals on every maintenance pass; :func:`verify` seals
+first.
+
+What :func:`verify` finds, and names the first of (:class:`ChainProblem`):
+
+- ``altered``: an entry's content (its revisions included) no longer matches its sealed
+  digest: it was edited, or moved there from another revision (reordered);
+- ``removed``: a sealed entry is missing from the log (alone, or with its link);
+- ``inserted``: an entry below the sealed head is not in the chain;
+- ``chain_altered``: a link does not follow from the one before it;
+- ``anchor_mismatch``: the chain at a revision noted earlier (an anchor) has another link,
+  or no longer reaches it: the log was rewritten or cut back up to there;
+- ``row_altered``: a row differs from what the entry that wrote it (its revision) logged;
+- ``row_unlogged``: a row's revision names no entry, or one that did not write it.
+
+What it cannot find: an entry altered before it was sealed (it is sealed as it is then:
+the server seals every second); a log rewritten from some entry onward, every digest and link
+recomputed, by someone who can write the database, unless an anchor (the head's revision
+and link, noted elsewhere) from after that entry is given; the last entries cut off with
+their links, likewise; a row deleted behind the authority's back (its last writer's entry
+remains, but which entry is a key's last writer is not an order the log keeps on
+PostgreSQL). Entries logged before the chain existed have no row hashes: their rows are
+counted as not covered.
+
+Retention, later: a deletion of old work is itself a commit (an audited entry naming the
+revisions pruned); the pruned entries' links stay in ``audit_chain``, so verification starts
+from the first remaining entry's predecessor link, as it starts from :data:`GENESIS` now.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from feltdb.storage.chain_log import ChainLink, ChainLog, LogEntry
+
+__all__ = [
+    "GENESIS",
+    "ChainProblem",
+    "ChainReport",
+    "entry_digest",
+    "next_link",
+    "row_hash",
+    "seal",
+    "verify",
+]
+
+GENESIS = hashlib.sha256(b"feltdb audit chain 1").hexdigest()
+"""The link before the first entry."""
+
+PAGE = 1000
+"""Entries read (and sealed) per statement."""
+
+ProblemKind = Literal[
+    "altered",
+    "removed",
+    "inserted",
+    "chain_altered",
+    "anchor_mismatch",
+    "row_altered",
+    "row_unlogged",
+]
+
+
+class ChainProblem(BaseModel):
+    """The first thing :func:`verify` found wrong."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: ProblemKind
+    revision: int
+    """The revision of the transaction concerned (for a row: the row's revision)."""
+    transaction_id: str | None = None
+    address: str | None = None
+    """``"collection/key"`` of the row concerned, for a row problem."""
+    message: str
+
+
+class ChainReport(BaseModel):
+    """What :func:`verify` checked, and the first problem (``None``: none)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    transactions: int
+    """Log entries checked."""
+    sealed: int
+    """Of those, entries sealed in the chain (the others are not final yet)."""
+    rows: int
+    """Rows checked against the entry that wrote them."""
+    rows_not_covered: int
+    """Rows written by an entry logged without row hashes (before the chain existed)."""
+    head_revision: int
+    """The revision of the last entry sealed (0: none); with ``head_link``, an anchor."""
+    head_link: str
+    problem: ChainProblem | None = None
+
+
+def row_hash(address: str, version: int, document: str) -> str:
+    """SHA-256 (hex) of a row as written: ``"collection/key"``, version, stored text.
+
+    The address is length-prefixed, so no two rows' fields run together alike.
+    """
+    text = f"{len(address)}:{address}:{version}:{document}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def entry_digest(entry: LogEntry) -> str:
+    """SHA-256 (hex) of every field of a log entry, its revisions included."""
+    fields = [
+        entry.commit_revision,
+        entry.base_revision,
+        entry.transaction_id,
+        entry.committed_at,
+        entry.operation_ids,
+        entry.keys,
+        entry.audit,
+        entry.row_hashes,
+    ]
+    text = json.dumps(fields, ensure_ascii=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def next_link(previous_link: str, revision: int, digest: str) -> str:
+    """The link of the entry at ``revision`` of ``digest``, after ``previous_link``."""
+    return hashlib.sha256(f"{previous_link}:{revision}:{digest}".encode("ascii")).hexdigest()
+
+
+def seal(db: ChainLog, *, limit: int | None = None) -> int:
+    """Seal the entries not yet in the chain, oldest first (at most ``limit``, ``None``:
+    all that are final); how many were sealed.
+    """
+    head = db.chain_head()
+    revision, link = (0, GENESIS) if head is None else (head.commit_revision, head.link)
+    sealed = 0
+    while limit is None or sealed < limit:
+        page = PAGE if limit is None else min(PAGE, limit - sealed)
+        entries = db.chain_entries_after(revision, page)
+        if not entries:
+            break
+        links: list[ChainLink] = []
+        for entry in entries:
+            digest = entry_digest(entry)
+            link = next_link(link, entry.commit_revision, digest)
+            links.append(ChainLink(entry.commit_revision, revision, digest, link))
+            revision = entry.commit_revision
+        db.seal_chain(links)
+        sealed += len(links)
+    return sealed
+
+
+def verify(db: ChainLog, *, anchor: tuple[int, str] | None = None) -> ChainReport:
+    """Seal what is final, then walk the whole chain and check every row; the first
+    problem found (see the module's docstring), with what was checked up to it.
+
+    ``anchor``: a ``(revision, link)`` noted from an earlier report's head: the chain must
+    still have that link there.
+    """
+    seal(db)
+    walk = _Walk(db)
+    problem = walk.log()
+    if problem is None and anchor is not None:
+        problem = walk.anchored(*anchor)
+    rows, not_covered, problem = (0, 0, problem) if problem is not None else _check_rows(db)
+    head = db.chain_head()
+    return ChainReport(
+        ok=problem is None,
+        transactions=walk.entries,
+        sealed=walk.sealed,
+        rows=rows,
+        rows_not_covered=not_covered,
+        head_revision=0 if head is None else head.commit_revision,
+        head_link=GENESIS if head is None else head.link,
+        problem=problem,
+    )
+
+
+class _Walk:
+    """The log and the chain read side by side, in revision order, a page at a time."""
+
+    def __init__(self, db: ChainLog) -> None:
+        self.db = db
+        self.entries = 0
+        self.sealed = 0
+        self.revision = 0
+        self.link = GENESIS
+        self.links_seen: dict[int, str] = {}
+        head = db.chain_head()
+        self.head = 0 if head is None else head.commit_revision
+
+    def log(self) -> ChainProblem | None:
+        """Walk every entry and link; the first problem."""
+        while True:
+            entries = self.db.chain_entries_after(self.revision, PAGE)
+            through = entries[-1].commit_revision if len(entries) == PAGE else max(
+                self.head, entries[-1].commit_revision if entries else 0
+            )  # fmt: skip
+            links = {
+                link.commit_revision: link
+                for link in self.db.chain_links_between(self.revision, through)
+            }
+            by_revision = {entry.commit_revision: entry for entry in entries}
+            for revision in sorted({*links, *by_revision}):
+                problem = self._step(revision, by_revision.get(revision), links.get(revision))
+                if problem is not None:
+                    return problem
+            if len(entries) < PAGE:
+                return None
+
+    def _step(
+        self,
+        revision: int,
+        entry: LogEntry | None,
+        link: ChainLink | None,
+    ) -> ChainProblem | None:
+        if entry is None:
+            assert link is not None
+            return ChainProblem(
+                kind="removed",
+                revision=revision,
+                message=f"the transaction sealed at revision {revision} is missing from the log",
+            )
+        digest = entry_digest(entry)
+        if link is None:
+            if revision < self.head:
+                return _entry_problem(
+                    "inserted",
+                    entry,
+                    f"the transaction at revision {revision} is not in the audit chain "
+                    "sealed past it: it was inserted behind the authority's back, or its "
+                    "link was removed",
+                )
+            self.link = next_link(self.link, revision, digest)  # not final yet: unsealed
+        else:
+            problem = self._sealed(entry, link, digest)
+            if problem is not None:
+                return problem
+            self.link = link.link
+            self.sealed += 1
+            self.links_seen[revision] = link.link
+        self.entries += 1
+        self.revision = revision
+        return None
+
+    def _sealed(self, entry: LogEntry, link: ChainLink, digest: str) -> ChainProblem | None:
+        revision = entry.commit_revision
+        if link.previous_revision != self.revision:
+            return _entry_problem(
+                "removed",
+                entry,
+                f"the transaction sealed before revision {revision} (at revision "
+                f"{link.previous_revision}) is missing from the log, with its link",
+            )
+        if link.link != next_link(self.link, revision, link.digest):
+            return _entry_problem(
+                "chain_altered",
+                entry,
+                f"the audit chain's link at revision {revision} does not follow from the "
+                "link before it: the chain itself was altered",
+            )
+        if digest != link.digest:
+            return _entry_problem(
+                "altered",
+                entry,
+                f"the transaction at revision {revision} is not the one sealed there: it "
+                "was altered, or moved there from another revision",
+            )
+        return None
+
+    def anchored(self, revision: int, link: str) -> ChainProblem | None:
+        """The problem, if any, with the anchor ``(revision, link)`` after the walk."""
+        if self.links_seen.get(revision) == link:
+            return None
+        found = self.links_seen.get(revision)
+        message = (
+            f"the audit chain at revision {revision} is not the anchor's: the log was "
+            "rewritten up to there"
+            if found is not None
+            else f"the audit chain no longer reaches the anchor's revision {revision}: the "
+            "log was cut back, or rewritten"
+        )
+        return ChainProblem(kind="anchor_mismatch", revision=revision, message=message)
+
+
+def _entry_problem(kind: ProblemKind, entry: LogEntry, message: str) -> ChainProblem:
+    return ChainProblem(
+        kind=kind,
+        revision=entry.commit_revision,
+        transaction_id=entry.transaction_id,
+        message=message,
+    )
+
+
+def _check_rows(db: ChainLog) -> tuple[int, int, ChainProblem | None]:
+    """Check every row against the entry at its revision, a page at a time: the rows
+    checked, those not covered (their writer logged no row hashes), and the first problem.
+    """
+    checked = not_covered = 0
+    collection = key = ""
+    while rows := db.rows_after(collection, key, PAGE):
+        writers = db.chain_entries_at({row.revision for row in rows})
+        for row in rows:
+            checked += 1
+            address = f"{row.collection}/{row.key}"
+            entry = writers.get(row.revision)
+            if entry is None or address not in entry.keys:
+                return (
+                    checked,
+                    not_covered,
+                    ChainProblem(
+                        kind="row_unlogged",
+                        revision=row.revision,
+                        transaction_id=None if entry is None else entry.transaction_id,
+                        address=address,
+                        message=f"row {address} names revision {row.revision}, whose "
+                        "transaction did not write it",
+                    ),
+                )
+            if entry.row_hashes is None:
+                not_covered += 1
+                continue
+            place = entry.keys.index(address)
+            written = entry.row_hashes[place] if place < len(entry.row_hashes) else None
+            if written != row_hash(address, row.version, row.document):
+                return (
+                    checked,
+                    not_covered,
+                    ChainProblem(
+                        kind="row_altered",
+                        revision=row.revision,
+                        transaction_id=entry.transaction_id,
+                        address=address,
+                        message=f"row {address} (version {row.version}) is not what the "
+                        f"transaction at revision {row.revision} wrote",
+                    ),
+                )
+        collection, key = rows[-1].collection, rows[-1].key
+    return checked, not_covered, None

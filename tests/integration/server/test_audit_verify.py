@@ -1,0 +1,110 @@
+"""``GET /v1/audit/verify`` and ``feltdb audit verify`` against a real server: the
+maintenance loop seals, a reader of the audit verifies, a row edited behind the server's
+back is named, and only to the application whose transaction it is.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.cli import invoke
+from support.server import WORK_CAPABILITY, Server, serve, submission
+
+from feltdb import Subject, WorkloadStore
+from feltdb.auth.policy import AUDIT, READ, SUBMIT
+
+READER = {"subject": Subject.human("auditor"), "capabilities": [AUDIT]}
+SUBMITTER = {"subject": Subject.agent("a1"), "capabilities": [SUBMIT, WORK_CAPABILITY]}
+
+
+def submit(http: httpx.Client, server: Server, app: str, key: str) -> str:
+    """Submit a workload of ``app``; its id."""
+    headers = server.headers(app, **SUBMITTER)
+    answer = http.post("/v1/workloads", json=submission(key), headers=headers)
+    assert answer.status_code == 201, answer.text
+    workload_id: str = answer.json()["workload_id"]
+    return workload_id
+
+
+def test_a_reader_of_the_shared_server_verifies_its_chain(
+    server: Server, http: httpx.Client, app: str
+) -> None:
+    submit(http, server, app, "v1")
+    report = http.get("/v1/audit/verify", headers=server.headers(app, **READER))
+    assert report.status_code == 200, report.text
+    body = report.json()
+    assert body["ok"] is True and body["problem"] is None
+    assert body["head_revision"] > 0 and len(body["head_link"]) == 64
+    assert body["rows"] >= 1 and body["transactions"] >= body["sealed"] >= 1
+
+
+@pytest.mark.parametrize("anchor", ["1", "x:y", "1:" + "A" * 64, "0:" + "a" * 64, "1:" + "a" * 65])
+def test_a_malformed_anchor_is_refused(
+    server: Server, http: httpx.Client, app: str, anchor: str
+) -> None:
+    answer = http.get(
+        "/v1/audit/verify", params={"anchor": anchor}, headers=server.headers(app, **READER)
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "WORKLOAD_INVALID"
+
+
+def test_verify_needs_audit_read(server: Server, http: httpx.Client, app: str) -> None:
+    answer = http.get("/v1/audit/verify", headers=server.headers(app, capabilities=[READ]))
+    assert answer.status_code == 403, answer.text
+    assert http.get("/v1/audit/verify").status_code == 401
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[Server]:
+    """A server of its own (its store is tampered with), maintaining every 0.2 s."""
+    yield from serve(tmp_path, None, "--maintenance-interval", "0.2")
+
+
+def wait_sealed(target: str, revision: int) -> None:
+    deadline = time.monotonic() + 30
+    with WorkloadStore.open(target) as store:
+        while (head := store.db.chain_head()) is None or head.commit_revision < revision:
+            assert time.monotonic() < deadline, "the maintenance loop sealed nothing"
+            time.sleep(0.05)
+
+
+def test_an_edited_row_is_named_to_its_application_and_only_told_to_another(
+    own_server: Server,
+) -> None:
+    server = own_server
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        ours = submit(http, server, "ours", "ours")
+        submit(http, server, "theirs", "theirs")
+        with WorkloadStore.open(server.target) as store:
+            revision = store.db.current_revision()
+        wait_sealed(server.target, revision)  # by the maintenance loop, not by a verify
+        connection = sqlite3.connect(server.target)
+        connection.execute(
+            "UPDATE rows SET document = replace(document, 'ada@', 'eve@') WHERE key = ?",
+            (ours,),
+        )
+        connection.commit()
+        connection.close()
+        mine = http.get("/v1/audit/verify", headers=server.headers("ours", **READER)).json()
+        other = http.get("/v1/audit/verify", headers=server.headers("theirs", **READER)).json()
+    assert mine["ok"] is False
+    assert mine["problem"]["kind"] == "row_altered"
+    assert mine["problem"]["address"] == f"system_durable_work/{ours}"
+    assert mine["problem"]["transaction_id"].startswith("tx_")
+    assert other["ok"] is False
+    assert other["problem"]["kind"] == "row_altered"
+    assert other["problem"]["revision"] == mine["problem"]["revision"]
+    assert other["problem"]["address"] is None and other["problem"]["transaction_id"] is None
+    assert ours not in str(other)
+    # The command, through the server: exit 1, the problem named.
+    token = server.token("ours", **READER)
+    cli = invoke("audit", "verify", "--url", server.url, "--token", token)
+    assert cli.exit_code == 1, cli.output
+    assert "audit chain: FAILED" in cli.output
+    assert f"row: system_durable_work/{ours}" in cli.output

@@ -1,0 +1,373 @@
+"""The audit chain: a log edited, cut, reordered or extended behind the authority's back is
+found, and named by its first altered transaction, on both backends.
+
+Each tampering test commits real work through a store, seals, then edits the database with
+a raw connection of its own (sqlite3 or psycopg), as someone with access to the file or the
+server would, and verifies.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from support.factories import CAPABILITIES, make_request
+
+from feltdb import Completion, WorkloadError, WorkloadStore
+from feltdb.errors import ErrorCode
+from feltdb.storage.audit_chain import GENESIS, entry_digest, next_link, row_hash
+
+WORK = "system_durable_work"
+
+
+@pytest.fixture
+def target(new_target: Callable[..., str]) -> str:
+    return new_target()
+
+
+@pytest.fixture
+def store(target: str) -> Iterator[WorkloadStore]:
+    with WorkloadStore.open(target) as opened:
+        yield opened
+
+
+def drive(store: WorkloadStore, count: int = 4, *, prefix: str = "k") -> None:
+    """Admit ``count`` workloads one by one and two more in a batch, run half to success."""
+    for number in range(count):
+        store.admit(make_request(idempotency_key=f"{prefix}{number}"))
+    store.admit_many([make_request(idempotency_key=f"{prefix}b{n}") for n in range(2)])
+    for number in range(count // 2):
+        claim = store.claim_next("t", "app", "w1", CAPABILITIES, now=20)
+        assert claim is not None
+        c = claim
+        store.start(c.workload_id, c.claim_id, "w1", c.fencing_token, now=20)
+        result = f"r-{prefix}{number}"
+        store.complete(c.workload_id, c.claim_id, "w1", c.fencing_token, result, {}, now=21)
+
+
+def raw(target: str, statement: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    """Run one statement on the database behind the store, as a tamperer would."""
+    if target.startswith("postgresql"):
+        with psycopg.connect(target, autocommit=True) as connection:
+            cursor = connection.execute(statement.replace("?", "%s"), params)
+            return cursor.fetchall() if cursor.description else []
+    connection = sqlite3.connect(target, isolation_level=None)
+    try:
+        return connection.execute(statement, params).fetchall()
+    finally:
+        connection.close()
+
+
+def revisions(store: WorkloadStore) -> list[int]:
+    return [entry.commit_revision for entry in store.db.committed_transactions_after(0)]
+
+
+def test_an_untouched_store_verifies_and_every_entry_and_row_is_covered(
+    store: WorkloadStore,
+) -> None:
+    drive(store)
+    report = store.verify_audit()
+    logged = revisions(store)
+    assert report.ok and report.problem is None
+    assert report.transactions == report.sealed == len(logged)
+    assert report.rows == len(store.db.list_rows(WORK)) == 6
+    assert report.rows_not_covered == 0
+    assert report.head_revision == logged[-1]
+    assert store.seal_audit() == 0  # sealing again seals nothing
+    assert store.verify_audit() == report
+
+
+def test_the_chain_links_each_entry_to_the_one_before_from_genesis(
+    store: WorkloadStore,
+) -> None:
+    drive(store, 2)
+    store.seal_audit()
+    entries = store.db.chain_entries_after(0, 1000)
+    links = store.db.chain_links_between(0, entries[-1].commit_revision)
+    assert [link.commit_revision for link in links] == [e.commit_revision for e in entries]
+    previous_revision, previous_link = 0, GENESIS
+    for entry, link in zip(entries, links, strict=True):
+        assert link.previous_revision == previous_revision
+        assert link.digest == entry_digest(entry)
+        assert link.link == next_link(previous_link, entry.commit_revision, link.digest)
+        previous_revision, previous_link = entry.commit_revision, link.link
+
+
+def test_each_entry_logs_the_hash_of_every_row_it_wrote(store: WorkloadStore) -> None:
+    drive(store, 2)
+    for row in store.db.rows_after("", "", 1000):
+        entry = store.db.chain_entries_at([row.revision])[row.revision]
+        address = f"{row.collection}/{row.key}"
+        assert entry.row_hashes is not None
+        place = entry.keys.index(address)
+        assert entry.row_hashes[place] == row_hash(address, row.version, row.document)
+
+
+def sealed_entry(store: WorkloadStore, place: int = 2) -> tuple[int, str]:
+    """The revision and transaction id of a sealed entry of the middle of the log."""
+    store.seal_audit()
+    entry = store.db.committed_transactions_after(0)[place]
+    return entry.commit_revision, entry.transaction_id
+
+
+def test_an_edited_audit_record_is_named(store: WorkloadStore, target: str) -> None:
+    drive(store)
+    revision, transaction_id = sealed_entry(store)
+    raw(
+        target,
+        'UPDATE transactions SET audit = replace(audit, \'"tenant":"t"\', \'"tenant":"x"\') '
+        "WHERE commit_revision = ?",
+        (revision,),
+    )
+    report = store.verify_audit()
+    assert not report.ok and report.problem is not None
+    assert report.problem.kind == "altered"
+    assert (report.problem.revision, report.problem.transaction_id) == (revision, transaction_id)
+    assert f"revision {revision}" in report.problem.message
+
+
+def test_an_edited_key_list_is_named(store: WorkloadStore, target: str) -> None:
+    drive(store)
+    revision, _ = sealed_entry(store, 3)
+    if target.startswith("postgresql"):
+        raw(target, "UPDATE transactions SET keys = ARRAY['x/y'] WHERE commit_revision = ?",
+            (revision,))  # fmt: skip
+    else:
+        raw(target, "UPDATE transactions SET keys = 'not json' WHERE commit_revision = ?",
+            (revision,))  # fmt: skip
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.revision) == ("altered", revision)
+
+
+def test_a_deleted_entry_is_named(store: WorkloadStore, target: str) -> None:
+    drive(store)
+    revision, _ = sealed_entry(store)
+    raw(target, "DELETE FROM transactions WHERE commit_revision = ?", (revision,))
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.revision) == ("removed", revision)
+
+
+def test_an_entry_deleted_with_its_link_is_named_by_the_entry_after_it(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    revision, _ = sealed_entry(store)
+    after = revisions(store)[3]
+    for table in ("transactions", "audit_chain"):
+        raw(target, f"DELETE FROM {table} WHERE commit_revision = ?", (revision,))
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.revision) == ("removed", after)
+    assert f"at revision {revision}" in report.problem.message
+
+
+def test_two_entries_swapped_are_named_by_the_first(store: WorkloadStore, target: str) -> None:
+    drive(store)
+    store.seal_audit()
+    first, second = revisions(store)[1], revisions(store)[4]
+    # Swap their contents: every column but the revisions (SQLite checks base = revision - 1).
+    columns = "transaction_id, committed_at, operation_ids, keys, audit, row_hashes"
+    rows = {
+        r: raw(target, f"SELECT {columns} FROM transactions WHERE commit_revision = ?", (r,))[0]
+        for r in (first, second)
+    }
+    raw(target, "UPDATE transactions SET transaction_id = 'tmp' WHERE commit_revision = ?",
+        (first,))  # fmt: skip
+    for into, source in ((second, first), (first, second)):
+        assignments = ", ".join(f"{c.strip()} = ?" for c in columns.split(","))
+        raw(target, f"UPDATE transactions SET {assignments} WHERE commit_revision = ?",
+            (*rows[source], into))  # fmt: skip
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.revision) == ("altered", first)
+    assert "moved there from another revision" in report.problem.message
+
+
+def test_an_entry_inserted_below_the_sealed_head_is_named(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    store.seal_audit()
+    logged = revisions(store)
+    # A revision between two sealed ones: PostgreSQL's are sparse, SQLite's dense (make room
+    # by cutting the first entry out of the chain and the log, and logging a forged one).
+    if target.startswith("postgresql"):
+        forged = logged[0] + 1
+        raw(target, "INSERT INTO transactions VALUES (?, ?, 'tx_forged', 1.0, "
+            "ARRAY['op'], ARRAY['x/y'], NULL, NULL)", (forged, logged[0]))  # fmt: skip
+    else:
+        forged = logged[0]
+        raw(target, "DELETE FROM audit_chain WHERE commit_revision = ?", (forged,))
+        raw(target, "UPDATE transactions SET transaction_id = 'tx_forged' "
+            "WHERE commit_revision = ?", (forged,))  # fmt: skip
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.revision) == ("inserted", forged)
+
+
+def test_an_edited_link_is_named(store: WorkloadStore, target: str) -> None:
+    drive(store)
+    revision, _ = sealed_entry(store)
+    raw(target, "UPDATE audit_chain SET link = ? WHERE commit_revision = ?", ("0" * 64, revision))
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.revision) == ("chain_altered", revision)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE rows SET document = replace(document, '\"id\":1', '\"id\":2') WHERE key = ?",
+        "UPDATE rows SET version = version + 1 WHERE key = ?",
+    ],
+    ids=["document", "version"],
+)
+def test_an_edited_row_is_named_with_the_transaction_that_wrote_it(
+    store: WorkloadStore, target: str, edit: str
+) -> None:
+    drive(store)
+    store.seal_audit()
+    victim = store.db.list_rows(WORK)[0]
+    raw(target, edit, (victim.key,))
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert report.problem.kind == "row_altered"
+    assert report.problem.address == f"{WORK}/{victim.key}"
+    assert report.problem.revision == victim.revision
+    assert report.transactions == report.sealed  # the log itself verified
+
+
+def test_a_row_moved_to_another_revision_is_named(store: WorkloadStore, target: str) -> None:
+    drive(store)
+    store.seal_audit()
+    victim = store.db.list_rows(WORK)[-1]
+    other = revisions(store)[0]
+    assert other != victim.revision
+    raw(target, "UPDATE rows SET revision = ? WHERE key = ?", (other, victim.key))
+    report = store.verify_audit()
+    assert report.problem is not None
+    assert (report.problem.kind, report.problem.address) == ("row_unlogged", f"{WORK}/{victim.key}")
+
+
+def test_an_anchor_finds_a_log_cut_back_or_rewritten_with_new_hashes(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    noted = store.verify_audit()
+    anchor = (noted.head_revision, noted.head_link)
+    assert store.verify_audit(anchor=anchor).ok
+    # Cut the last entry, its link and the rows it wrote back to nothing: without the
+    # anchor the shorter chain is consistent; with it, the cut is found.
+    last = noted.head_revision
+    for table in ("transactions", "audit_chain", "rows"):
+        column = "revision" if table == "rows" else "commit_revision"
+        raw(target, f"DELETE FROM {table} WHERE {column} = ?", (last,))
+    assert store.verify_audit().ok
+    cut = store.verify_audit(anchor=anchor)
+    assert cut.problem is not None
+    assert (cut.problem.kind, cut.problem.revision) == ("anchor_mismatch", last)
+    # An entry rewritten and the whole chain sealed anew: only an anchor finds it.
+    drive(store, 2, prefix="later")
+    noted = store.verify_audit()
+    anchor = (noted.head_revision, noted.head_link)
+    raw(
+        target,
+        "UPDATE transactions SET audit = NULL WHERE commit_revision = ?",
+        (revisions(store)[0],),
+    )
+    raw(target, "DELETE FROM audit_chain")
+    assert store.verify_audit().ok
+    rewritten = store.verify_audit(anchor=anchor)
+    assert rewritten.problem is not None and rewritten.problem.kind == "anchor_mismatch"
+
+
+def test_entries_logged_without_row_hashes_are_counted_not_covered(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    raw(target, "UPDATE transactions SET row_hashes = NULL")  # as before the chain existed
+    report = store.verify_audit()
+    assert report.ok
+    assert report.rows_not_covered == report.rows == 6
+
+
+def test_an_application_reader_learns_only_the_kind_and_revision_of_another_ones_problem(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    revision, transaction_id = sealed_entry(store)
+    raw(target, "UPDATE transactions SET committed_at = 2.0 WHERE commit_revision = ?",
+        (revision,))  # fmt: skip
+    own = store.verify_audit("t", "app").problem
+    assert own is not None and own.transaction_id == transaction_id
+    other = store.verify_audit("t2", "app").problem
+    assert other is not None
+    assert (other.kind, other.revision, other.transaction_id) == ("altered", revision, None)
+    assert "another application" in other.message
+    with pytest.raises(WorkloadError) as refused:
+        store.verify_audit("", "app")
+    assert refused.value.code == ErrorCode.WORKLOAD_INVALID
+
+
+def test_concurrent_writers_and_sealers_make_one_chain_in_revision_order(
+    store: WorkloadStore, target: str
+) -> None:
+    writers_done = threading.Event()
+    errors: list[BaseException] = []
+
+    def write(number: int) -> None:
+        try:
+            with WorkloadStore.open(target) as own:
+                for n in range(15):
+                    own.admit(make_request(idempotency_key=f"w{number}-{n}"))
+                    batch = [make_request(idempotency_key=f"w{number}-{n}-{m}") for m in range(6)]
+                    own.admit_many(batch)
+        except BaseException as error:
+            errors.append(error)
+
+    def seal() -> None:
+        try:
+            with WorkloadStore.open(target) as own:
+                while not writers_done.is_set():
+                    own.seal_audit()
+        except BaseException as error:
+            errors.append(error)
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(3)]
+    sealers = [threading.Thread(target=seal) for _ in range(2)]
+    for thread in [*writers, *sealers]:
+        thread.start()
+    for thread in writers:
+        thread.join(timeout=120)
+    writers_done.set()
+    for thread in sealers:
+        thread.join(timeout=120)
+    assert not errors, errors
+    report = store.verify_audit()
+    logged = revisions(store)
+    assert report.ok, report.problem
+    assert report.transactions == report.sealed == len(logged) == 3 * 15 * 7
+    links = store.db.chain_links_between(0, logged[-1])
+    assert [link.commit_revision for link in links] == logged
+    assert [link.previous_revision for link in links] == [0, *logged[:-1]]
+
+
+def test_completions_in_a_batch_are_hashed_as_written(store: WorkloadStore) -> None:
+    store.admit_many([make_request(idempotency_key=f"c{n}") for n in range(6)])
+    claims = store.claim_many("t", "app", "w1", CAPABILITIES, 6, now=20, start=True)
+    answers = store.complete_many(
+        [
+            Completion(c.workload_id, c.claim_id, "w1", c.fencing_token, f"r{n}", {})
+            for n, c in enumerate(claims)
+        ],
+        now=21,
+    )
+    assert [type(answer).__name__ for answer in answers] == ["WorkloadResult"] * 6, answers
+    report = store.verify_audit()
+    assert report.ok and report.rows == 6 and report.rows_not_covered == 0
