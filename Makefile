@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-sqlite test-fast lint typecheck bench bench-quick clean
+.PHONY: run test test-sqlite test-fast soak lint typecheck bench bench-quick clean
 
 # On CI a missing PostgreSQL is installed (Debian's package) rather than reported.
 ifdef CI
@@ -41,6 +41,16 @@ test-sqlite: $(VENV)/.installed-dev
 ## test-fast: every test but the multi-process ones, on both backends
 test-fast: $(VENV)/.installed-dev
 	scripts/with-postgres $(BIN)/pytest -m "not multiprocess"
+
+## soak: the reliability suites (tests/reliability) at their long size, FELTDB_SOAK=1: 241
+## SIGKILLs per backend, the stateful model, races, faults, schemathesis and the security
+## soak; writes their figures to $(SOAK_FIGURES) and into docs/reliability.md. An hour or more.
+SOAK_FIGURES := tests/reliability/results/soak.jsonl
+soak: $(VENV)/.installed-dev
+	rm -f $(SOAK_FIGURES)
+	FELTDB_SOAK=1 FELTDB_FIGURES=$(abspath $(SOAK_FIGURES)) \
+		scripts/with-postgres $(BIN)/pytest tests/reliability -p no:cacheprovider
+	$(BIN)/python tests/reliability/report.py $(SOAK_FIGURES) docs/reliability.md
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples
