@@ -371,3 +371,63 @@ def test_completions_in_a_batch_are_hashed_as_written(store: WorkloadStore) -> N
     assert [type(answer).__name__ for answer in answers] == ["WorkloadResult"] * 6, answers
     report = store.verify_audit()
     assert report.ok and report.rows == 6 and report.rows_not_covered == 0
+
+
+# --- PostgreSQL: the horizon, and a database of schema 3 ---------------------------------
+
+
+def test_an_open_transaction_holds_back_the_seal_until_it_ends(
+    new_pg_url: Callable[..., str],
+) -> None:
+    url = new_pg_url()
+    with WorkloadStore.open(url) as store:
+        store.admit(make_request(idempotency_key="before"))
+        first = store.db.current_revision()
+        with psycopg.connect(url) as holder:  # a transaction begun, holding an older id
+            holder.execute("SELECT pg_current_xact_id()")
+            store.admit(make_request(idempotency_key="after"))
+            store.seal_audit()
+            head = store.db.chain_head()
+            assert head is not None and head.commit_revision == first
+            holder.rollback()
+        store.seal_audit()
+        head = store.db.chain_head()
+        assert head is not None and head.commit_revision == store.db.current_revision() > first
+        assert store.verify_audit().ok
+
+
+def test_a_database_of_schema_3_is_migrated_and_its_old_rows_counted_not_covered(
+    new_pg_url: Callable[..., str],
+) -> None:
+    from feltdb.storage.sql import load_migrations
+
+    url = new_pg_url("old", bare=True)
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(
+            "CREATE TABLE feltdb_schema_migrations (version integer PRIMARY KEY, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for migration in load_migrations("postgres")[:3]:
+            connection.execute(migration.script.encode(), prepare=False)
+            connection.execute(
+                "INSERT INTO feltdb_schema_migrations (version) VALUES (%s)", [migration.version]
+            )
+        # A commit as a schema-3 release logged it: the row, then its entry.
+        connection.execute(
+            "INSERT INTO rows (collection, key, version, revision, document) "
+            "SELECT 'system_other', 'k', 1, pg_current_xact_id()::text::bigint * 1024, '{}'"
+        )
+    with psycopg.connect(url, autocommit=True) as connection:
+        revision = connection.execute("SELECT revision FROM rows").fetchall()[0][0]
+        connection.execute(
+            "INSERT INTO transactions (commit_revision, base_revision, transaction_id, "
+            "committed_at, operation_ids, keys, audit) "
+            "VALUES (%s, 0, 'tx_old', 1.0, ARRAY['op'], ARRAY['system_other/k'], NULL)",
+            [revision],
+        )
+    with WorkloadStore.open(url) as store:  # migrates to schema 4
+        store.admit(make_request(idempotency_key="new"))
+        report = store.verify_audit()
+    assert report.ok, report.problem
+    assert report.transactions == report.sealed == 2
+    assert (report.rows, report.rows_not_covered) == (2, 1)
