@@ -154,7 +154,7 @@ def audit(  # noqa: D103
 def verify_audit(  # noqa: D103
     caller: Auth,
     store: Store,
-    anchor: Annotated[str | None, Query(max_length=84, pattern=ANCHOR.pattern)] = None,
+    anchor: Annotated[str | None, Query(max_length=84, pattern=f"^{ANCHOR.pattern}$")] = None,
 ) -> JSONResponse:
     grant = caller.grant
     authorize_audit(grant)
