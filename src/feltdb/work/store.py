@@ -1257,29 +1257,31 @@ class WorkloadStore:
         ``act`` re-decides on the committed version and answers whether it changed it.
         """
         acted: builtins.list[str] = []
-        done: set[str] = set()
-        skipped = 0
+        # Every key looked at, acted on or not. A row passed over may stay due (a stale
+        # index, a lost race) or leave (a race lost to a completion): so each read skips the
+        # keys already seen, not a count of them, and reads enough past them to find
+        # MAINTENANCE_BATCH new ones if there are that many.
+        seen: set[str] = set()
         while True:
             due = self.db.rows_due(
-                DURABLE_WORK_COLLECTION, column, now, limit=skipped + MAINTENANCE_BATCH
-            )[skipped:]
-            if not due:
+                DURABLE_WORK_COLLECTION, column, now, limit=len(seen) + MAINTENANCE_BATCH
+            )
+            fresh = [row for row in due if row.key not in seen]
+            if not fresh:
                 return acted
-            for row in due:
+            for row in fresh:
+                seen.add(row.key)
                 loaded = LoadedWorkload.of(workload_of(row), row.version)
-                if row.key in done or not act(loaded.workload):
-                    skipped += 1  # not due after all (the index was stale): page past it
-                    continue
+                if not act(loaded.workload):
+                    continue  # not due after all (the index was stale)
                 try:
                     self._commit(loaded, operation)
                 except StorageConflict:
                     # Another writer committed this workload first (in a race, its own
                     # recovery). Nothing of ours was committed; if it still needs acting
                     # on, the next pass sees it.
-                    skipped += 1
                     continue
                 acted.append(row.key)
-                done.add(row.key)
 
     def rebuild_indexes(self) -> int:
         """Recompute every workload's scheduling index from its committed document (after
