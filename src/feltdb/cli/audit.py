@@ -12,8 +12,10 @@ import typer
 from feltdb.auth.policy import AUDIT
 from feltdb.cli.render import audit_line, print_json, verify_lines
 from feltdb.cli.targets import Target, connected, targeted
+from feltdb.client.local import LocalClient
 from feltdb.client.protocol import AuditPage, WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.work.audit import anchor_of
 
 audit_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``audit`` group; the root adds it without a name (a top-level group)."""
@@ -129,7 +131,12 @@ def verify(anchor: AnchorOption = None, json_output: JsonOption = False, *, targ
     removed or reordered; exits 1 if there is one.
     """
     with connected(target, needs=(AUDIT,)) as client:
-        report = client.verify_audit(anchor=anchor)
+        if isinstance(client, LocalClient):
+            # The local operator holds the store itself: the whole report, unredacted.
+            noted = None if anchor is None else anchor_of(anchor)
+            report = client.store.verify_audit(anchor=noted)
+        else:
+            report = client.verify_audit(anchor=anchor)
     if json_output:
         print_json(report.model_dump(mode="json"))
     else:

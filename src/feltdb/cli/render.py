@@ -369,8 +369,12 @@ def verify_lines(report: ChainReport) -> list[str]:
         f"  transactions: {report.transactions:,} checked, {report.sealed:,} sealed",
         f"  rows: {report.rows:,} checked, {report.rows_not_covered:,} not covered "
         "(written before the chain existed)",
-        f"  head: {report.head_revision}:{report.head_link}",
+        f"  head: {report.head_revision}:{report.head_link}"
+        if report.head_revision
+        else "  head: none sealed yet",
     ]
+    if report.rows_pending:
+        lines.append(f"  rows pending: {report.rows_pending:,} (their transactions not final yet)")
     problem = report.problem
     if problem is not None:
         lines.append(f"  problem: {problem.kind} at revision {problem.revision}")

@@ -110,6 +110,9 @@ class ChainReport(BaseModel):
     """Rows checked against the entry that wrote them."""
     rows_not_covered: int
     """Rows written by an entry logged without row hashes (before the chain existed)."""
+    rows_pending: int = 0
+    """Rows written by an entry not final yet (above PostgreSQL's horizon), not checked:
+    a count that never falls to 0 while the store is idle is itself a sign of tampering."""
     head_revision: int
     """The revision of the last entry sealed (0: none); with ``head_link``, an anchor."""
     head_link: str
@@ -143,7 +146,10 @@ def entry_digest(entry: LogEntry) -> str:
 
 def next_link(previous_link: str, revision: int, digest: str) -> str:
     """The link of the entry at ``revision`` of ``digest``, after ``previous_link``."""
-    return hashlib.sha256(f"{previous_link}:{revision}:{digest}".encode("ascii")).hexdigest()
+    # utf-8 with surrogates passed: a link or digest edited to anything still hashes (and
+    # then fails its check), rather than raising.
+    text = f"{previous_link}:{revision}:{digest}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def seal(db: ChainLog, *, limit: int | None = None) -> int:
@@ -177,20 +183,22 @@ def verify(db: ChainLog, *, anchor: tuple[int, str] | None = None) -> ChainRepor
     still have that link there.
     """
     seal(db)
-    walk = _Walk(db)
+    walk = _Walk(db, anchor)
     problem = walk.log()
     if problem is None and anchor is not None:
         problem = walk.anchored(*anchor)
-    rows, not_covered, problem = (0, 0, problem) if problem is not None else _check_rows(db)
-    head = db.chain_head()
+    rows = not_covered = pending = 0
+    if problem is None:
+        rows, not_covered, pending, problem = _check_rows(db, walk.revision)
     return ChainReport(
         ok=problem is None,
         transactions=walk.entries,
         sealed=walk.sealed,
         rows=rows,
         rows_not_covered=not_covered,
-        head_revision=0 if head is None else head.commit_revision,
-        head_link=GENESIS if head is None else head.link,
+        rows_pending=pending,
+        head_revision=walk.sealed_revision,
+        head_link=walk.sealed_link,
         problem=problem,
     )
 
@@ -198,13 +206,19 @@ def verify(db: ChainLog, *, anchor: tuple[int, str] | None = None) -> ChainRepor
 class _Walk:
     """The log and the chain read side by side, in revision order, a page at a time."""
 
-    def __init__(self, db: ChainLog) -> None:
+    def __init__(self, db: ChainLog, anchor: tuple[int, str] | None) -> None:
         self.db = db
         self.entries = 0
         self.sealed = 0
         self.revision = 0
+        """The last entry walked."""
         self.link = GENESIS
-        self.links_seen: dict[int, str] = {}
+        self.sealed_revision = 0
+        """The last sealed entry walked, and its link: the head this walk checked."""
+        self.sealed_link = GENESIS
+        self.anchor_revision = None if anchor is None else anchor[0]
+        self.anchor_link: str | None = None
+        """The link walked at the anchor's revision (``None``: not reached)."""
         head = db.chain_head()
         self.head = 0 if head is None else head.commit_revision
 
@@ -257,7 +271,9 @@ class _Walk:
                 return problem
             self.link = link.link
             self.sealed += 1
-            self.links_seen[revision] = link.link
+            self.sealed_revision, self.sealed_link = revision, link.link
+            if revision == self.anchor_revision:
+                self.anchor_link = link.link
         self.entries += 1
         self.revision = revision
         return None
@@ -289,9 +305,9 @@ class _Walk:
 
     def anchored(self, revision: int, link: str) -> ChainProblem | None:
         """The problem, if any, with the anchor ``(revision, link)`` after the walk."""
-        if self.links_seen.get(revision) == link:
+        if self.anchor_link == link:
             return None
-        found = self.links_seen.get(revision)
+        found = self.anchor_link
         message = (
             f"the audit chain at revision {revision} is not the anchor's: the log was "
             "rewritten up to there"
@@ -306,31 +322,38 @@ def _entry_problem(kind: ProblemKind, entry: LogEntry, message: str) -> ChainPro
     return ChainProblem(
         kind=kind,
         revision=entry.commit_revision,
-        transaction_id=entry.transaction_id,
+        transaction_id=str(entry.transaction_id),
         message=message,
     )
 
 
-def _check_rows(db: ChainLog) -> tuple[int, int, ChainProblem | None]:
+def _check_rows(db: ChainLog, walked: int) -> tuple[int, int, int, ChainProblem | None]:
     """Check every row against the entry at its revision, a page at a time: the rows
-    checked, those not covered (their writer logged no row hashes), and the first problem.
+    checked, those not covered (their writer logged no row hashes), those pending (their
+    writer is above ``walked``, the last entry walked, and not final yet), and the first
+    problem. A row's writer is trusted only if the walk verified it: one at a revision the
+    walk did not reach must be a live transaction's, or the row is unlogged.
     """
-    checked = not_covered = 0
+    checked = not_covered = pending = 0
     collection = key = ""
     while rows := db.rows_after(collection, key, PAGE):
-        writers = db.chain_entries_at({row.revision for row in rows})
+        writers = db.chain_entries_at({row.revision for row in rows if 0 < row.revision})
         for row in rows:
             checked += 1
             address = f"{row.collection}/{row.key}"
-            entry = writers.get(row.revision)
+            entry = writers.get(row.revision) if 0 < row.revision else None
+            if entry is not None and row.revision > walked and address in entry.keys:
+                pending += 1  # logged by a transaction the walk could not see end
+                continue
             if entry is None or address not in entry.keys:
                 return (
                     checked,
                     not_covered,
+                    pending,
                     ChainProblem(
                         kind="row_unlogged",
                         revision=row.revision,
-                        transaction_id=None if entry is None else entry.transaction_id,
+                        transaction_id=None if entry is None else str(entry.transaction_id),
                         address=address,
                         message=f"row {address} names revision {row.revision}, whose "
                         "transaction did not write it",
@@ -345,14 +368,15 @@ def _check_rows(db: ChainLog) -> tuple[int, int, ChainProblem | None]:
                 return (
                     checked,
                     not_covered,
+                    pending,
                     ChainProblem(
                         kind="row_altered",
                         revision=row.revision,
-                        transaction_id=entry.transaction_id,
+                        transaction_id=str(entry.transaction_id),
                         address=address,
                         message=f"row {address} (version {row.version}) is not what the "
                         f"transaction at revision {row.revision} wrote",
                     ),
                 )
         collection, key = rows[-1].collection, rows[-1].key
-    return checked, not_covered, None
+    return checked, not_covered, pending, None

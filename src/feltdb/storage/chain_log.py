@@ -138,7 +138,7 @@ class ChainQueries:
     def rows_after(self, collection: str, key: str, limit: int) -> list[RawRow]:
         """See :meth:`ChainLog.rows_after`."""
         params = {"collection": collection, "key": key, "limit": limit}
-        return [RawRow(*row) for row in self._read("rows_after", params)]
+        return [_raw_row(*row) for row in self._read("rows_after", params)]
 
     def _read(self, name: str, params: Mapping[str, Any]) -> list[Any]:
         return self._dialect.read(self._queries[name], params)
@@ -163,8 +163,22 @@ class ChainQueries:
         # as a one-element list of its text, whose digest is no longer the sealed one.
         try:
             loaded = self._dialect.loaded_list(stored)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             return [f"unreadable: {stored!r}"]
         if not isinstance(loaded, list) or not all(isinstance(v, str) for v in loaded):
             return [f"unreadable: {stored!r}"]
         return loaded
+
+
+def _raw_row(collection: str, key: str, version: Any, revision: Any, document: Any) -> RawRow:
+    """A row as read; a column edited to another type (SQLite keeps any) is read as a
+    revision that names no entry (-1), or as the text of what it holds, so that the check
+    reports it instead of raising.
+    """
+    return RawRow(
+        collection,
+        key,
+        version if type(version) is int else -1,
+        revision if type(revision) is int else -1,
+        document if type(document) is str else repr(document),
+    )

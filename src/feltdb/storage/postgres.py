@@ -157,8 +157,8 @@ def _readable(connection: _Connection) -> bool:
 
 
 def configure_session(connection: _Connection) -> None:
-    """Set up a new pooled connection: an unquoted ``NULL`` in an array literal is NULL even
-    where a role or database turned ``array_nulls`` off (see ``array_writes.py``).
+    """Set up a new pooled connection whatever a role or database sets (see the query's
+    description: ``array_nulls`` on, ``extra_float_digits`` 3).
     """
     connection.execute(QUERIES["configure_session"])
 

@@ -139,8 +139,9 @@ def verification(
 
     The chain is one for every tenant, and so is its verdict. Given a tenant and an
     application, the first problem names its transaction and row, and says what it is,
-    only if that transaction's audit record is of this application; otherwise only its
-    kind and revision are told (a revision names no work).
+    only if it is this application's (a row's problem: the row's; a transaction's: its
+    audit record's); otherwise only its kind and revision are told (a revision names no
+    work). The counts are the store's, as the log's revisions already are.
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
@@ -150,7 +151,19 @@ def verification(
         application_id = inputs.identifier(application_id, "application_id")
     report = verify(db, anchor=anchor)
     problem = report.problem
-    if problem is None or tenant_id is None or _of(db, problem.revision, tenant_id, application_id):
+    if problem is None or tenant_id is None:
+        return report
+    if problem.address is not None:  # a row's problem is the row's application's
+        collection, _, key = problem.address.partition("/")
+        row = db.get_row(collection, key)
+        document = {} if row is None else row.document
+        ours = (document.get("tenant_id"), document.get("application_id")) == (
+            tenant_id,
+            application_id,
+        )
+    else:
+        ours = _of(db, problem.revision, tenant_id, application_id)
+    if ours:
         return report
     hidden = problem.model_copy(
         update={

@@ -431,3 +431,90 @@ def test_a_database_of_schema_3_is_migrated_and_its_old_rows_counted_not_covered
     assert report.ok, report.problem
     assert report.transactions == report.sealed == 2
     assert (report.rows, report.rows_not_covered) == (2, 1)
+
+
+def test_a_session_that_rounds_floats_reads_the_chain_as_sealed(
+    new_pg_url: Callable[..., str],
+) -> None:
+    # committed_at is hashed as read: a role or database with extra_float_digits=0 would
+    # read it rounded, and every entry would seem altered, but for the pool's own setting.
+    url = new_pg_url()
+    separator = "&" if "?" in url else "?"
+    rounding = f"{url}{separator}options=-c%20extra_float_digits%3D0"
+    with WorkloadStore.open(url) as store:
+        drive(store, 2)
+        assert store.verify_audit().ok
+    with WorkloadStore.open(rounding) as store:
+        report = store.verify_audit()
+    assert report.ok, report.problem
+
+
+def test_a_row_pointed_at_an_entry_the_walk_never_verified_is_unlogged(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    store.seal_audit()
+    victim = store.db.list_rows(WORK)[0]
+    # A forged entry outside the walk (SQLite: revision 0; PostgreSQL: far above every
+    # transaction id), claiming to have written the row as it is edited.
+    forged = 0 if not target.startswith("postgresql") else 2**60
+    edited = raw(target, "SELECT document FROM rows WHERE key = ?", (victim.key,))[0][0]
+    edited = edited.replace('"id":1', '"id":7')
+    address = f"{WORK}/{victim.key}"
+    hashes = [row_hash(address, victim.version, edited)]
+    if target.startswith("postgresql"):
+        raw(target, "INSERT INTO transactions VALUES (?, 0, 'tx_forged', 1.0, ARRAY['op'], "
+            "ARRAY[?], NULL, ?)", (forged, address, hashes))  # fmt: skip
+    else:
+        raw(target, "INSERT INTO transactions VALUES (?, -1, 'tx_forged', 1.0, '[\"op\"]', ?, "
+            "NULL, ?)", (forged, f'["{address}"]', f'["{hashes[0]}"]'))  # fmt: skip
+    raw(target, "UPDATE rows SET document = ?, revision = ? WHERE key = ?",
+        (edited, forged, victim.key))  # fmt: skip
+    report = store.verify_audit()
+    if target.startswith("postgresql"):
+        # Above every transaction id: not final, so pending, and said so.
+        assert report.ok and report.rows_pending == 1
+    else:
+        assert report.problem is not None
+        assert (report.problem.kind, report.problem.address) == ("row_unlogged", address)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE audit_chain SET digest = 'é' WHERE commit_revision = ?",
+        "UPDATE audit_chain SET link = 'é' WHERE commit_revision = ?",
+    ],
+    ids=["digest", "link"],
+)
+def test_a_link_edited_to_anything_is_reported_not_raised(
+    store: WorkloadStore, target: str, edit: str
+) -> None:
+    drive(store)
+    revision, _ = sealed_entry(store)
+    raw(target, edit, (revision,))
+    report = store.verify_audit()
+    assert report.problem is not None and report.problem.revision == revision
+    assert report.problem.kind in ("chain_altered", "altered")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE rows SET revision = 'x' WHERE key = ?",
+        "UPDATE rows SET revision = 1.5 WHERE key = ?",
+        "UPDATE rows SET version = 'x' WHERE key = ?",
+    ],
+)
+def test_a_sqlite_column_edited_to_another_type_is_reported_not_raised(
+    tmp_path: Any, edit: str
+) -> None:
+    target = str(tmp_path / "typed.db")
+    with WorkloadStore.open(target) as store:
+        drive(store, 2)
+        victim = store.db.list_rows(WORK)[0]
+        raw(target, edit, (victim.key,))
+        report = store.verify_audit()
+    assert report.problem is not None
+    assert report.problem.kind in ("row_unlogged", "row_altered")
+    assert report.problem.address == f"{WORK}/{victim.key}"

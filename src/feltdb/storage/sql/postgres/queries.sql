@@ -251,8 +251,8 @@ SELECT pg_notify('feltdb_wakeup', %(payload)s);
 LISTEN feltdb_wakeup;
 
 -- name: configure_session
--- description: run once on each new pooled connection: an unquoted NULL in an array literal is NULL, whatever a role or database sets (array_writes.py sends NULLs so)
-SET array_nulls TO on;
+-- description: run once on each new pooled connection, whatever a role or database sets: an unquoted NULL in an array literal is NULL (array_writes.py sends NULLs so), and a float is sent exactly (the audit chain hashes the log's committed_at as read)
+SELECT set_config('array_nulls', 'on', false), set_config('extra_float_digits', '3', false);
 
 -- name: insert_row_if_absent
 -- description: write a new row at version 1 unless the key exists (no result: it exists)
