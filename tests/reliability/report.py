@@ -20,8 +20,8 @@ END = "<!-- figures:end -->"
 
 ORDER = ["model", "crash", "races", "faults", "input", "security"]
 """The suites in the order of the issue; any other suite follows."""
-META = {"suite", "case", "backend", "soak", "at", "machine", "command"}
-"""Fields of a record that are not counts."""
+META = {"suite", "case", "backend", "soak", "at", "machine", "command", "seed"}
+"""Fields of a record that are not counts (a seed is in the figures file, to replay)."""
 
 
 def figures_table(records: list[dict[str, Any]]) -> list[str]:
@@ -32,6 +32,8 @@ def figures_table(records: list[dict[str, Any]]) -> list[str]:
         for name, value in record.items():
             if name in META:
                 continue
+            if isinstance(value, dict | list):
+                continue  # a breakdown (refusals by code, say): in the figures file only
             if isinstance(value, bool) or not isinstance(value, int | float):
                 row[name] = value
             elif name.endswith("_s"):  # a time: the longest
@@ -68,7 +70,7 @@ def section(records: list[dict[str, Any]]) -> str:
     lines = [
         BEGIN,
         "",
-        f"Measured by `make soak`{'' if soak else ' (partly at the bounded size)'}, "
+        f"Measured at the soak's size{'' if soak else ' (partly at the bounded size)'}, "
         f"{stamps[0]} to {stamps[-1]}, on {records[0]['machine']}; "
         f"{len(records)} records.",
     ]
