@@ -46,12 +46,12 @@ from the first remaining entry's predecessor link, as it starts from :data:`GENE
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from feltdb.storage.canonical import sha256_hex
 from feltdb.storage.chain_log import ChainLink, ChainLog, LogEntry
 
 __all__ = [
@@ -65,7 +65,7 @@ __all__ = [
     "verify",
 ]
 
-GENESIS = hashlib.sha256(b"feltdb audit chain 1").hexdigest()
+GENESIS = sha256_hex("feltdb audit chain 1")
 """The link before the first entry."""
 
 PAGE = 1000
@@ -125,7 +125,7 @@ def row_hash(address: str, version: int, document: str) -> str:
     The address is length-prefixed, so no two rows' fields run together alike.
     """
     text = f"{len(address)}:{address}:{version}:{document}"
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(text)
 
 
 def entry_digest(entry: LogEntry) -> str:
@@ -141,15 +141,15 @@ def entry_digest(entry: LogEntry) -> str:
         entry.row_hashes,
     ]
     text = json.dumps(fields, ensure_ascii=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    return sha256_hex(text)
 
 
 def next_link(previous_link: str, revision: int, digest: str) -> str:
     """The link of the entry at ``revision`` of ``digest``, after ``previous_link``."""
-    # utf-8 with surrogates passed: a link or digest edited to anything still hashes (and
-    # then fails its check), rather than raising.
+    # sha256_hex is total: a link or digest edited to anything still hashes (and then
+    # fails its check), rather than raising.
     text = f"{previous_link}:{revision}:{digest}"
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(text)
 
 
 def seal(db: ChainLog, *, limit: int | None = None) -> int:
