@@ -77,12 +77,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import event as hypothesis_event
@@ -473,8 +475,19 @@ class Tally:
     """Calls (and batch items) refused, each with the code predicted."""
 
 
-Opener = Callable[[int], tuple[WorkloadStore, str, Callable[[], None]]]
-"""Opens example ``n``'s store: the store, its tenant, and what closes it."""
+@dataclass
+class Example:
+    """What an example runs on, from the test's fixture."""
+
+    store: WorkloadStore
+    tenant: str
+    close: Callable[[], None]
+    settle: Callable[[], None]
+    """Return once the log shows every commit that has returned (see :func:`pg_settler`)."""
+
+
+Opener = Callable[[int], Example]
+"""Opens example ``n``'s store."""
 
 
 def grant_for(tenant: str) -> SignedGrant:
@@ -508,7 +521,9 @@ class WorkloadModel(RuleBasedStateMachine):
         super().__init__()
         tally = type(self).tally
         tally.examples += 1
-        self.store, self.tenant, self.closer = type(self).opener(tally.examples)
+        example = type(self).opener(tally.examples)
+        self.store, self.tenant, self.closer = example.store, example.tenant, example.close
+        self.settle = example.settle
         self.grant = grant_for(self.tenant)
         self.now = START
         self.workers: tuple[str, ...] = WORKERS[:1]
@@ -534,6 +549,7 @@ class WorkloadModel(RuleBasedStateMachine):
 
     def _commits(self) -> set[str]:
         """The model's workloads named by transactions logged since the last look."""
+        self.settle()
         logged = self.store.db.committed_transactions_after(self.revision)
         named: set[str] = set()
         for tx in logged:
@@ -1854,29 +1870,74 @@ EXAMPLES = scaled(30, 400)
 STEPS = scaled(120, 150)
 
 
+def pg_settler(url: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """``(settle, close)`` for the PostgreSQL database at ``url``. ``settle`` returns once
+    no transaction is open with an id below the newest that had ended (the snapshot's
+    xmax) when it was called, so once every commit that has returned is logged: the log shows
+    an entry only below every open transaction's id (feltdb/storage/postgres.py), so a
+    transaction open elsewhere (autovacuum's ANALYZE, on a server configured by default)
+    would hide a step's commits until a later step, which would be blamed for them.
+    """
+    connection = psycopg.connect(url, autocommit=True)
+    horizon = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+    def settle() -> None:
+        [(xmin, xmax)] = connection.execute(
+            "SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint "
+            "FROM pg_current_snapshot() AS s"
+        ).fetchall()
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        while xmin < xmax:
+            assert time.monotonic() < deadline, f"a transaction below {xmax} stays open"
+            time.sleep(0.005)
+            [(xmin,)] = connection.execute(horizon).fetchall()
+
+    return settle, connection.close
+
+
+SETTLE_TIMEOUT_S = 30.0
+
+
 @pytest.fixture
 def opener(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Opener]:
-    """Each example's store: a new SQLite file; on PostgreSQL, one database for the test
-    and a new tenant for each example (every read and claim is by tenant; the maintenance
-    passes see every tenant's work, and the model ignores what is not its own).
-    """
-    opened: list[WorkloadStore] = []
-    url = request.getfixturevalue("new_pg_url")("model") if backend == "postgres" else None
+    """Each example's store, empty: a new SQLite file, or a new PostgreSQL database
+    (cloned from the schema's template, dropped when the example ends).
 
-    def open_example(n: int) -> tuple[WorkloadStore, str, Callable[[], None]]:
-        store = WorkloadStore.open(url if url is not None else tmp_path / f"example-{n}.db")
-        opened.append(store)
+    Every example starts from nothing on both backends so that replaying an example
+    replays it exactly: with one database shared by the examples, each needed its own
+    tenant, so its workload ids, and with them every tie broken by id (which workload
+    ``claim_next`` takes), differed between a run and its replay, and Hypothesis could
+    not shrink a failure (``FlakyStrategyDefinition``).
+    """
+    open_closers: list[Callable[[], None]] = []
+    databases = request.getfixturevalue("pg_databases") if backend == "postgres" else None
+
+    def open_example(n: int) -> Example:
+        if databases is None:
+            store = WorkloadStore.open(tmp_path / f"{n}.db")
+            settle, end = (lambda: None), store.close
+        else:
+            database = databases.create(f"model_{n}")
+            url = databases.url_of(database)
+            store = WorkloadStore.open(url)
+            settle, stop_settler = pg_settler(url)
+
+            def end() -> None:
+                stop_settler()
+                store.close()
+                databases.drop(database)
 
         def close() -> None:
-            if store in opened:
-                opened.remove(store)
-                store.close()
+            if close in open_closers:
+                open_closers.remove(close)
+                end()
 
-        return store, f"t{n}" if url is not None else "t", close
+        open_closers.append(close)
+        return Example(store, "t", close, settle)
 
     yield open_example
-    for store in list(opened):
-        store.close()
+    for close in list(open_closers):
+        close()
 
 
 def test_random_operation_sequences_keep_every_invariant(backend: str, opener: Opener) -> None:
