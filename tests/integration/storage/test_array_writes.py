@@ -859,8 +859,9 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
         )
         connection.execute(
             "INSERT INTO transactions (commit_revision, base_revision, transaction_id, "
-            "committed_at, operation_ids, keys, audit) "
-            "SELECT r, r - 1, 'tx' || n, n, ARRAY['op' || n], ARRAY['work/w' || n], NULL "
+            "committed_at, operation_ids, keys, audit, row_hashes) "
+            "SELECT r, r - 1, 'tx' || n, n, ARRAY['op' || n], ARRAY['work/w' || n], NULL, "
+            "ARRAY[''] "
             "FROM generate_series(1, 4000) AS n, "
             "LATERAL (SELECT pg_current_xact_id()::text::bigint * 1024 + n AS r) AS revision"
         )

@@ -71,6 +71,14 @@ CREATE TABLE transactions (
     CHECK (base_revision = commit_revision - 1)
 );
 
+-- Every entry carries its rows' hashes: a process of an older release, open on a file
+-- being migrated, would log entries without them (migrations/0004_row_hashes_fence.sql).
+CREATE TRIGGER transactions_row_hashes_check BEFORE INSERT ON transactions
+WHEN NEW.row_hashes IS NULL
+BEGIN
+    SELECT RAISE(ABORT, 'a log entry without row hashes: written by a feltdb older than this file''s schema');
+END;
+
 -- The audit chain (feltdb/storage/audit_chain.py): one link per sealed log entry, in
 -- revision order. digest is the SHA-256 of the entry's content, link that of the previous
 -- link, the revision and the digest; previous_revision names the entry sealed before it.
@@ -83,4 +91,4 @@ CREATE TABLE audit_chain (
 );
 
 PRAGMA application_id = 0x66656C74;  -- "felt"
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
