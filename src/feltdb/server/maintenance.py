@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.work.store import WorkloadStore
 
 log = logging.getLogger("feltdb.server.maintenance")
@@ -75,11 +76,24 @@ class Maintenance:
         # stalls the loop nor runs it in a burst; the pass itself uses the wall clock, since
         # deadlines and leases are committed as unix seconds.
         next_at = time.monotonic()
+        outage = False
         while not self._stop.is_set():
             try:
                 self.run_once(self.clock())
+            except WorkloadError as error:
+                # The store unreachable is an outage, not a bug: said once (no traceback)
+                # when it starts and once when it ends, not every interval in between.
+                if error.code != ErrorCode.WORKLOAD_STORAGE_FAILURE:
+                    log.exception("maintenance pass failed; retrying next interval")
+                elif not outage:
+                    outage = True
+                    log.warning("maintenance paused: %s; retrying every interval", error)
             except Exception:
                 log.exception("maintenance pass failed; retrying next interval")
+            else:
+                if outage:
+                    outage = False
+                    log.warning("maintenance resumed: the store answers again")
             next_at += interval_s
             delay = next_at - time.monotonic()
             if delay < 0:  # a pass overran: start the next from now rather than catch up

@@ -3,6 +3,7 @@ it commits reaches the store's commit observers (the server's metrics and wake-u
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -10,6 +11,7 @@ from support.factories import CAPABILITIES, make_request
 
 from feltdb import WorkloadStore
 from feltdb.server.maintenance import Maintenance
+from feltdb.storage.base import storage_failure
 from feltdb.work.changes import Operation, WorkloadChange
 
 
@@ -17,6 +19,15 @@ from feltdb.work.changes import Operation, WorkloadChange
 def store(new_target):
     with WorkloadStore.open(new_target()) as opened:
         yield opened
+
+
+def run_until(maintenance: Maintenance, done: threading.Event) -> None:
+    """Run the timer every 10 ms until ``done`` is set (10 s at most), then stop it."""
+    maintenance.start(interval_s=0.01)
+    try:
+        assert done.wait(timeout=10)
+    finally:
+        maintenance.stop()
 
 
 def test_a_pass_recovers_expired_leases_and_times_out_late_work(store):
@@ -71,8 +82,52 @@ def test_a_failing_pass_does_not_stop_the_timer(store):
         return -1  # refused by the store: WORKLOAD_INVALID on every pass
 
     maintenance = Maintenance(store, clock=clock)
-    maintenance.start(interval_s=0.01)
-    try:
-        assert calls.wait(timeout=10)
-    finally:
-        maintenance.stop()
+    run_until(maintenance, calls)
+
+
+def test_an_unreachable_store_is_logged_once_without_a_traceback_and_its_return_once(store, caplog):
+    passes = 0
+    back = threading.Event()
+
+    def clock() -> int:
+        # Six passes in an outage, as the store reports one, then the store answers.
+        nonlocal passes
+        passes += 1
+        if passes <= 6:
+            raise storage_failure("PostgreSQL store x is unreachable: connection refused")
+        if passes >= 9:
+            back.set()
+        return 10
+
+    maintenance = Maintenance(store, clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="feltdb.server.maintenance"):
+        run_until(maintenance, back)
+    said = [(r.levelname, r.getMessage(), r.exc_info) for r in caplog.records]
+    assert said == [
+        (
+            "WARNING",
+            "maintenance paused: WORKLOAD_STORAGE_FAILURE: PostgreSQL store x is unreachable: "
+            "connection refused; retrying every interval",
+            None,
+        ),
+        ("WARNING", "maintenance resumed: the store answers again", None),
+    ]
+
+
+def test_a_closed_store_pauses_maintenance_with_one_warning(store, caplog):
+    store.close()  # every call now fails with WORKLOAD_STORAGE_FAILURE
+    calls = threading.Event()
+    count = 0
+
+    def clock() -> int:
+        nonlocal count
+        count += 1
+        if count >= 4:
+            calls.set()
+        return 10
+
+    maintenance = Maintenance(store, clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="feltdb.server.maintenance"):
+        run_until(maintenance, calls)
+    assert [(r.levelname, r.exc_info) for r in caplog.records] == [("WARNING", None)]
+    assert "WORKLOAD_STORAGE_FAILURE" in caplog.records[0].getMessage()
