@@ -1866,7 +1866,9 @@ class WorkloadModel(RuleBasedStateMachine):
 
 # --- the test -------------------------------------------------------------------------------
 
-EXAMPLES = scaled(30, 400)
+EXAMPLES = {"sqlite": scaled(30, 400), "postgres": scaled(15, 400)}
+"""Per backend: a PostgreSQL example costs about four SQLite ones (a database each, and a
+round trip a call); the bounded run keeps its share of ``make test`` small."""
 STEPS = scaled(120, 150)
 
 
@@ -1952,7 +1954,7 @@ def test_random_operation_sequences_keep_every_invariant(backend: str, opener: O
     run_state_machine_as_test(
         Bound,
         settings=settings(
-            max_examples=EXAMPLES,
+            max_examples=EXAMPLES[backend],
             stateful_step_count=STEPS,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

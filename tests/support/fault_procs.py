@@ -109,7 +109,7 @@ class RestartableServer:
         """The tracebacks of :meth:`tracebacks` that are defects (their exception is not a
         ``WORKLOAD_STORAGE_FAILURE``: an untranslated error, a crash), and how many others
         there were: a storage failure logged with its traceback by a loop that goes on
-        (the maintenance pass logs a failed pass so, and tries again next interval).
+        (the maintenance loop says an outage in one line without one, and is not counted).
         """
         tracebacks = self.tracebacks()
         defects = [
