@@ -13,8 +13,9 @@ not on the code:
 Decisions worth stating: ``WORKLOAD_SECRET_REJECTED`` is ``422`` (the request's content is
 refused, like any invalid input: resending it unchanged can never succeed);
 ``WORKLOAD_NOT_YET_ELIGIBLE`` is ``425 Too Early`` with ``Retry-After`` (seconds until the
-``eligible_at`` its details name); ``WORKLOAD_CONFLICT`` is ``409`` (another writer won:
-re-read and decide again).
+``eligible_at`` its details name); a refusal whose details hold ``retry_after_s`` (a busy
+audit verification's ``503``) says it in ``Retry-After`` too; ``WORKLOAD_CONFLICT`` is
+``409`` (another writer won: re-read and decide again).
 
 An unexpected exception is logged with its traceback on the server and answered ``500``
 with a generic body that reveals nothing of it.
@@ -131,6 +132,9 @@ _ERROR_HEADERS: dict[int, dict[str, Any]] = {
                                "schema": {"type": "string"}}},
     425: {"Retry-After": {"description": "Seconds until the work is eligible", "required": True,
                           "schema": {"type": "string"}}},
+    503: {"Retry-After": {"description": "Seconds after which to ask again, when known (a"
+                          " verification of the audit chain already running)",
+                          "required": False, "schema": {"type": "string"}}},
 }  # fmt: skip
 
 
@@ -160,17 +164,21 @@ def status_for(error: WorkloadError) -> int:
 
 
 def error_response(error: WorkloadError, now: int) -> JSONResponse:
-    """The answer to ``error``, with ``Retry-After`` for work that is not yet eligible and
-    ``WWW-Authenticate`` for a missing or undecodable token.
+    """The answer to ``error``, with ``Retry-After`` for work that is not yet eligible (or
+    details naming ``retry_after_s``) and ``WWW-Authenticate`` for a missing or undecodable
+    token.
     """
     status = status_for(error)
     headers: dict[str, str] = {}
     if status == 401:
         headers["WWW-Authenticate"] = "Bearer"
+    details = error.details or {}
     if error.code == ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE:
-        eligible_at = (error.details or {}).get("eligible_at")
+        eligible_at = details.get("eligible_at")
         wait = eligible_at - now if isinstance(eligible_at, int) else 1
         headers["Retry-After"] = str(max(1, wait))
+    elif isinstance(retry_after := details.get("retry_after_s"), int):
+        headers["Retry-After"] = str(max(1, retry_after))
     return JSONResponse(
         error_body(error.code, error.message, error.details), status_code=status, headers=headers
     )

@@ -6,6 +6,7 @@ back is named, and only to the application whose transaction it is.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,3 +109,42 @@ def test_an_edited_row_is_named_to_its_application_and_only_told_to_another(
     assert cli.exit_code == 1, cli.output
     assert "audit chain: FAILED" in cli.output
     assert f"row: system_durable_work/{ours}" in cli.output
+
+
+@pytest.fixture
+def unsealed_server(tmp_path: Path) -> Iterator[Server]:
+    """A server of its own whose maintenance loop does not run during the test, so the
+    log's entries stay unsealed until a verification seals them."""
+    yield from serve(tmp_path, None, "--maintenance-interval", "3600")
+
+
+def test_a_second_verification_meanwhile_is_answered_503_with_retry_after(
+    unsealed_server: Server,
+) -> None:
+    server = unsealed_server
+    headers = server.headers("app", **READER)
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        submit(http, server, "app", "v1")
+        # Another process holds the write lock, so the first verification waits in its
+        # seal (SQLite's busy timeout) while it holds the server's verification slot.
+        blocker = sqlite3.connect(server.target, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        first: list[httpx.Response] = []
+        thread = threading.Thread(target=lambda: first.append(http.get("/v1/audit/verify",
+                                  headers=headers)))  # fmt: skip
+        thread.start()
+        try:
+            deadline = time.monotonic() + 8  # within the 10 s busy timeout
+            while (second := http.get("/v1/audit/verify", headers=headers)).status_code == 200:
+                assert time.monotonic() < deadline, "the first verification never held the slot"
+                time.sleep(0.02)
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+            thread.join(30)
+    assert second.status_code == 503, second.text
+    assert second.json()["error"]["code"] == "WORKLOAD_STORAGE_FAILURE"
+    assert "already running" in second.json()["error"]["message"]
+    assert int(second.headers["Retry-After"]) >= 1
+    assert first[0].status_code == 200, first[0].text
+    assert first[0].json()["ok"] is True and first[0].json()["sealed"] >= 1

@@ -9,7 +9,9 @@ Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one
 operation's OpenAPI description; each route's ``summary`` says what it does.
 """
 
+import math
 import threading
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -40,6 +42,9 @@ MAX_AUDIT_PAGE = 500
 _VERIFYING = threading.Lock()
 """Held while a verification of the audit chain runs: one at a time in a process, since
 each reads the whole log."""
+_last_verification_s = [1.0]
+"""How long the last verification took: a request refused meanwhile is told to ask again
+after as long (``Retry-After``)."""
 
 router = APIRouter(prefix=PREFIX)
 
@@ -148,7 +153,8 @@ def audit(  # noqa: D103
         " fault found. The chain is every tenant's: a fault in another application's"
         " transaction is told by its kind and revision only. `anchor` (`REVISION:LINK`, an"
         " earlier answer's `head_revision` and `head_link`) must still be in the chain. One"
-        " verification runs at a time: another request meanwhile is answered 503."
+        " verification runs at a time: another request meanwhile is answered 503, with"
+        " `Retry-After` the seconds the last verification took."
     ),
 )
 def verify_audit(  # noqa: D103
@@ -163,9 +169,12 @@ def verify_audit(  # noqa: D103
         raise WorkloadError(
             ErrorCode.WORKLOAD_STORAGE_FAILURE,
             "a verification of the audit chain is already running; ask again when it ends",
+            {"retry_after_s": max(1, math.ceil(_last_verification_s[0]))},
         )
+    started = time.monotonic()
     try:
         report = store.verify_audit(grant.tenant_id, grant.application_id, anchor=noted)
     finally:
+        _last_verification_s[0] = time.monotonic() - started
         _VERIFYING.release()
     return JSONResponse(report.model_dump(mode="json"))
