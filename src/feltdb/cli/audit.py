@@ -11,7 +11,7 @@ import typer
 
 from feltdb.auth.policy import AUDIT
 from feltdb.cli.render import audit_line, print_json, verify_lines
-from feltdb.cli.targets import Target, connected, targeted
+from feltdb.cli.targets import Target, connected, targeted, within
 from feltdb.client.local import LocalClient
 from feltdb.client.protocol import AuditPage, WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
@@ -76,6 +76,7 @@ def audit(
     `feltdb audit verify` checks that none was altered, removed or reordered.
     """
     if context.invoked_subcommand is not None:
+        context.obj = target  # for `feltdb audit --db X verify`
         return
     with connected(target, needs=(AUDIT,)) as client:
         try:
@@ -124,13 +125,20 @@ def _print_page(page: AuditPage, json_output: bool) -> None:
 
 @audit_group.command()
 @targeted
-def verify(anchor: AnchorOption = None, json_output: JsonOption = False, *, target: Target) -> None:
+def verify(
+    context: typer.Context,
+    anchor: AnchorOption = None,
+    json_output: JsonOption = False,
+    *,
+    target: Target,
+) -> None:
     """Check the audit chain: seal the log's final transactions, then walk the whole log
     and check every row against the transaction that wrote it. Prints what was checked,
     the head to note (pass it back as --anchor later), and the first transaction altered,
     removed or reordered; exits 1 if there is one.
     """
-    with connected(target, needs=(AUDIT,)) as client:
+    group = context.obj if isinstance(context.obj, Target) else None
+    with connected(within(group, target), needs=(AUDIT,)) as client:
         if isinstance(client, LocalClient):
             # The local operator holds the store itself: the whole report, unredacted.
             noted = None if anchor is None else anchor_of(anchor)

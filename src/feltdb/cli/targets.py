@@ -22,7 +22,7 @@ import inspect
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 import typer
@@ -105,6 +105,21 @@ class Target:
 
 
 _DEFAULTS = Target()
+
+
+def within(group: Target | None, command: Target) -> Target:
+    """``command``'s target inside a group that takes the target options too (``feltdb
+    audit --db X verify``): each option the command line gave after the subcommand wins,
+    and the group's fill in those it did not give.
+    """
+    if group is None:
+        return command
+    given = {
+        name: getattr(command, name)
+        for name in _OPTIONS
+        if getattr(command, name) != getattr(_DEFAULTS, name)
+    }
+    return replace(group, **given)
 
 
 def targeted(command: Callable[..., None]) -> Callable[..., None]:

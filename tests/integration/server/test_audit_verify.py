@@ -5,6 +5,7 @@ back is named, and only to the application whose transaction it is.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.cli import invoke
+from support.factories import make_request
 from support.server import WORK_CAPABILITY, Server, serve, submission
 
 from feltdb import Subject, WorkloadStore
@@ -148,3 +150,28 @@ def test_a_second_verification_meanwhile_is_answered_503_with_retry_after(
     assert int(second.headers["Retry-After"]) >= 1
     assert first[0].status_code == 200, first[0].text
     assert first[0].json()["ok"] is True and first[0].json()["sealed"] >= 1
+
+
+def test_the_local_operator_verifies_a_store_file_with_either_order_of_options(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "local.db")
+    with WorkloadStore.open(path) as store:
+        admitted = store.create(make_request(idempotency_key="local"))
+    for args in (["audit", "verify", "--db", path], ["audit", "--db", path, "verify"]):
+        checked = invoke(*args)
+        assert checked.exit_code == 0, (args, checked.output)
+        assert checked.output.startswith("audit chain: ok"), checked.output
+        assert "transactions: 1 checked, 1 sealed" in checked.output
+    head = next(line for line in checked.output.splitlines() if "head:" in line)
+    anchor = head.split("head: ", 1)[1]
+    connection = sqlite3.connect(path)
+    connection.execute("UPDATE rows SET document = replace(document, '\"READY\"', '\"SUCCEEDED\"')")
+    connection.commit()
+    connection.close()
+    found = invoke("audit", "--db", path, "verify", "--anchor", anchor, "--json")
+    assert found.exit_code == 1, found.output
+    report = json.loads(found.output)
+    # The operator holds the file: the whole report, whichever application's row it is.
+    assert report["problem"]["kind"] == "row_altered"
+    assert report["problem"]["address"] == f"system_durable_work/{admitted.workload_id}"
