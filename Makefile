@@ -44,7 +44,8 @@ test-fast: $(VENV)/.installed-dev
 
 ## soak: the reliability suites (tests/reliability) at their long size, FELTDB_SOAK=1: 241
 ## SIGKILLs per backend, the stateful model, races, faults, schemathesis and the security
-## soak; writes their figures to $(SOAK_FIGURES) and into docs/reliability.md. An hour or more.
+## soak; writes their figures to $(SOAK_FIGURES) and into docs/reliability.md. About 30
+## minutes on 2 cores.
 SOAK_FIGURES := tests/reliability/results/soak.jsonl
 soak: $(VENV)/.installed-dev
 	rm -f $(SOAK_FIGURES)
