@@ -32,10 +32,10 @@ are asserted. Sizes are bounded in ``make test`` and long in ``make soak``
    under HTTP load (the worker SDK over :class:`~feltdb.client.Client`). Checked: refusals
    are ``WORKLOAD_STORAGE_FAILURE`` answered ``503`` (or a report whose lease the outage
    cost, run again by the authority's recovery), never a ``500``; the server's log holds
-   no traceback but of a storage failure (its maintenance pass logs a failed pass with
-   one, and tries again: counted as ``logged_storage_failures``); the server recovers by
-   itself. Not covered: a network partition (a peer that vanishes without closing the
-   socket), a server that refuses new connections.
+   no traceback but of a storage failure (counted as ``logged_storage_failures``; the
+   maintenance loop says an outage in a line without one, so the soak counts 0); the
+   server recovers by itself. Not covered: a network partition (a peer that vanishes
+   without closing the socket), a server that refuses new connections.
 3. ``pg-restart`` (PostgreSQL, a cluster of the test's own): ``pg_ctl restart -m fast``, and
    a crash (``stop -m immediate``, a second down, then start), under embedded load: stores
    opened on the database, worker-SDK workers over :class:`~feltdb.client.LocalClient`.

@@ -80,6 +80,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -1921,13 +1922,13 @@ def opener(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iter
         else:
             database = databases.create(f"model_{n}")
             url = databases.url_of(database)
-            store = WorkloadStore.open(url)
-            settle, stop_settler = pg_settler(url)
-
-            def end() -> None:
-                stop_settler()
-                store.close()
-                databases.drop(database)
+            with ExitStack() as undo:  # a failure below leaves no database behind
+                undo.callback(databases.drop, database)
+                store = WorkloadStore.open(url)
+                undo.callback(store.close)
+                settle, stop_settler = pg_settler(url)
+                undo.callback(stop_settler)
+                end = undo.pop_all().close  # then each is undone however the others end
 
         def close() -> None:
             if close in open_closers:

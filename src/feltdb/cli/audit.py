@@ -5,13 +5,22 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 
 from feltdb.auth.policy import AUDIT
 from feltdb.cli.render import audit_line, print_json, verify_lines
-from feltdb.cli.targets import Target, connected, targeted, within
+from feltdb.cli.targets import (
+    Target,
+    connected,
+    targeted,
+    typed,
+    typed_options,
+    usage_error,
+    within,
+)
 from feltdb.client.local import LocalClient
 from feltdb.client.protocol import AuditPage, WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
@@ -60,6 +69,14 @@ AnchorOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")]
 
 
+@dataclass(frozen=True)
+class _Given:
+    """What ``feltdb audit`` was given before its subcommand."""
+
+    target: Target
+    json_output: bool
+
+
 @audit_group.callback(invoke_without_command=True)
 @targeted
 def audit(
@@ -76,7 +93,11 @@ def audit(
     `feltdb audit verify` checks that none was altered, removed or reordered.
     """
     if context.invoked_subcommand is not None:
-        context.obj = target  # for `feltdb audit --db X verify`
+        listing = [f"--{name}" for name in ("since", "follow", "interval") if typed(context, name)]
+        if listing:
+            raise usage_error(f"{', '.join(listing)}: options of the listing, not of verify")
+        # For `feltdb audit --db X [--json] verify`: what the group was given reaches it.
+        context.obj = _Given(target, json_output)
         return
     with connected(target, needs=(AUDIT,)) as client:
         try:
@@ -137,8 +158,11 @@ def verify(
     the head to note (pass it back as --anchor later), and the first transaction altered,
     removed or reordered; exits 1 if there is one.
     """
-    group = context.obj if isinstance(context.obj, Target) else None
-    with connected(within(group, target), needs=(AUDIT,)) as client:
+    given = context.obj if isinstance(context.obj, _Given) else None
+    if given is not None:
+        target = within(given.target, target, typed_options(context))
+        json_output = json_output or given.json_output
+    with connected(target, needs=(AUDIT,)) as client:
         if isinstance(client, LocalClient):
             # The local operator holds the store itself: the whole report, unredacted.
             noted = None if anchor is None else anchor_of(anchor)

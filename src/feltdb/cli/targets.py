@@ -20,7 +20,7 @@ import functools
 import getpass
 import inspect
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Annotated, Any
@@ -107,18 +107,34 @@ class Target:
 _DEFAULTS = Target()
 
 
-def within(group: Target | None, command: Target) -> Target:
-    """``command``'s target inside a group that takes the target options too (``feltdb
-    audit --db X verify``): each option the command line gave after the subcommand wins,
-    and the group's fill in those it did not give.
+def typed(context: typer.Context, name: str) -> bool:
+    """Whether option ``name`` of ``context``'s command was typed on the command line (not
+    taken from the environment or its default).
+    """
+    source = context.get_parameter_source(name)
+    # By the source's name: typer vendors click, and its ParameterSource is not public.
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def typed_options(context: typer.Context) -> frozenset[str]:
+    """The target options typed on the command line of ``context``'s command."""
+    return frozenset(name for name in _OPTIONS if typed(context, name))
+
+
+def within(group: Target | None, command: Target, typed: Collection[str]) -> Target:
+    """The target of a subcommand of a group that takes the target options too (``feltdb
+    audit --db X verify``): the options ``typed`` after the subcommand win, and the group's
+    (typed, from the environment, or defaults) fill in the rest. Where to act is one
+    choice: ``--db`` after the subcommand drops the group's server, ``--url`` its store.
     """
     if group is None:
         return command
-    given = {
-        name: getattr(command, name)
-        for name in _OPTIONS
-        if getattr(command, name) != getattr(_DEFAULTS, name)
-    }
+    given = {name: getattr(command, name) for name in typed}
+    if "db" in given:
+        given.setdefault("url", None)
+        given.setdefault("token", None)
+    if "url" in given:
+        given.setdefault("db", None)
     return replace(group, **given)
 
 

@@ -76,26 +76,35 @@ class Maintenance:
         # stalls the loop nor runs it in a burst; the pass itself uses the wall clock, since
         # deadlines and leases are committed as unix seconds.
         next_at = time.monotonic()
-        outage = False
+        outage: str | None = None
         while not self._stop.is_set():
-            try:
-                self.run_once(self.clock())
-            except WorkloadError as error:
-                # The store unreachable is an outage, not a bug: said once (no traceback)
-                # when it starts and once when it ends, not every interval in between.
-                if error.code != ErrorCode.WORKLOAD_STORAGE_FAILURE:
-                    log.exception("maintenance pass failed; retrying next interval")
-                elif not outage:
-                    outage = True
-                    log.warning("maintenance paused: %s; retrying every interval", error)
-            except Exception:
-                log.exception("maintenance pass failed; retrying next interval")
-            else:
-                if outage:
-                    outage = False
-                    log.warning("maintenance resumed: the store answers again")
+            outage = self._timed_pass(outage)
             next_at += interval_s
             delay = next_at - time.monotonic()
             if delay < 0:  # a pass overran: start the next from now rather than catch up
                 next_at, delay = time.monotonic(), 0.0
             self._stop.wait(delay)
+
+    def _timed_pass(self, outage: str | None) -> str | None:
+        """Run one pass, and log how it went; returns the store's failure while it lasts
+        (``outage``: the one before this pass). A failing store is an outage, not a bug:
+        it is said when it starts and whenever its cause changes, not every interval, its
+        traceback only at DEBUG; and once when it ends. Any other error is logged with its
+        traceback.
+        """
+        try:
+            self.run_once(self.clock())
+        except WorkloadError as error:
+            if error.code != ErrorCode.WORKLOAD_STORAGE_FAILURE:
+                log.exception("maintenance pass failed; retrying next interval")
+                return outage
+            log.debug("maintenance pass failed", exc_info=True)
+            if str(error) != outage:
+                log.warning("maintenance paused: %s; retrying every interval", error)
+            return str(error)
+        except Exception:
+            log.exception("maintenance pass failed; retrying next interval")
+            return outage
+        if outage is not None:
+            log.info("maintenance resumed: the store answers again")
+        return None

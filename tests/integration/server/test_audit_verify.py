@@ -125,31 +125,37 @@ def test_a_second_verification_meanwhile_is_answered_503_with_retry_after(
 ) -> None:
     server = unsealed_server
     headers = server.headers("app", **READER)
+    answers: list[httpx.Response] = []
+    answered = threading.Event()
     with httpx.Client(base_url=server.url, timeout=30) as http:
         submit(http, server, "app", "v1")
-        # Another process holds the write lock, so the first verification waits in its
-        # seal (SQLite's busy timeout) while it holds the server's verification slot.
+
+        def verify() -> None:
+            answers.append(http.get("/v1/audit/verify", headers=headers))
+            answered.set()
+
+        # Another process holds the write lock, so whichever verification takes the
+        # server's slot waits in its seal (SQLite's busy timeout, 10 s), and the other,
+        # sent meanwhile, is refused at once. Either may be first to the slot.
         blocker = sqlite3.connect(server.target, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")
-        first: list[httpx.Response] = []
-        thread = threading.Thread(target=lambda: first.append(http.get("/v1/audit/verify",
-                                  headers=headers)))  # fmt: skip
-        thread.start()
+        both = [threading.Thread(target=verify) for _ in range(2)]
         try:
-            deadline = time.monotonic() + 8  # within the 10 s busy timeout
-            while (second := http.get("/v1/audit/verify", headers=headers)).status_code == 200:
-                assert time.monotonic() < deadline, "the first verification never held the slot"
-                time.sleep(0.02)
+            for thread in both:
+                thread.start()
+            assert answered.wait(8), "neither verification was answered while one waited"
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()
-            thread.join(30)
-    assert second.status_code == 503, second.text
-    assert second.json()["error"]["code"] == "WORKLOAD_STORAGE_FAILURE"
-    assert "already running" in second.json()["error"]["message"]
-    assert int(second.headers["Retry-After"]) >= 1
-    assert first[0].status_code == 200, first[0].text
-    assert first[0].json()["ok"] is True and first[0].json()["sealed"] >= 1
+            for thread in both:
+                thread.join(30)
+    done, refused = sorted(answers, key=lambda answer: answer.status_code)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "WORKLOAD_STORAGE_FAILURE"
+    assert "already running" in refused.json()["error"]["message"]
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert done.status_code == 200, done.text
+    assert done.json()["ok"] is True and done.json()["sealed"] >= 1
 
 
 def test_the_local_operator_verifies_a_store_file_with_either_order_of_options(
@@ -175,3 +181,28 @@ def test_the_local_operator_verifies_a_store_file_with_either_order_of_options(
     # The operator holds the file: the whole report, whichever application's row it is.
     assert report["problem"]["kind"] == "row_altered"
     assert report["problem"]["address"] == f"system_durable_work/{admitted.workload_id}"
+
+
+def test_options_typed_before_verify_beat_the_environment_and_after_it_beat_both(
+    server: Server, app: str, tmp_path: Path
+) -> None:
+    token = server.token(app, **READER)
+    nowhere = {"FELTDB_URL": "http://127.0.0.1:9", "FELTDB_TOKEN": "not-a-token"}
+    # Typed before the subcommand: the environment does not override them.
+    before = invoke("audit", "--url", server.url, "--token", token, "verify", env=nowhere)
+    assert before.exit_code == 0, before.output
+    assert before.output.startswith("audit chain: ok")
+    # A place typed after the subcommand replaces the group's: --url drops the --db.
+    missing = str(tmp_path / "missing.db")
+    after = invoke("audit", "--db", missing, "verify", "--url", server.url, "--token", token)
+    assert after.exit_code == 0, after.output
+    # The group's --json reaches verify; the listing's own options are refused there.
+    path = str(tmp_path / "local.db")
+    with WorkloadStore.open(path) as store:
+        store.create(make_request(idempotency_key="local"))
+    as_json = invoke("audit", "--db", path, "--json", "verify", env=nowhere)
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output)["ok"] is True
+    refused = invoke("audit", "--db", path, "--since", "3", "verify")
+    assert refused.exit_code == 2
+    assert "--since: options of the listing, not of verify" in refused.output

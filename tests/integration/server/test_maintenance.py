@@ -85,16 +85,26 @@ def test_a_failing_pass_does_not_stop_the_timer(store):
     run_until(maintenance, calls)
 
 
-def test_an_unreachable_store_is_logged_once_without_a_traceback_and_its_return_once(store, caplog):
+def said(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
+    """What the maintenance loop logged: (level, message, with a traceback) each."""
+    return [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+
+
+def test_an_outage_is_said_when_it_starts_and_its_cause_changes_and_once_when_it_ends(
+    store, caplog
+):
     passes = 0
     back = threading.Event()
+    refused = "PostgreSQL store x is unreachable: connection refused"
+    full = "PostgreSQL store x is unreachable: too many clients"
 
     def clock() -> int:
-        # Six passes in an outage, as the store reports one, then the store answers.
+        # Passes 1-6 fail as the store reports an outage (its cause changes at 4), then
+        # the store answers.
         nonlocal passes
         passes += 1
         if passes <= 6:
-            raise storage_failure("PostgreSQL store x is unreachable: connection refused")
+            raise storage_failure(refused if passes <= 3 else full)
         if passes >= 9:
             back.set()
         return 10
@@ -102,16 +112,25 @@ def test_an_unreachable_store_is_logged_once_without_a_traceback_and_its_return_
     maintenance = Maintenance(store, clock=clock)
     with caplog.at_level(logging.DEBUG, logger="feltdb.server.maintenance"):
         run_until(maintenance, back)
-    said = [(r.levelname, r.getMessage(), r.exc_info) for r in caplog.records]
-    assert said == [
+    logged = said(caplog)
+    above_debug = [entry for entry in logged if entry[0] != "DEBUG"]
+    assert above_debug == [
         (
             "WARNING",
-            "maintenance paused: WORKLOAD_STORAGE_FAILURE: PostgreSQL store x is unreachable: "
-            "connection refused; retrying every interval",
-            None,
+            f"maintenance paused: WORKLOAD_STORAGE_FAILURE: {refused}; retrying every interval",
+            False,
         ),
-        ("WARNING", "maintenance resumed: the store answers again", None),
+        (
+            "WARNING",
+            f"maintenance paused: WORKLOAD_STORAGE_FAILURE: {full}; retrying every interval",
+            False,
+        ),
+        ("INFO", "maintenance resumed: the store answers again", False),
     ]
+    # Each failed pass keeps its traceback, for whoever runs at DEBUG.
+    assert [entry for entry in logged if entry[0] == "DEBUG"] == [
+        ("DEBUG", "maintenance pass failed", True)
+    ] * 6
 
 
 def test_a_closed_store_pauses_maintenance_with_one_warning(store, caplog):
@@ -127,7 +146,8 @@ def test_a_closed_store_pauses_maintenance_with_one_warning(store, caplog):
         return 10
 
     maintenance = Maintenance(store, clock=clock)
-    with caplog.at_level(logging.DEBUG, logger="feltdb.server.maintenance"):
+    with caplog.at_level(logging.INFO, logger="feltdb.server.maintenance"):
         run_until(maintenance, calls)
-    assert [(r.levelname, r.exc_info) for r in caplog.records] == [("WARNING", None)]
-    assert "WORKLOAD_STORAGE_FAILURE" in caplog.records[0].getMessage()
+    [(level, message, traceback)] = said(caplog)
+    assert (level, traceback) == ("WARNING", False)
+    assert "WORKLOAD_STORAGE_FAILURE" in message

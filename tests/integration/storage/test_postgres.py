@@ -356,8 +356,8 @@ def test_an_older_release_s_writer_is_fenced_off_after_migration_3(url: str) -> 
     with admin(url) as connection, pytest.raises(psycopg.errors.CheckViolation) as raised:
         connection.execute(
             "INSERT INTO transactions (commit_revision, base_revision, transaction_id, "
-            "committed_at, operation_ids, keys) "
-            "SELECT pg_current_xact_id()::text::bigint, 0, 'tx_old', 0, '{}', '{}'"
+            "committed_at, operation_ids, keys, row_hashes) "
+            "SELECT pg_current_xact_id()::text::bigint, 0, 'tx_old', 0, '{}', '{}', '{}'"
         )
     assert "transactions_revision_scheme_check" in str(raised.value)
 

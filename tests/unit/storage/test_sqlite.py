@@ -177,7 +177,8 @@ def make_schema_1_store(path: Path) -> None:
 
 
 def schema_of(path: Path) -> dict[str, Any]:
-    """The columns of every table and every index's columns, as SQLite reports them."""
+    """The columns of every table, every index's columns, and every trigger's text, as
+    SQLite reports them."""
     connection = raw(path)
     try:
         indexes = connection.execute(
@@ -192,6 +193,9 @@ def schema_of(path: Path) -> dict[str, Any]:
                 name: connection.execute(f"PRAGMA index_xinfo({name})").fetchall()
                 for (name,) in indexes
             },
+            "triggers": connection.execute(
+                "SELECT name, tbl_name, sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY name"
+            ).fetchall(),
         }
     finally:
         connection.close()

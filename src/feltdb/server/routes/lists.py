@@ -44,7 +44,10 @@ _VERIFYING = threading.Lock()
 each reads the whole log."""
 _last_verification_s = [1.0]
 """How long the last verification took: a request refused meanwhile is told to ask again
-after as long (``Retry-After``)."""
+after as long (``Retry-After``), within 1 and :data:`MAX_RETRY_AFTER_S` seconds."""
+MAX_RETRY_AFTER_S = 60
+"""The longest ``Retry-After`` a busy verification answers: one stuck behind a lock, or
+slowed by a reader, must not tell every client to stay away for as long."""
 
 router = APIRouter(prefix=PREFIX)
 
@@ -154,7 +157,7 @@ def audit(  # noqa: D103
         " transaction is told by its kind and revision only. `anchor` (`REVISION:LINK`, an"
         " earlier answer's `head_revision` and `head_link`) must still be in the chain. One"
         " verification runs at a time: another request meanwhile is answered 503, with"
-        " `Retry-After` the seconds the last verification took."
+        " `Retry-After` the seconds the last verification took (1 to 60)."
     ),
 )
 def verify_audit(  # noqa: D103
@@ -169,7 +172,7 @@ def verify_audit(  # noqa: D103
         raise WorkloadError(
             ErrorCode.WORKLOAD_STORAGE_FAILURE,
             "a verification of the audit chain is already running; ask again when it ends",
-            {"retry_after_s": max(1, math.ceil(_last_verification_s[0]))},
+            {"retry_after_s": min(MAX_RETRY_AFTER_S, max(1, math.ceil(_last_verification_s[0])))},
         )
     started = time.monotonic()
     try:
