@@ -9,6 +9,7 @@ BIN := $(VENV)/bin
 # On CI a missing PostgreSQL is installed (Debian's package) rather than reported.
 ifdef CI
 export FELTDB_INSTALL_PG := 1
+export FELTDB_INSTALL_CHROMIUM := 1
 endif
 
 $(BIN)/python:
@@ -30,8 +31,10 @@ run: $(VENV)/.installed
 	BIN=$(BIN) scripts/run-sample
 
 ## test: install everything, lint, type-check, and run every test on SQLite and on a
-## throwaway PostgreSQL cluster (scripts/with-postgres starts it, and stops it at the end)
+## throwaway PostgreSQL cluster (scripts/with-postgres starts it, and stops it at the end),
+## the browser tests in Debian's Chromium (scripts/ensure-chromium; installed on CI)
 test: lint typecheck
+	scripts/ensure-chromium
 	scripts/with-postgres $(BIN)/pytest
 
 ## test-sqlite: every test that needs no PostgreSQL (the postgres-marked ones deselected)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 from psycopg import sql
+from support.ci import ON_CI
 
 import feltdb
 
@@ -29,7 +30,6 @@ PG_ADMIN_URL = os.environ.get("FELTDB_TEST_PG") or None
 environment, this variable included.
 """
 
-ON_CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 
 BACKENDS = ["sqlite", "postgres"]
 

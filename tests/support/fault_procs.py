@@ -19,12 +19,12 @@ import psycopg
 import pytest
 
 from feltdb.auth.tokens import Keyring
+from support.ci import ON_CI
 from support.pg_cluster import INSTALL_HINT, ClusterError, PostgresCluster, find_bin_dir
 from support.server import Server, free_port, serve_command, stop, wait_until_healthy
 
 STORAGE_FAILURE_LOGGED = "feltdb.errors.WorkloadError: WORKLOAD_STORAGE_FAILURE"
 """How a logged ``WorkloadError`` of ``WORKLOAD_STORAGE_FAILURE`` ends its traceback."""
-ON_CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 PG_CTL_TIMEOUT_S = 120
 
 

@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse, Response
 
 from feltdb import __version__
 from feltdb.auth.tokens import Keyring
+from feltdb.server.docs import add_docs
 from feltdb.server.errors import MAX_BODY_BYTES, BodyLimit, install_error_handlers
 from feltdb.server.maintenance import Maintenance
 from feltdb.server.metrics import Metrics, RequestMetrics
@@ -84,6 +85,8 @@ def create_app(
         title="feltdb",
         version=__version__,
         description=DESCRIPTION,
+        docs_url=None,  # served from local files instead (server/docs.py), not a CDN
+        redoc_url=None,
         lifespan=_lifespan(maintenance, wakeup, maintenance_interval_s, _hints(own, wakeup)),
     )
     app.state.server = ServerState(own, keyring, now, wakeup)
@@ -98,6 +101,7 @@ def create_app(
     app.include_router(build_router())
     declare_lease_cap(app, store.max_lease_ms)
     _add_probes(app, own, metrics)
+    add_docs(app)
     return app
 
 
