@@ -22,9 +22,11 @@ CHROMIUM = Path(os.environ.get("FELTDB_CHROMIUM") or "/usr/lib/chromium/chromium
 """Read at import: the test environment is stripped of ``FELTDB_*`` variables."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the session."""
+    """One headless Chromium for a test module. Not for the session: while it runs,
+    Playwright's sync API keeps an asyncio loop running in the main thread, and every later
+    test that calls ``asyncio.run`` would fail."""
     if not os.access(CHROMIUM, os.X_OK):
         message = f"no Chromium at {CHROMIUM}: sudo apt-get install chromium (or FELTDB_CHROMIUM)"
         if ON_CI:
