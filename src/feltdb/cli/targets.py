@@ -121,15 +121,13 @@ def typed_options(context: typer.Context) -> frozenset[str]:
     return frozenset(name for name in _OPTIONS if typed(context, name))
 
 
-def within(group: Target | None, command: Target, typed: Collection[str]) -> Target:
+def within(group: Target, command: Target, typed_after: Collection[str]) -> Target:
     """The target of a subcommand of a group that takes the target options too (``feltdb
-    audit --db X verify``): the options ``typed`` after the subcommand win, and the group's
+    audit --db X verify``): the options ``typed_after`` the subcommand win, and the group's
     (typed, from the environment, or defaults) fill in the rest. Where to act is one
     choice: ``--db`` after the subcommand drops the group's server, ``--url`` its store.
     """
-    if group is None:
-        return command
-    given = {name: getattr(command, name) for name in typed}
+    given = {name: getattr(command, name) for name in typed_after}
     if "db" in given:
         given.setdefault("url", None)
         given.setdefault("token", None)

@@ -30,6 +30,22 @@ def run_until(maintenance: Maintenance, done: threading.Event) -> None:
         maintenance.stop()
 
 
+def run_passes(store: WorkloadStore, passes: int, *, now: int) -> None:
+    """Run the timer over ``store`` until its clock, answering ``now``, has been read for
+    ``passes`` passes."""
+    done = threading.Event()
+    count = 0
+
+    def clock() -> int:
+        nonlocal count
+        count += 1
+        if count >= passes:
+            done.set()
+        return now
+
+    run_until(Maintenance(store, clock=clock), done)
+
+
 def test_a_pass_recovers_expired_leases_and_times_out_late_work(store):
     held = store.create(make_request(idempotency_key="held"))
     store.claim(held.workload_id, "w1", CAPABILITIES, now=100, lease_ms=1000)
@@ -71,18 +87,7 @@ def test_the_timer_runs_passes_until_stopped(store):
 
 
 def test_a_failing_pass_does_not_stop_the_timer(store):
-    calls = threading.Event()
-    count = 0
-
-    def clock() -> int:
-        nonlocal count
-        count += 1
-        if count >= 3:
-            calls.set()
-        return -1  # refused by the store: WORKLOAD_INVALID on every pass
-
-    maintenance = Maintenance(store, clock=clock)
-    run_until(maintenance, calls)
+    run_passes(store, 3, now=-1)  # refused by the store: WORKLOAD_INVALID on every pass
 
 
 def said(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
@@ -135,19 +140,8 @@ def test_an_outage_is_said_when_it_starts_and_its_cause_changes_and_once_when_it
 
 def test_a_closed_store_pauses_maintenance_with_one_warning(store, caplog):
     store.close()  # every call now fails with WORKLOAD_STORAGE_FAILURE
-    calls = threading.Event()
-    count = 0
-
-    def clock() -> int:
-        nonlocal count
-        count += 1
-        if count >= 4:
-            calls.set()
-        return 10
-
-    maintenance = Maintenance(store, clock=clock)
     with caplog.at_level(logging.INFO, logger="feltdb.server.maintenance"):
-        run_until(maintenance, calls)
+        run_passes(store, 4, now=10)
     [(level, message, traceback)] = said(caplog)
     assert (level, traceback) == ("WARNING", False)
     assert "WORKLOAD_STORAGE_FAILURE" in message
