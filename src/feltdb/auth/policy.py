@@ -249,7 +249,10 @@ def authorize_worker(grant: Grant, workload_id: str) -> str:
     return worker_name(grant.subject)
 
 
-def _allows(grant: Grant, capability: str, workload_id: str) -> bool:
+def allows(grant: Grant, capability: str, workload_id: str) -> bool:
+    """Whether :func:`authorize_workload` lets ``grant`` use ``capability`` on
+    ``workload_id`` (what a page offers; the action is authorized again when taken).
+    """
     try:
         authorize_workload(grant, capability, workload_id)
     except WorkloadError:
@@ -269,16 +272,16 @@ def may_read(grant: Grant, workload: Workload) -> bool:
     ):
         return False
     workload_id = workload.workload_id
-    if _allows(grant, READ, workload_id):
+    if allows(grant, READ, workload_id):
         return True
     claim = workload.current_claim
     if (
         claim is not None
         and claim.worker_id == worker_name(grant.subject)
-        and _allows(grant, CLAIM, workload_id)
+        and allows(grant, CLAIM, workload_id)
     ):
         return True
-    return workload.approval is not None and _allows(grant, APPROVE, workload_id)
+    return workload.approval is not None and allows(grant, APPROVE, workload_id)
 
 
 def authorize_read(grant: Grant, workload_id: str, workload: Workload | None) -> None:
@@ -298,6 +301,26 @@ def authorize_read(grant: Grant, workload_id: str, workload: Workload | None) ->
     except WorkloadError:
         if workload is None or not may_read(grant, workload):
             raise
+
+
+def allows_application(grant: Grant, capability: str) -> bool:
+    """Whether :func:`authorize_application` lets ``grant`` use ``capability`` on all of
+    its application's work (a list a page offers).
+    """
+    try:
+        authorize_application(grant, capability)
+    except WorkloadError:
+        return False
+    return True
+
+
+def allows_audit(grant: Grant) -> bool:
+    """Whether :func:`authorize_audit` lets ``grant`` read its application's audit."""
+    try:
+        authorize_audit(grant)
+    except WorkloadError:
+        return False
+    return True
 
 
 def authorize_audit(grant: Grant) -> None:

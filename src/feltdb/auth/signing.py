@@ -13,6 +13,10 @@ for the other:
 Canonical JSON of a grant always begins with ``{``, and :data:`TOKEN_DOMAIN` does not, so
 no grant's evidence signature is any grant's token signature: a snapshot read from a
 workload, the audit feed or the database itself can never be replayed as a token.
+
+The dashboard's cookies, forms and sign-in links are signed too (:meth:`GrantSigner.mac`),
+each in a domain of its own (:data:`MAC_DOMAINS`), none of which is the token's or begins
+with ``{``: none of those signatures is a token's or evidence's, nor any other's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,15 @@ from feltdb.storage.canonical import canonical_json
 
 TOKEN_DOMAIN = b"feltdb bearer token v2\x00"
 """What a token signature covers before the grant: it separates tokens from evidence."""
+
+SESSION_DOMAIN = b"feltdb dashboard session v1\x00"
+"""What a dashboard session cookie's signature covers before the session id."""
+CSRF_DOMAIN = b"feltdb dashboard form v1\x00"
+"""What a dashboard form's CSRF token covers before the session (or sign-in) it is bound to."""
+LOGIN_DOMAIN = b"feltdb dashboard sign-in link v1\x00"
+"""What a one-time sign-in link's signature covers before its ticket."""
+MAC_DOMAINS = frozenset({SESSION_DOMAIN, CSRF_DOMAIN, LOGIN_DOMAIN})
+"""The domains :meth:`GrantSigner.mac` signs in; never :data:`TOKEN_DOMAIN`."""
 
 MIN_SECRET_BYTES = 16
 """Shorter HMAC keys are refused: a guessable key makes every grant forgeable."""
@@ -57,6 +70,17 @@ class GrantSigner:
         text = canonical_json(grant.model_dump(mode="json"))
         payload = domain + text.encode("utf-8", "surrogatepass")
         return hmac.new(self._secret, payload, hashlib.sha256).hexdigest()
+
+    def mac(self, domain: bytes, payload: bytes) -> str:
+        """The hex HMAC-SHA256 of ``domain`` then ``payload``, ``domain`` one of
+        :data:`MAC_DOMAINS`.
+
+        Raises:
+            ValueError: another domain (the token's above all).
+        """
+        if domain not in MAC_DOMAINS:
+            raise ValueError("not a dashboard signing domain")
+        return hmac.new(self._secret, domain + payload, hashlib.sha256).hexdigest()
 
     def sign(self, grant: Grant) -> SignedGrant:
         """Sign ``grant`` as evidence (an authorization snapshot): the signature covers

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hmac
 import json
 import os
 import re
@@ -274,6 +275,20 @@ class Keyring:
         if signer is None:
             raise _unauthorized("grant was signed by a key this keyring does not hold")
         return signer.sign(grant)
+
+    def mac(self, domain: bytes, payload: bytes) -> tuple[str, str]:
+        """``(key id, signature)``: the active key's :meth:`GrantSigner.mac` of ``payload``."""
+        return self._active, self._signers[self._active].mac(domain, payload)
+
+    def mac_matches(self, domain: bytes, payload: bytes, key_id: str, signature: str) -> bool:
+        """Whether ``signature`` is key ``key_id``'s :meth:`GrantSigner.mac` of ``payload``
+        (``False`` for a key this keyring lacks); compared in constant time.
+        """
+        signer = self._signers.get(key_id)
+        if signer is None:
+            return False
+        expected = signer.mac(domain, payload).encode("ascii")
+        return hmac.compare_digest(signature.encode("utf-8", "surrogatepass"), expected)
 
     def verify(self, token: str, now: int) -> Grant:
         """Decode ``token`` and return its grant if a key of this keyring signed it, it is

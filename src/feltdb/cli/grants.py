@@ -16,6 +16,7 @@ import typer
 
 from feltdb.auth import Grant, GrantConstraints, Keyring, ResourceScope, ResourceScopeKind
 from feltdb.auth.policy import ALL_CAPABILITIES, REVOKE
+from feltdb.auth.sessions import TICKET_LIFETIME_S, issue_ticket
 from feltdb.cli.parsing import parse_subject
 from feltdb.cli.render import print_json, stdout_console, when
 from feltdb.cli.targets import JsonOption, Target, connected, targeted
@@ -113,6 +114,19 @@ DefinitionOption = Annotated[
 ]
 
 
+LoginOption = Annotated[
+    bool,
+    typer.Option(
+        "--login",
+        help="Print a one-time link that signs a browser in to the dashboard with this "
+        "grant, instead of a token. The link works once, within 10 minutes.",
+    ),
+]
+ServerOption = Annotated[
+    str, typer.Option("--server", help="The server the --login link points at.")
+]
+
+
 @grant_app.command("issue")
 def grant_issue(
     subject: SubjectOption = None,
@@ -126,9 +140,11 @@ def grant_issue(
     issuer: IssuerOption = "service:feltdb-cli",
     environment: EnvironmentOption = None,
     definition: DefinitionOption = None,
+    login: LoginOption = False,
+    server: ServerOption = "http://127.0.0.1:8700",
 ) -> None:
     """Mint a signed grant and print it as a bearer token on stdout (its grant id, to revoke
-    it by, on stderr).
+    it by, on stderr); with --login, a one-time sign-in link to the dashboard instead.
     """
     try:
         ring = Keyring.load(keyring)
@@ -167,8 +183,25 @@ def grant_issue(
         issued_at=now,
         expires_at=now + (lifetime if lifetime is not None else (86400 if admin else 3600)),
     )
-    typer.echo(ring.sign(grant))
-    typer.echo(f"grant {grant.id} (revoke it with: feltdb grant revoke {grant.id})", err=True)
+    _print_issued(ring, grant, server if login else None)
+
+
+def _print_issued(ring: Keyring, grant: Grant, login_server: str | None) -> None:
+    """Print ``grant`` signed: as a bearer token, or (given the server the dashboard is
+    at) as a one-time sign-in link; its id, to revoke it by, on stderr.
+    """
+    revoke = f"revoke it with: feltdb grant revoke {grant.id}"
+    if login_server is None:
+        typer.echo(ring.sign(grant))
+        typer.echo(f"grant {grant.id} ({revoke})", err=True)
+        return
+    ticket = issue_ticket(ring, grant, grant.issued_at)
+    typer.echo(f"{login_server.rstrip('/')}/ui/login#ticket={ticket}")
+    typer.echo(
+        f"a sign-in link for grant {grant.id}: it works once, within "
+        f"{TICKET_LIFETIME_S // 60} minutes ({revoke})",
+        err=True,
+    )
 
 
 @grant_app.command("revoke")

@@ -107,6 +107,8 @@ def serve(
         ring = _server_keyring(db, keyring, say)
         api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
         say(f"feltdb serving {db} at http://{host}:{port}")
+        say(f"dashboard at http://{host}:{port}/ui/ (sign in with a token, or a link from")
+        say(f"  feltdb grant issue --admin --login --server http://{host}:{port})")
         uvicorn.Server(
             uvicorn.Config(
                 api,

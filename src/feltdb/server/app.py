@@ -37,6 +37,7 @@ from feltdb.server.maintenance import Maintenance
 from feltdb.server.metrics import Metrics, RequestMetrics
 from feltdb.server.openapi import declare_lease_cap
 from feltdb.server.routes import ServerState, build_router
+from feltdb.server.ui import add_ui
 from feltdb.server.wakeup import Wakeup
 from feltdb.work.store import WorkloadStore
 
@@ -102,6 +103,7 @@ def create_app(
     declare_lease_cap(app, store.max_lease_ms)
     _add_probes(app, own, metrics)
     add_docs(app)
+    add_ui(app)
     return app
 
 

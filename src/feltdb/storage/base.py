@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.canonical import json_object
 from feltdb.storage.chain_log import ChainLog
+from feltdb.storage.counts import IndexCounts
 from feltdb.storage.wakeups import Wakeups
 
 VERSION_FIELD = "__version"
@@ -206,7 +207,7 @@ class PlannedCommit:
     audit: Mapping[str, Any] | None = None
 
 
-class Database(ChainLog, Protocol):
+class Database(ChainLog, IndexCounts, Protocol):
     """The operations the work layer needs from a backend. Safe to share between threads."""
 
     target: str
@@ -327,20 +328,6 @@ class Database(ChainLog, Protocol):
         """Rows whose index ``result_id`` equals ``result_id``."""
         ...
 
-    def count_by_state(self, collection: str) -> dict[str, int]:
-        """How many rows of ``collection`` are in each index ``state`` (rows without one
-        are not counted; a state with no rows is absent), in one query that reads the
-        ``state`` index column, never the documents.
-        """
-        ...
-
-    def oldest_by_definition(self, collection: str, state: str) -> dict[str, tuple[int, int]]:
-        """Per index ``definition_id``, how many rows of ``collection`` are in ``state``
-        and the oldest ``created_at`` among them, oldest first; from the index columns,
-        never the documents.
-        """
-        ...
-
     def current_revision(self) -> int:
         """The greatest revision readable from the log (0 before any commit):
         ``committed_transactions_after(current_revision())`` is empty.
@@ -411,6 +398,12 @@ class Database(ChainLog, Protocol):
         self, revision: int, limit: int | None = None
     ) -> list[CommittedTransaction]:
         """Logged transactions with ``commit_revision > revision``, oldest first."""
+        ...
+
+    def committed_transactions_before(
+        self, revision: int, limit: int
+    ) -> list[CommittedTransaction]:
+        """At most ``limit`` logged transactions below ``revision``, newest first."""
         ...
 
     def close(self) -> None:

@@ -164,6 +164,23 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         fetched = self._dialect.read(self._queries["oldest_by_definition"], params)
         return {str(d): (int(count), int(oldest)) for d, count, oldest in fetched}
 
+    def count_in_application(
+        self, collection: str, tenant_id: str, application_id: str
+    ) -> dict[tuple[str, str], tuple[int, int]]:
+        """See :meth:`Database.count_in_application` (one ``GROUP BY`` over one index
+        range of the application).
+        """
+        params = {
+            "collection": collection,
+            "tenant_id": tenant_id,
+            "application_id": application_id,
+        }
+        fetched = self._dialect.read(self._queries["count_in_application"], params)
+        return {
+            (str(state), str(definition)): (int(count), int(oldest))
+            for state, definition, count, oldest in fetched
+        }
+
     def current_revision(self) -> int:
         """See :meth:`Database.current_revision`."""
         revision: int = self._dialect.read(self._queries["current_revision"], {})[0][0]
@@ -176,7 +193,19 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         (``None``: all).
         """
         params = {"revision": revision, "limit": self._limit(limit)}
-        fetched = self._dialect.read(self._queries["transactions_after"], params)
+        return self._logged("transactions_after", params)
+
+    def committed_transactions_before(
+        self, revision: int, limit: int
+    ) -> list[CommittedTransaction]:
+        """See :meth:`Database.committed_transactions_before`."""
+        if limit <= 0:
+            return []
+        return self._logged("transactions_before", {"revision": revision, "limit": limit})
+
+    def _logged(self, query: str, params: dict[str, Any]) -> list[CommittedTransaction]:
+        """The log entries the named ``query`` selects, in its order."""
+        fetched = self._dialect.read(self._queries[query], params)
         loaded = self._dialect.loaded_list
         return [
             logged_transaction(done, base, tx, at, loaded(ops), loaded(keys), audit)

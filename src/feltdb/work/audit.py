@@ -108,6 +108,53 @@ def audit_after(
     return found, cursor
 
 
+def audit_before(
+    db: Database,
+    tenant_id: str,
+    application_id: str,
+    before: int | None = None,
+    limit: int = 50,
+    *,
+    work_id: str | None = None,
+    subject: str | None = None,
+    scan: int = AUDIT_SCAN,
+) -> tuple[list[CommittedTransaction], int | None]:
+    """This tenant's application's committed transactions before revision ``before``
+    (``None``: the newest), newest first, at most ``limit``, keeping only those of
+    workload ``work_id`` and of ``subject`` (the requester or the actor) when given; and
+    the revision to continue before, ``None`` when the log's start was reached.
+
+    Reads at most ``scan`` log entries however few match, as :func:`audit_after` does.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    tenant_id = inputs.identifier(tenant_id, "tenant_id")
+    application_id = inputs.identifier(application_id, "application_id")
+    limit = inputs.integer(limit, "limit", 1)
+    budget = inputs.integer(scan, "scan", 1)
+    cursor = db.current_revision() + 1 if before is None else inputs.integer(before, "before", 1)
+    found: list[CommittedTransaction] = []
+    while budget > 0:
+        batch = db.committed_transactions_before(cursor, min(budget, AUDIT_BATCH))
+        if not batch:
+            return found, None
+        budget -= len(batch)
+        for transaction in batch:
+            cursor = transaction.commit_revision
+            record = transaction.audit or {}
+            if (
+                record.get("tenant") == tenant_id
+                and record.get("application") == application_id
+                and (work_id is None or record.get("work_id") == work_id)
+                and (subject is None or subject in (record.get("subject"), record.get("actor")))
+            ):
+                found.append(transaction)
+                if len(found) == limit:
+                    return found, cursor
+    return found, cursor if cursor > 1 else None
+
+
 ANCHOR = re.compile(r"([1-9][0-9]{0,18}):([0-9a-f]{64})")
 """An anchor as written: ``REVISION:LINK``, a report's ``head_revision`` and ``head_link``."""
 

@@ -13,6 +13,7 @@ import json
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.work.inputs import Cursor
+from feltdb.work.models import Workload
 
 
 def encode_cursor(after: Cursor | None) -> str | None:
@@ -43,3 +44,10 @@ def decode_cursor(cursor: str | None) -> Cursor | None:
             {"fields": ["cursor"]},
         )
     return tuple(value)  # WorkloadStore.page checks its parts
+
+
+def cursor_of(workload: Workload) -> Cursor:
+    """The cursor that goes on after ``workload``: its place in the keyset order of
+    :meth:`~feltdb.work.store.WorkloadStore.page`, ``(priority, created_at, workload_id)``.
+    """
+    return workload.priority, workload.created_at, workload.workload_id

@@ -16,11 +16,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from feltdb.auth import Subject
+from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.policy import covers, within_constraints, workload_uri
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
@@ -37,13 +37,24 @@ from feltdb.storage.canonical import content_hash
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.targets import open_database
 from feltdb.storage.wakeups import Wakeups
-from feltdb.work import audit, inputs, legacy, lifecycle, operators, recovery, revocations
+from feltdb.work import (
+    audit,
+    inputs,
+    legacy,
+    lifecycle,
+    operators,
+    overview,
+    recovery,
+    revocations,
+    sessions,
+)
 from feltdb.work.admission import new_workload, replay, validate_admission
 from feltdb.work.approvals import decided_answer, ensure_approver_permitted
 from feltdb.work.batches import Batch, Completion, Heartbeat, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.claiming import CandidateChoice
+from feltdb.work.cursors import cursor_of
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.identities import workload_id_for
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
@@ -479,10 +490,10 @@ class WorkloadStore:
             )
             if len(batch) <= limit:
                 break
-            after = _cursor_of(batch[-1])
+            after = cursor_of(batch[-1])
         page = found[:limit]
         # The cursor is the last workload read, kept or not, so no page is read twice.
-        following = _cursor_of(page[-1]) if len(found) > limit and page else None
+        following = cursor_of(page[-1]) if len(found) > limit and page else None
         if definition is not None:
             page = [workload for workload in page if workload.definition_id == definition]
         return page, following
@@ -1129,6 +1140,69 @@ class WorkloadStore:
         """
         return audit.audit_after(self.db, tenant_id, application_id, after, limit, scan=scan)
 
+    def audit_before(
+        self,
+        tenant_id: str,
+        application_id: str,
+        before: int | None = None,
+        limit: int = 50,
+        *,
+        work_id: str | None = None,
+        subject: str | None = None,
+    ) -> tuple[builtins.list[CommittedTransaction], int | None]:
+        """This tenant's application's committed transactions, newest first, before
+        revision ``before`` (``None``: the newest), optionally of one workload or subject,
+        and the revision to continue before: see :func:`feltdb.work.audit.audit_before`.
+        """
+        return audit.audit_before(
+            self.db, tenant_id, application_id, before, limit, work_id=work_id, subject=subject
+        )
+
+    # ---------------------------------------------------------------- the overview
+
+    def summary(
+        self, tenant_id: str, application_id: str, *, scope: Scope | None = None
+    ) -> overview.Summary:
+        """How much of this application's work (that ``scope`` sees) is in each state, per
+        definition: see :func:`feltdb.work.overview.summarize`.
+        """
+
+        def pages(limit: int) -> Iterator[builtins.list[Workload]]:
+            after: Cursor | None = None
+            while True:
+                page, after = self.page(
+                    tenant_id, application_id, after=after, limit=limit, scope=scope
+                )
+                yield page
+                if after is None:
+                    return
+
+        return overview.summarize(self.db, tenant_id, application_id, scope, pages)
+
+    def throughput(self, tenant_id: str, application_id: str, now: int) -> overview.Throughput:
+        """This application's completions and failures per minute over the hour up to
+        ``now``: see :func:`feltdb.work.overview.throughput`.
+        """
+        return overview.throughput(self.db, tenant_id, application_id, now)
+
+    # ---------------------------------------------------------------- dashboard sessions
+
+    def open_session(self, session_id: str, evidence: SignedGrant, now: int) -> int:
+        """Open a dashboard session; when it ends (:func:`feltdb.work.sessions.open_session`)."""
+        return sessions.open_session(self.db, session_id, evidence, now)
+
+    def session(self, session_id: str, now: int) -> sessions.Session | None:
+        """The open dashboard session of ``session_id``, if any (one keyed read)."""
+        return sessions.session_of(self.db, session_id, now)
+
+    def end_session(self, session_id: str, now: int) -> bool:
+        """End a dashboard session (sign-out); ``True`` when it was open."""
+        return sessions.end_session(self.db, session_id, now)
+
+    def spend_ticket(self, nonce: str, expires_at: int, now: int) -> bool:
+        """Spend a sign-in link's nonce; ``False`` when it was spent already."""
+        return sessions.spend_ticket(self.db, nonce, expires_at, now)
+
     def seal_audit(self, limit: int | None = None) -> int:
         """Seal the log entries that are final into the audit chain, oldest first (at most
         ``limit``; ``None``: all); how many were sealed. The server does it on every
@@ -1372,10 +1446,6 @@ def _decision_inputs(
     if note is not None:
         ensure_safe_text(note, "reasons")
     return verdict, note
-
-
-def _cursor_of(workload: Workload) -> Cursor:
-    return workload.priority, workload.created_at, workload.workload_id
 
 
 def _now(now: int | None) -> int:

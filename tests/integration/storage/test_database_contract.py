@@ -242,6 +242,23 @@ def test_committed_transactions_after_returns_the_slice(db: Database) -> None:
     ]
 
 
+def test_committed_transactions_before_reads_the_log_backwards(db: Database) -> None:
+    revisions = [
+        db.commit(f"op{n}", [Mutation("work", "w", {})], audit={"work_id": f"w{n}"}).revision
+        for n in range(1, 8)
+    ]
+    before = db.committed_transactions_before
+    head = db.current_revision() + 1
+    assert [t.commit_revision for t in before(head, 3)] == revisions[::-1][:3]
+    assert [t.work_id for t in before(revisions[2], 10)] == ["w2", "w1"]
+    assert before(revisions[0], 10) == []
+    assert before(head, 0) == []
+    # A revision between two commits' (if the backend leaves gaps) ends before it.
+    assert [t.commit_revision for t in before(revisions[4] - 1, 10)] == [
+        r for r in revisions[::-1] if r < revisions[4] - 1
+    ]
+
+
 def test_a_commit_without_audit_logs_no_provenance(db: Database) -> None:
     db.commit("op", [Mutation("work", "w", {})])
     [entry] = db.committed_transactions_after(0)
@@ -1220,6 +1237,34 @@ def test_oldest_by_definition_counts_a_state_per_definition_oldest_first(db: Dat
     assert found == {"a": (2, 10), "b": (1, 20)}
     assert list(found) == ["a", "b"]  # oldest first
     assert db.oldest_by_definition("work", "claimed") == {"a": (1, 1)}
+
+
+def test_count_in_application_counts_one_application_per_state_and_definition(
+    db: Database,
+) -> None:
+    from dataclasses import replace
+
+    assert db.count_in_application("work", "t1", "app1") == {}
+    rows = (
+        ("a1", "ready", "a", 30, "t1", "app1"),
+        ("a2", "ready", "a", 10, "t1", "app1"),
+        ("a3", "claimed", "a", 5, "t1", "app1"),
+        ("b1", "ready", "b", 20, "t1", "app1"),
+        ("x1", "ready", "a", 1, "t2", "app1"),  # another tenant's
+        ("x2", "ready", "a", 2, "t1", "app2"),  # another application's
+    )
+    for key, state, definition, created_at, tenant, app in rows:
+        index = work_index(state, created_at=created_at, tenant_id=tenant, application_id=app)
+        put(db, key, replace(index, definition_id=definition))
+    put(db, "plain", work_index("ready", created_at=3))  # no definition: not counted
+    db.commit("other", [Mutation("other", "o", {}, replace(work_index(), definition_id="a"))])
+    assert db.count_in_application("work", "t1", "app1") == {
+        ("ready", "a"): (2, 10),
+        ("claimed", "a"): (1, 5),
+        ("ready", "b"): (1, 20),
+    }
+    assert db.count_in_application("work", "t2", "app1") == {("ready", "a"): (1, 1)}
+    assert db.count_in_application("work", "t3", "app1") == {}
 
 
 COUNT_ROWS = 2000

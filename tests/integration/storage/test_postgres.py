@@ -946,7 +946,7 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
     databases.drop(name)
 
 
-PLANS = {
+PLANS: dict[str, str | tuple[str, ...]] = {
     "claimable_rows": "rows_by_state",
     "claimable_rows_by_definition": "rows_by_definition",
     "list_rows_by_state": "rows_by_state",
@@ -966,6 +966,9 @@ PLANS = {
     "update_index": "rows_pkey",
     "current_revision": "transactions_pkey",
     "transactions_after": "transactions_pkey",
+    "transactions_before": "transactions_pkey",
+    # One application's range of either index: the planner picks by the statistics.
+    "count_in_application": ("rows_by_definition", "rows_by_application"),
     "insert_transaction": "transactions_pkey",
     "chain_entries_after": "transactions_pkey",
     "chain_entries_at": "transactions_pkey",
@@ -991,7 +994,10 @@ def test_protocol_queries_never_scan_nor_sort(
         if names:
             execute = execute + sql.SQL("({})").format(arguments)
         plan = "\n".join(row[0] for row in connection.execute(execute).fetchall())
-    assert PLANS[query_name] in plan, plan
+    expected = PLANS[query_name]
+    assert any(
+        index in plan for index in (expected if isinstance(expected, tuple) else (expected,))
+    ), plan
     assert "Seq Scan" not in plan, plan
     if plan_cache_mode == "force_generic_plan":
         assert not re.search(r"\bSort\b", plan), plan

@@ -9,22 +9,19 @@ Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one
 operation's OpenAPI description; each route's ``summary`` says what it does.
 """
 
-import math
-import threading
-import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from feltdb.auth.policy import APPROVE, OPERATE, READ, authorize_application, authorize_audit
-from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
 from feltdb.server.bodies import AuditPage, WorkloadPage
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Auth, Caller, Store
+from feltdb.server.verification import verify_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.audit import ANCHOR, anchor_of
 from feltdb.work.cursors import decode_cursor, encode_cursor
@@ -38,16 +35,6 @@ MAX_PAGE = 500
 """The most items one list page may hold."""
 MAX_AUDIT_PAGE = 500
 """The most entries one ``GET /v1/audit`` answers."""
-
-_VERIFYING = threading.Lock()
-"""Held while a verification of the audit chain runs: one at a time in a process, since
-each reads the whole log."""
-_last_verification_s = [1.0]
-"""How long the last verification took: a request refused meanwhile is told to ask again
-after as long (``Retry-After``), within 1 and :data:`MAX_RETRY_AFTER_S` seconds."""
-MAX_RETRY_AFTER_S = 60
-"""The longest ``Retry-After`` a busy verification answers: one stuck behind a lock, or
-slowed by a reader, must not tell every client to stay away for as long."""
 
 router = APIRouter(prefix=PREFIX)
 
@@ -168,16 +155,4 @@ def verify_audit(  # noqa: D103
     grant = caller.grant
     authorize_audit(grant)
     noted = None if anchor is None else anchor_of(anchor)
-    if not _VERIFYING.acquire(blocking=False):
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_STORAGE_FAILURE,
-            "a verification of the audit chain is already running; ask again when it ends",
-            {"retry_after_s": min(MAX_RETRY_AFTER_S, max(1, math.ceil(_last_verification_s[0])))},
-        )
-    started = time.monotonic()
-    try:
-        report = store.verify_audit(grant.tenant_id, grant.application_id, anchor=noted)
-    finally:
-        _last_verification_s[0] = time.monotonic() - started
-        _VERIFYING.release()
-    return JSONResponse(report.model_dump(mode="json"))
+    return JSONResponse(verify_chain(store, grant, noted).model_dump(mode="json"))

@@ -218,6 +218,17 @@ WHERE collection = %(collection)s
 GROUP BY definition_id
 ORDER BY MIN(created_at), definition_id;
 
+-- name: count_in_application
+-- description: per state and definition, how many rows of one tenant's application there are and the oldest created_at among them (one index range of rows_by_definition)
+SELECT state, definition_id, count(*), MIN(created_at)
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state IS NOT NULL
+  AND definition_id IS NOT NULL
+GROUP BY state, definition_id;
+
 -- name: current_revision
 -- description: the latest logged revision below the snapshot's xmin times 1024 (every older transaction has ended), 0 before any
 SELECT COALESCE(MAX(commit_revision), 0)
@@ -336,6 +347,15 @@ FROM transactions
 WHERE commit_revision > %(revision)s::bigint
   AND commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
 ORDER BY commit_revision
+LIMIT %(limit)s::bigint;
+
+-- name: transactions_before
+-- description: logged commits before a revision and below the snapshot's xmin, newest first (one snapshot)
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
+FROM transactions
+WHERE commit_revision < %(revision)s::bigint
+  AND commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
+ORDER BY commit_revision DESC
 LIMIT %(limit)s::bigint;
 
 -- name: update_index

@@ -220,6 +220,17 @@ WHERE collection = :collection
 GROUP BY definition_id
 ORDER BY MIN(created_at), definition_id;
 
+-- name: count_in_application
+-- description: per state and definition, how many rows of one tenant's application there are and the oldest created_at among them, from the covering index rows_by_definition (never the table)
+SELECT state, definition_id, count(*), MIN(created_at)
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state IS NOT NULL
+  AND definition_id IS NOT NULL
+GROUP BY state, definition_id;
+
 -- name: current_revision
 -- description: the revision of the latest commit, 0 before any
 SELECT COALESCE(MAX(commit_revision), 0) FROM transactions;
@@ -313,6 +324,14 @@ SELECT commit_revision, base_revision, transaction_id, committed_at, operation_i
 FROM transactions
 WHERE commit_revision > :revision
 ORDER BY commit_revision
+LIMIT :limit;
+
+-- name: transactions_before
+-- description: logged commits before a revision, newest first
+SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
+FROM transactions
+WHERE commit_revision < :revision
+ORDER BY commit_revision DESC
 LIMIT :limit;
 
 -- name: update_index

@@ -1,0 +1,212 @@
+"""The dashboard's actions: cancel, retry (one or many), approve or reject, verify the
+audit chain. Each is a form post that must carry its session's form token
+(:func:`~feltdb.server.ui.viewer.check_form`), is authorized by the same policy function
+as its API twin, and makes the same store call with the viewer's scope: a page that
+offered no button is no way around the policy (a forged post is refused ``403``).
+
+After an action a browser is redirected (303) to a page that shows what it did, so a
+reload never posts twice; what could not be done is said on the page it was posted from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, TypeVar
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import RedirectResponse, Response
+
+from feltdb.auth.policy import APPROVE, CANCEL, OPERATE, authorize_audit, authorize_workload
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.ui.pages import approvals_page, audit_page, dead_letters_page
+from feltdb.server.ui.render import UI_HEADERS, instant
+from feltdb.server.ui.routing import PageRoute
+from feltdb.server.ui.viewer import Viewer, check_form, field, form_of, server_of, viewer_of
+from feltdb.server.verification import verify_chain
+from feltdb.work import inputs
+from feltdb.work.models import ApprovalDecision
+from feltdb.work.states import ApprovalOutcome, WorkloadState
+
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)
+
+MAX_RETRIED: Final = 500
+"""The most dead letters one post retries (a page's worth)."""
+T = TypeVar("T")
+
+
+async def _posted(request: Request) -> tuple[Viewer, dict[str, list[str]]]:
+    """The post's verified session and its form, whose token it checked."""
+    form = await form_of(request)
+    viewer = await run_in_threadpool(viewer_of, request)
+    check_form(request, viewer, form)
+    return viewer, form
+
+
+def _redirect(path: str) -> RedirectResponse:
+    return RedirectResponse(path, status_code=303, headers=UI_HEADERS)
+
+
+def _workload_path(workload_id: str) -> str:
+    return "/ui/workloads/" + quote(workload_id, safe="")
+
+
+async def _blocking(call: Callable[[], T]) -> T:
+    return await run_in_threadpool(call)
+
+
+@router.post("/workloads/{workload_id}/cancel")
+async def cancel(request: Request, workload_id: str) -> Response:  # noqa: D103
+    viewer, _ = await _posted(request)
+    caller, state = viewer.caller, server_of(request)
+    workload_id = inputs.identifier(workload_id, "workload_id")
+    authorize_workload(caller.grant, CANCEL, workload_id)
+    after = await _blocking(
+        lambda: state.store.cancel(workload_id, viewer.subject, state.clock(), scope=caller.scope)
+    )
+    done = (
+        "cancellation_requested" if after is WorkloadState.CANCELLATION_REQUESTED else "cancelled"
+    )
+    return _redirect(f"{_workload_path(workload_id)}?done={done}")
+
+
+def _reason(form: dict[str, list[str]], required: str) -> str:
+    """The form's reason, which ``required`` explains the need of.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` when it is missing, blank or too long.
+    """
+    reason = inputs.reason(field(form, "reason"))
+    if reason is None:
+        raise inputs.invalid("reason", required)
+    return reason
+
+
+@router.post("/workloads/{workload_id}/retry")
+async def retry(request: Request, workload_id: str) -> Response:  # noqa: D103
+    viewer, form = await _posted(request)
+    caller, state = viewer.caller, server_of(request)
+    workload_id = inputs.identifier(workload_id, "workload_id")
+    authorize_workload(caller.grant, OPERATE, workload_id)
+    reason = _reason(form, "say why it is retried (it is recorded with the retry)")
+    await _blocking(
+        lambda: state.store.retry(
+            workload_id, viewer.subject, state.clock(), reason, scope=caller.scope
+        )
+    )
+    return _redirect(f"{_workload_path(workload_id)}?done=retried")
+
+
+@router.post("/approvals/{workload_id}/decision")
+async def decide(request: Request, workload_id: str) -> Response:  # noqa: D103
+    viewer, form = await _posted(request)
+    caller, state = viewer.caller, server_of(request)
+    grant = caller.grant
+    workload_id = inputs.identifier(workload_id, "workload_id")
+    authorize_workload(grant, APPROVE, workload_id)
+    outcome = field(form, "outcome")
+    if outcome not in (ApprovalOutcome.APPROVED.value, ApprovalOutcome.REJECTED.value):
+        raise inputs.invalid("outcome", "must be approved or rejected")
+    verdict = ApprovalOutcome(outcome)
+    input_hash = inputs.identifier(field(form, "input_hash"), "input_hash")
+    reason = inputs.reason(field(form, "reason"))
+    if verdict is ApprovalOutcome.REJECTED and reason is None:
+        return await _inbox(request, viewer, 400, f"{workload_id} was not rejected: say why.")
+
+    def decide_it() -> tuple[ApprovalDecision, bool]:
+        return state.store.decide(
+            workload_id, grant.subject, verdict, reason, grant.id, input_hash, state.clock(),
+            scope=caller.scope,
+        )  # fmt: skip
+
+    try:
+        decision, replayed = await _blocking(decide_it)
+    except WorkloadError as error:
+        problem = _undecided(workload_id, error)
+        if problem is None:
+            raise
+        return await _inbox(request, viewer, 409, problem)
+    if replayed and decision.decided_by != grant.subject:
+        return await _inbox(
+            request, viewer, 409,
+            f"{workload_id} was already {decision.outcome.value} by {decision.decided_by} at "
+            f"{instant(decision.decided_at)}: your decision was not recorded.",
+        )  # fmt: skip
+    return _redirect(f"/ui/approvals?decided={quote(workload_id, safe='')}&outcome={verdict}")
+
+
+async def _inbox(request: Request, viewer: Viewer, status_code: int, problem: str) -> Response:
+    """The approval inbox, saying why the decision just posted was not recorded."""
+    return await _blocking(
+        lambda: approvals_page(request, viewer, status_code=status_code, problem=problem)
+    )
+
+
+def _undecided(workload_id: str, error: WorkloadError) -> str | None:
+    """What the inbox says of a decision the store refused (``None``: not a refusal of
+    this decision, answered as any other).
+    """
+    details = error.details or {}
+    if error.code == ErrorCode.WORKLOAD_APPROVAL_DECIDED:
+        by = details.get("decided_by") or {}
+        who = f"{by.get('kind', '?')}:{by.get('id', '?')}"
+        return (
+            f"{workload_id} was already {details.get('outcome')} by {who} at "
+            f"{instant(details.get('decided_at'))}: your decision was not recorded."
+        )
+    if error.code == ErrorCode.WORKLOAD_TIMED_OUT:
+        return f"The approval of {workload_id} expired before your decision: nothing was decided."
+    if error.code == ErrorCode.WORKLOAD_APPROVAL_STALE:
+        return (
+            f"{workload_id}'s input is not the input this page showed: nothing was decided. "
+            "Review it again."
+        )
+    if error.code in (
+        ErrorCode.WORKLOAD_APPROVAL_NOT_ACTIONABLE,
+        ErrorCode.WORKLOAD_APPROVER_NOT_PERMITTED,
+        ErrorCode.WORKLOAD_CONFLICT,
+    ):
+        return f"{workload_id} was not decided: {error.message}."
+    return None
+
+
+@router.post("/dead-letters/retry")
+async def retry_dead_letters(request: Request) -> Response:  # noqa: D103
+    viewer, form = await _posted(request)
+    caller, state = viewer.caller, server_of(request)
+    chosen = form.get("workload_id", [])
+    if not chosen:
+        raise inputs.invalid("workload_id", "choose at least one dead letter to retry")
+    if len(chosen) > MAX_RETRIED:
+        raise inputs.invalid("workload_id", f"at most {MAX_RETRIED} at once")
+    workload_ids = [inputs.identifier(w, "workload_id") for w in dict.fromkeys(chosen)]
+    reason = _reason(form, "say why they are retried (it is recorded with each retry)")
+
+    def retry_each() -> list[tuple[str, str | None]]:
+        outcomes: list[tuple[str, str | None]] = []
+        for workload_id in workload_ids:
+            try:
+                authorize_workload(caller.grant, OPERATE, workload_id)
+                state.store.retry(
+                    workload_id, viewer.subject, state.clock(), reason, scope=caller.scope
+                )
+            except WorkloadError as error:
+                if error.code == ErrorCode.WORKLOAD_STORAGE_FAILURE:
+                    raise
+                outcomes.append((workload_id, error.message))
+            else:
+                outcomes.append((workload_id, None))
+        return outcomes
+
+    outcomes = await _blocking(retry_each)
+    return await _blocking(lambda: dead_letters_page(request, viewer, outcomes=outcomes))
+
+
+@router.post("/audit/verify")
+async def verify(request: Request) -> Response:  # noqa: D103
+    viewer, _ = await _posted(request)
+    grant, store = viewer.caller.grant, server_of(request).store
+    authorize_audit(grant)
+    report = await _blocking(lambda: verify_chain(store, grant))
+    return await _blocking(lambda: audit_page(request, viewer, report=report))

@@ -1,0 +1,253 @@
+"""The dashboard's pages: what a signed-in viewer reads.
+
+Each page is authorized as its API twin is, by the same policy function
+(:mod:`feltdb.auth.policy`), and reads the store with the viewer's
+:class:`~feltdb.auth.scope.Scope`: the overview and the list of workloads need
+``workload:read`` over the application, the approval inbox ``workload:approve``, the dead
+letters ``workload:operate``, the audit ``audit:read``; a workload's page is read as
+``GET /v1/workloads/{id}`` is (:func:`~feltdb.auth.policy.authorize_read`). A page offers
+only the actions the grant allows (:func:`~feltdb.auth.policy.allows`); the action is
+authorized again when posted (:mod:`.actions`).
+
+Route functions have no docstrings (``# noqa: D103``), as the API's routes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+
+from feltdb.auth.policy import (
+    APPROVE,
+    CANCEL,
+    OPERATE,
+    READ,
+    allows,
+    authorize_application,
+    authorize_audit,
+    authorize_read,
+)
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.ui.chart import chart_of
+from feltdb.server.ui.render import page
+from feltdb.server.ui.routing import PageRoute
+from feltdb.server.ui.viewer import Viewer, server_of, viewer_of
+from feltdb.work import inputs
+from feltdb.work.cursors import decode_cursor, encode_cursor
+from feltdb.work.deadlines import deadline_instants
+from feltdb.work.models import Workload
+from feltdb.work.operators import RETRYABLE_BY_OPERATOR
+from feltdb.work.search import MAX_QUERY_CHARS, search
+from feltdb.work.states import TERMINAL_STATES, WorkloadState
+
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)
+
+PAGE_SIZE: Final = 50
+"""Rows a list page shows."""
+RECENT_DEAD_LETTERS: Final = 5
+"""Dead letters the overview shows."""
+
+Signed = Annotated[Viewer, Depends(viewer_of)]
+
+
+def _text(request: Request, name: str, bound: int) -> str | None:
+    """A query parameter, stripped (``None``: absent or empty).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` past ``bound`` characters.
+    """
+    value = (request.query_params.get(name) or "").strip()
+    if len(value) > bound:
+        raise inputs.invalid(name, f"must be at most {bound} characters")
+    return value or None
+
+
+def _state(request: Request) -> WorkloadState | None:
+    parsed = inputs.state(_text(request, "state", 40))
+    return None if parsed is None else WorkloadState(parsed)
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
+    state, offers = server_of(request), viewer.offers
+    grant, store = viewer.caller.grant, server_of(request).store
+    now = state.clock()
+    summary = throughput = dead = None
+    if offers.workloads:
+        summary = store.summary(grant.tenant_id, grant.application_id, scope=viewer.caller.scope)
+    if offers.audit:
+        throughput = store.throughput(grant.tenant_id, grant.application_id, now)
+    if offers.dead_letters:
+        dead, _ = store.page(
+            grant.tenant_id, grant.application_id, state=WorkloadState.DEAD_LETTER,
+            limit=RECENT_DEAD_LETTERS, scope=viewer.caller.scope,
+        )  # fmt: skip
+    states = [s for s in WorkloadState if summary is not None and summary.total(s)]
+    return page(
+        request, "overview.html", viewer, summary=summary, states=states, now=now,
+        throughput=throughput, chart=None if throughput is None else chart_of(throughput),
+        dead_letters=dead,
+    )  # fmt: skip
+
+
+@router.get("/workloads", response_class=HTMLResponse)
+def workloads(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
+    grant = viewer.caller.grant
+    authorize_application(grant, READ)
+    chosen = _state(request)
+    definition = _text(request, "definition", 200)
+    if definition is not None:
+        definition = inputs.identifier(definition, "definition")
+    query = _text(request, "q", MAX_QUERY_CHARS)
+    after = decode_cursor(_text(request, "cursor", 1024))
+    store = server_of(request).store
+
+    def read(at: inputs.Cursor | None, limit: int) -> tuple[list[Workload], inputs.Cursor | None]:
+        return store.page(
+            grant.tenant_id, grant.application_id, state=chosen, definition=definition,
+            after=at, limit=limit, scope=viewer.caller.scope,
+        )  # fmt: skip
+
+    found = search(read, query, after, PAGE_SIZE)
+    kept = {"state": chosen.value if chosen else None, "definition": definition, "q": query}
+    following = encode_cursor(found.after)
+    onward = None if following is None else _href("/ui/workloads", {**kept, "cursor": following})
+    return page(
+        request, "workloads.html", viewer, found=found, states=list(WorkloadState),
+        chosen=chosen, definition=definition, query=query, first=after is None,
+        first_href=_href("/ui/workloads", kept), next_href=onward,
+    )  # fmt: skip
+
+
+def _href(path: str, query: dict[str, str | None]) -> str:
+    """``path`` with the given query parameters (those that are ``None`` left out)."""
+    given = {name: value for name, value in query.items() if value is not None}
+    return f"{path}?{urlencode(given)}" if given else path
+
+
+@router.get("/workloads/{workload_id}", response_class=HTMLResponse)
+def workload(request: Request, viewer: Signed, workload_id: str) -> HTMLResponse:  # noqa: D103
+    grant, store = viewer.caller.grant, server_of(request).store
+    workload_id = inputs.identifier(workload_id, "workload_id")
+    try:
+        found: Workload | None = store.get(workload_id, scope=viewer.caller.scope)
+    except WorkloadError as error:
+        if error.code != ErrorCode.WORKLOAD_NOT_FOUND:
+            raise
+        found = None
+    authorize_read(grant, workload_id, found)
+    if found is None:
+        raise WorkloadError(ErrorCode.WORKLOAD_NOT_FOUND, f"no workload {workload_id}")
+    may_cancel = allows(grant, CANCEL, workload_id) and found.state not in TERMINAL_STATES
+    may_retry = allows(grant, OPERATE, workload_id) and found.state in RETRYABLE_BY_OPERATOR
+    awaiting = found.state is WorkloadState.AWAITING_APPROVAL
+    return page(
+        request, "workload.html", viewer, workload=found, deadlines=deadline_instants(found),
+        may_cancel=may_cancel and found.state is not WorkloadState.CANCELLATION_REQUESTED,
+        may_retry=may_retry, may_decide=awaiting and allows(grant, APPROVE, workload_id),
+        notice=_notice(request),
+    )  # fmt: skip
+
+
+NOTICES: Final = {
+    "cancelled": "Cancelled.",
+    "cancellation_requested": "Cancellation requested: its worker is told at its next heartbeat.",
+    "retried": "Re-armed: it is READY for a worker again.",
+}
+"""What a page says after an action redirected to it (by key: no text from the query)."""
+
+
+def _notice(request: Request) -> str | None:
+    return NOTICES.get(request.query_params.get("done", ""))
+
+
+@router.get("/approvals", response_class=HTMLResponse)
+def approvals(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
+    return approvals_page(request, viewer)
+
+
+def approvals_page(
+    request: Request, viewer: Viewer, *, status_code: int = 200, problem: str | None = None
+) -> HTMLResponse:
+    """The approval inbox; ``problem`` says why a decision just posted was not recorded."""
+    grant = viewer.caller.grant
+    authorize_application(grant, APPROVE)
+    after = decode_cursor(_text(request, "cursor", 1024))
+    items, following = server_of(request).store.page(
+        grant.tenant_id, grant.application_id, state=WorkloadState.AWAITING_APPROVAL,
+        after=after, limit=PAGE_SIZE, scope=viewer.caller.scope,
+    )  # fmt: skip
+    deadlines = {w.workload_id: dict(deadline_instants(w)).get("approval") for w in items}
+    decided = request.query_params.get("decided")
+    outcome = request.query_params.get("outcome")
+    return page(
+        request, "approvals.html", viewer, status_code=status_code, items=items,
+        deadlines=deadlines, next_cursor=encode_cursor(following), first=after is None,
+        problem=problem, decided=decided if outcome in ("approved", "rejected") else None,
+        outcome=outcome,
+    )  # fmt: skip
+
+
+@router.get("/dead-letters", response_class=HTMLResponse)
+def dead_letters(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
+    return dead_letters_page(request, viewer)
+
+
+def dead_letters_page(
+    request: Request,
+    viewer: Viewer,
+    *,
+    status_code: int = 200,
+    outcomes: list[tuple[str, str | None]] | None = None,
+) -> HTMLResponse:
+    """The dead letters; ``outcomes``: each retried workload and why it was not (``None``:
+    it was), after a retry was posted.
+    """
+    grant = viewer.caller.grant
+    authorize_application(grant, OPERATE)
+    after = decode_cursor(_text(request, "cursor", 1024))
+    items, following = server_of(request).store.page(
+        grant.tenant_id, grant.application_id, state=WorkloadState.DEAD_LETTER,
+        after=after, limit=PAGE_SIZE, scope=viewer.caller.scope,
+    )  # fmt: skip
+    return page(
+        request, "dead_letters.html", viewer, status_code=status_code, items=items,
+        next_cursor=encode_cursor(following), first=after is None, outcomes=outcomes,
+    )  # fmt: skip
+
+
+@router.get("/audit", response_class=HTMLResponse)
+def audit(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
+    return audit_page(request, viewer)
+
+
+def audit_page(
+    request: Request, viewer: Viewer, *, status_code: int = 200, report: object = None
+) -> HTMLResponse:
+    """The audit, newest first; ``report``: a verification of the chain just asked for."""
+    grant = viewer.caller.grant
+    authorize_audit(grant)
+    work_id = _text(request, "workload", 200)
+    subject = _text(request, "subject", 200)
+    before_text = _text(request, "before", 20)
+    before = None if before_text is None else inputs.integer(_number(before_text), "before", 1)
+    entries, older = server_of(request).store.audit_before(
+        grant.tenant_id, grant.application_id, before, PAGE_SIZE,
+        work_id=work_id, subject=subject,
+    )  # fmt: skip
+    kept = {"workload": work_id, "subject": subject}
+    return page(
+        request, "audit.html", viewer, status_code=status_code, entries=entries, older=older,
+        work_id=work_id, subject=subject, report=report, first=before is None,
+        newest_href=_href("/ui/audit", kept),
+        older_href=None if older is None else _href("/ui/audit", {**kept, "before": str(older)}),
+    )  # fmt: skip
+
+
+def _number(text: str) -> int:
+    if not text.isdigit():
+        raise inputs.invalid("before", "must be a revision (a positive whole number)")
+    return int(text)

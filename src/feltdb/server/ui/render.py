@@ -1,0 +1,91 @@
+"""Rendering the dashboard's pages: one Jinja2 environment (every value escaped), the
+filters its templates use, and the headers every page is answered with.
+
+Nothing inline is ever allowed to run: the pages' Content-Security-Policy
+(:data:`UI_CSP`) takes scripts and styles from the server's own files only, so a value that
+slipped through unescaped still could not execute. Pages are never cached (they hold what
+one grant may see), never framed, and send no ``Referer`` to links they hold.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from feltdb import __version__
+from feltdb.server.ui.viewer import Viewer
+
+HERE: Final = Path(__file__).parent
+UI_CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+"""No inline script or style, nothing from elsewhere; forms post to this server only."""
+UI_HEADERS: Final = {
+    "Content-Security-Policy": UI_CSP,
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+}
+"""The headers of every page and file of the dashboard."""
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON, for a ``<pre>`` (escaped by the template)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def instant(seconds: float | None) -> str:
+    """A unix time as ``YYYY-MM-DD HH:MM:SS UTC`` (``—`` for none)."""
+    if seconds is None:
+        return "—"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+def duration(seconds: float | None) -> str:
+    """A span of seconds as ``1h 2m``, ``3m 4s`` or ``5s`` (``—`` for none)."""
+    if seconds is None:
+        return "—"
+    whole = max(0, int(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes}m"
+    return f"{minutes}m {secs}s" if minutes else f"{secs}s"
+
+
+def label(state: Any) -> str:
+    """A state as words (``DEAD_LETTER`` → ``dead letter``): never colour alone."""
+    text = str(getattr(state, "value", state))
+    return text.replace("_", " ").lower()
+
+
+templates: Final = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+templates.filters.update(json=pretty_json, instant=instant, duration=duration, label=label)
+
+
+def page(
+    request: Request,
+    template: str,
+    viewer: Viewer | None,
+    *,
+    status_code: int = 200,
+    **context: Any,
+) -> HTMLResponse:
+    """``template`` rendered for ``viewer`` (``None``: signed out) with ``context``."""
+    body = templates.get_template(template).render(
+        request=request, viewer=viewer, version=__version__, path=request.url.path, **context
+    )
+    return HTMLResponse(body, status_code=status_code, headers=UI_HEADERS)

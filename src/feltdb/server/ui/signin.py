@@ -1,0 +1,167 @@
+"""Signing in and out of the dashboard.
+
+Sign in with a pasted token, or with a one-time link that ``feltdb grant issue --login``
+prints (``/ui/login#ticket=fgl1.…``: the ticket rides in the fragment, which browsers never
+send, so it is in no server's log; the page's script posts it). Either way the grant is
+verified exactly as a bearer token's is (signature, validity, revocation), a session is
+opened in the store (:mod:`feltdb.work.sessions`), and the browser gets a signed cookie
+naming it: HTTP-only, ``SameSite=Strict``, scoped to ``/ui``, ``Secure`` over HTTPS, and
+holding no token. Signing out ends the session in the store, for every server.
+
+The sign-in form is protected too (login CSRF: no other site may sign a browser in as
+someone else): it carries a token bound to a nonce cookie of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Final
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from feltdb.auth.sessions import (
+    TICKET_PREFIX,
+    form_token,
+    form_token_matches,
+    new_session_id,
+    session_cookie,
+    verify_ticket,
+)
+from feltdb.auth.tokens import decode_token
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.routes.deps import ServerState, unrevoked
+from feltdb.server.ui.render import UI_HEADERS, page
+from feltdb.server.ui.viewer import (
+    COOKIE,
+    SIGN_IN_COOKIE,
+    FormRefused,
+    SignInRequired,
+    check_form,
+    check_origin,
+    field,
+    form_of,
+    server_of,
+    viewer_of,
+)
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+HOME: Final = "/ui/"
+_NEXT: Final = re.compile(r"/ui(/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?")
+"""Where a sign-in may go on to: a path of the dashboard, never another site."""
+SIGN_IN_NONCE_S: Final = 3600
+"""How long a sign-in form's nonce cookie lasts."""
+
+
+def next_path(text: str | None) -> str:
+    """``text`` if it is a path of the dashboard (at most 2,000 characters, no ``//``),
+    else the overview: a sign-in link can never send the browser to another site.
+    """
+    if text is None or len(text) > 2000 or "//" in text or _NEXT.fullmatch(text) is None:
+        return HOME
+    return text
+
+
+def _signed_in_with(state: ServerState, secret: str, at: int) -> tuple[str, int]:
+    """Open a session for the grant ``secret`` (a token or a sign-in ticket) carries;
+    its id and end (blocking).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED`` naming why the grant does not sign in.
+    """
+    if secret.startswith(TICKET_PREFIX):
+        ticket = verify_ticket(state.keyring, secret, at)
+        grant, key_id = ticket.grant, ticket.key_id
+        unrevoked(state.store, grant, key_id)
+        if not state.store.spend_ticket(ticket.nonce, ticket.expires_at, at):
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_UNAUTHORIZED,
+                "this sign-in link was used already: each link signs in once",
+            )
+    else:
+        signed = decode_token(secret)
+        grant, key_id = state.keyring.verify_signed(signed, at), signed.key_id
+        unrevoked(state.store, grant, key_id)
+    session_id = new_session_id()
+    ends = state.store.open_session(session_id, state.keyring.evidence(grant, key_id), at)
+    return session_id, ends
+
+
+def _sign_in_form(
+    request: Request, message: str | None = None, status_code: int = 200
+) -> HTMLResponse:
+    """The sign-in page, with a form token bound to the browser's sign-in nonce."""
+    nonce = request.cookies.get(SIGN_IN_COOKIE)
+    if nonce is None or not re.fullmatch(r"[0-9a-f]{32}", nonce):
+        nonce = secrets.token_hex(16)
+    keyring = server_of(request).keyring
+    answer = page(
+        request,
+        "login.html",
+        None,
+        status_code=status_code,
+        message=message,
+        form_token=form_token(keyring, f"sign-in:{nonce}"),
+        next=next_path(request.query_params.get("next")),
+        signed_out="signed_out" in request.query_params,
+    )
+    answer.set_cookie(
+        SIGN_IN_COOKIE, nonce, max_age=SIGN_IN_NONCE_S, path="/ui", httponly=True,
+        samesite="strict", secure=request.url.scheme == "https",
+    )  # fmt: skip
+    return answer
+
+
+@router.get("/login")
+def sign_in_page(request: Request) -> Response:
+    """The sign-in form (or the overview, for a browser already signed in)."""
+    try:
+        viewer_of(request)
+    except SignInRequired:
+        return _sign_in_form(request)
+    return RedirectResponse(HOME, status_code=303, headers=UI_HEADERS)
+
+
+@router.post("/login")
+async def sign_in(request: Request) -> Response:
+    """Verify the pasted token or the link's ticket, open a session, go on to ``next``."""
+    form = await form_of(request)
+    check_origin(request)
+    nonce = request.cookies.get(SIGN_IN_COOKIE, "")
+    keyring = server_of(request).keyring
+    if not nonce or not form_token_matches(keyring, f"sign-in:{nonce}", field(form, "csrf")):
+        raise FormRefused("the sign-in form's token is missing or stale: reload the page")
+    secret = (field(form, "ticket") or field(form, "token") or "").strip()
+    if not secret:
+        return _sign_in_form(request, "Paste a token (fgt2.…) or open a sign-in link.", 400)
+    state = server_of(request)
+    try:
+        session_id, ends = await run_in_threadpool(_signed_in_with, state, secret, state.clock())
+    except WorkloadError as error:
+        if error.code != ErrorCode.WORKLOAD_UNAUTHORIZED:
+            raise
+        return _sign_in_form(request, f"Not signed in: {error.message}.", 401)
+    answer = RedirectResponse(next_path(field(form, "next")), status_code=303, headers=UI_HEADERS)
+    answer.set_cookie(
+        COOKIE, session_cookie(keyring, session_id), max_age=max(1, ends - state.clock()),
+        path="/ui", httponly=True, samesite="strict", secure=request.url.scheme == "https",
+    )  # fmt: skip
+    answer.delete_cookie(SIGN_IN_COOKIE, path="/ui")
+    return answer
+
+
+@router.post("/logout")
+async def sign_out(request: Request) -> Response:
+    """End the session (in the store, so on every server) and forget the cookie."""
+    form = await form_of(request)
+    viewer = await run_in_threadpool(viewer_of, request)
+    check_form(request, viewer, form)
+    state = server_of(request)
+    await run_in_threadpool(state.store.end_session, viewer.session_id, state.clock())
+    state.sessions.clear()  # this server: at once; the others within their bound (1 s)
+    answer = RedirectResponse("/ui/login?signed_out", status_code=303, headers=UI_HEADERS)
+    answer.delete_cookie(COOKIE, path="/ui", httponly=True, samesite="strict")
+    return answer

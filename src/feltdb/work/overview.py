@@ -1,0 +1,227 @@
+"""What an application's overview shows: how much work it has in each state, per
+definition, and how much of it completed or failed in each recent minute.
+
+Both are read at a bounded cost, whatever the size of the store:
+
+- :func:`summarize` is one ``GROUP BY`` over one index range of the application
+  (:meth:`~feltdb.storage.base.Database.count_in_application`) for a reader who sees the
+  whole application or some of its definitions. The index does not hold the environment,
+  so for a reader narrowed to environments it counts the work it may see a page at a time,
+  at most :data:`MAX_COUNTED` workloads, and says when it stopped short.
+- :func:`throughput` reads the log backwards from its head, at most :data:`THROUGHPUT_SCAN`
+  entries, and says how far back that reached when it did not cover the whole window.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from feltdb.auth.scope import Scope
+from feltdb.storage.base import CommittedTransaction, Database
+from feltdb.work import inputs
+from feltdb.work.changes import Operation
+from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
+from feltdb.work.states import WorkloadState
+
+MAX_COUNTED = 10_000
+"""The most workloads :func:`summarize` reads for a reader narrowed to environments."""
+THROUGHPUT_SCAN = 20_000
+"""The most log entries :func:`throughput` reads."""
+COMPLETIONS = frozenset({Operation.COMPLETE.value})
+"""The audit kinds counted as completions: a worker's reported result."""
+FAILURES = frozenset(
+    {Operation.FAIL.value, Operation.DEADLINE.value, Operation.RECOVER.value,
+     Operation.EXHAUSTED.value}
+)  # fmt: skip
+"""The audit kinds counted as failures: a reported failure, a passed deadline, a lease that
+expired (its worker presumed lost) and ready work dead-lettered out of attempts."""
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionCounts:
+    """One definition's work: how much is in each state, and since when the oldest READY
+    work has waited (``None``: none is READY).
+    """
+
+    definition_id: str
+    by_state: dict[WorkloadState, int]
+    oldest_ready_at: int | None
+
+    @property
+    def total(self) -> int:
+        """All of the definition's work."""
+        return sum(self.by_state.values())
+
+    @property
+    def ready(self) -> int:
+        """The definition's work that is READY."""
+        return self.by_state.get(WorkloadState.READY, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """An application's work per definition (by id), and whether every workload was
+    counted (``False``: counting stopped at :data:`MAX_COUNTED`, so these are lower bounds).
+    """
+
+    definitions: list[DefinitionCounts]
+    complete: bool = True
+
+    def total(self, state: WorkloadState) -> int:
+        """The application's work in ``state``, every definition's."""
+        return sum(counts.by_state.get(state, 0) for counts in self.definitions)
+
+
+def summarize(
+    db: Database,
+    tenant_id: str,
+    application_id: str,
+    scope: Scope | None,
+    pages: Callable[[int], Iterable[list[Workload]]],
+) -> Summary:
+    """The work of ``tenant_id``'s ``application_id`` that ``scope`` sees (``None``: all),
+    per definition. ``pages(limit)`` reads the scope's work a page at a time (the store's
+    keyset pages); it is used only for a scope narrowed to environments.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    tenant_id = inputs.identifier(tenant_id, "tenant_id")
+    application_id = inputs.identifier(application_id, "application_id")
+    if scope is not None and scope.environments:
+        return _counted_by_reading(pages)
+    counted = db.count_in_application(DURABLE_WORK_COLLECTION, tenant_id, application_id)
+    grouped: dict[str, dict[WorkloadState, int]] = {}
+    oldest: dict[str, int] = {}
+    for (state, definition), (count, created_at) in counted.items():
+        if scope is not None and scope.definitions and definition not in scope.definitions:
+            continue
+        grouped.setdefault(definition, {})[WorkloadState(state)] = count
+        if state == WorkloadState.READY.value:
+            oldest[definition] = created_at
+    return Summary([
+        DefinitionCounts(definition, grouped[definition], oldest.get(definition))
+        for definition in sorted(grouped)
+    ])  # fmt: skip
+
+
+def _counted_by_reading(pages: Callable[[int], Iterable[list[Workload]]]) -> Summary:
+    """:class:`Summary` of the workloads ``pages`` reads, at most :data:`MAX_COUNTED`."""
+    counts: dict[str, Counter[WorkloadState]] = {}
+    oldest: dict[str, int] = {}
+    read = 0
+    for page in pages(500):
+        for workload in page:
+            definition = workload.definition_id
+            counts.setdefault(definition, Counter())[workload.state] += 1
+            if workload.state is WorkloadState.READY:
+                at = workload.created_at
+                oldest[definition] = min(oldest.get(definition, at), at)
+        read += len(page)
+        if read >= MAX_COUNTED:
+            return Summary(_definitions(counts, oldest), complete=False)
+    return Summary(_definitions(counts, oldest))
+
+
+def _definitions(
+    counts: dict[str, Counter[WorkloadState]], oldest: dict[str, int]
+) -> list[DefinitionCounts]:
+    return [
+        DefinitionCounts(definition, dict(counts[definition]), oldest.get(definition))
+        for definition in sorted(counts)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Minute:
+    """One minute's completions and failures (``start``: its first unix second)."""
+
+    start: int
+    completions: int = 0
+    failures: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Completions and failures per minute, oldest minute first, and the first second the
+    log read reached back to (``covered_since``: the window's start, or later when the
+    read stopped at :data:`THROUGHPUT_SCAN` entries).
+    """
+
+    minutes: list[Minute] = field(default_factory=list)
+    covered_since: int = 0
+
+    @property
+    def completions(self) -> int:
+        """Completions in the whole window."""
+        return sum(minute.completions for minute in self.minutes)
+
+    @property
+    def failures(self) -> int:
+        """Failures in the whole window."""
+        return sum(minute.failures for minute in self.minutes)
+
+    @property
+    def peak(self) -> int:
+        """The most completions or failures in any one minute (at least 1, a chart's scale)."""
+        return max([1, *(max(m.completions, m.failures) for m in self.minutes)])
+
+
+def throughput(
+    db: Database,
+    tenant_id: str,
+    application_id: str,
+    now: int,
+    *,
+    minutes: int = 60,
+    scan: int = THROUGHPUT_SCAN,
+    batch: int = 1000,
+) -> Throughput:
+    """``tenant_id``'s ``application_id``'s completions and failures (:data:`COMPLETIONS`,
+    :data:`FAILURES`) in each of the ``minutes`` whole minutes up to ``now``, counted
+    from the log's audit records, newest first, reading at most ``scan`` entries.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    tenant_id = inputs.identifier(tenant_id, "tenant_id")
+    application_id = inputs.identifier(application_id, "application_id")
+    minutes = inputs.integer(minutes, "minutes", 1)
+    last = now - now % 60
+    since = last - (minutes - 1) * 60
+    done: Counter[int] = Counter()
+    failed: Counter[int] = Counter()
+    covered = since
+    read = 0
+    for entry in backwards(db, inputs.integer(scan, "scan", 1), batch):
+        read += 1
+        if entry.committed_at < since:
+            break
+        second = int(entry.committed_at)
+        covered = second if read >= scan else since
+        record = entry.audit or {}
+        if record.get("tenant") != tenant_id or record.get("application") != application_id:
+            continue
+        if record.get("kind") in COMPLETIONS:
+            done[second - second % 60] += 1
+        elif record.get("kind") in FAILURES:
+            failed[second - second % 60] += 1
+    return Throughput(
+        [Minute(start, done[start], failed[start]) for start in range(since, last + 1, 60)],
+        covered,
+    )
+
+
+def backwards(db: Database, scan: int, batch: int = 1000) -> Iterator[CommittedTransaction]:
+    """The log's entries newest first, at most ``scan`` of them, read ``batch`` at a time."""
+    before = db.current_revision() + 1
+    left = scan
+    while left > 0:
+        entries = db.committed_transactions_before(before, min(batch, left))
+        if not entries:
+            return
+        left -= len(entries)
+        yield from entries
+        before = entries[-1].commit_revision

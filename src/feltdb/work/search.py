@@ -1,0 +1,73 @@
+"""Finding work by text: a workload whose id or idempotency key holds the text.
+
+Neither is indexed for substrings, so a search reads the list a page at a time (the
+store's keyset pages, in their order) and keeps what matches, reading at most
+:data:`SEARCH_SCAN` workloads per call: a search costs the same however large the store,
+and tells how far it got (its cursor goes on from there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from feltdb.work.cursors import cursor_of
+from feltdb.work.inputs import Cursor
+from feltdb.work.models import Workload
+
+SEARCH_SCAN = 2000
+"""The most workloads one search reads."""
+SEARCH_BATCH = 500
+"""Workloads asked for per page read."""
+MAX_QUERY_CHARS = 200
+"""The longest text searched for."""
+
+PageReader = Callable[[Cursor | None, int], tuple[list[Workload], Cursor | None]]
+"""Reads the page after a cursor, of at most so many workloads: ``(page, next cursor)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A search's (or a plain page's) workloads, the cursor to go on from (``None``: the
+    list's end), and how many workloads were read to find them.
+    """
+
+    items: list[Workload] = field(default_factory=list)
+    after: Cursor | None = None
+    read: int = 0
+
+
+def matches(workload: Workload, text: str) -> bool:
+    """Whether ``workload``'s id or idempotency key holds ``text``, ignoring case."""
+    folded = text.casefold()
+    return folded in workload.workload_id.casefold() or folded in (
+        workload.idempotency_key.casefold()
+    )
+
+
+def search(
+    read: PageReader, text: str | None, after: Cursor | None, limit: int, scan: int = SEARCH_SCAN
+) -> Found:
+    """The first ``limit`` workloads after ``after`` that match ``text`` (``None``: one
+    page, unfiltered), reading at most ``scan`` of them.
+    """
+    if text is None:
+        page, following = read(after, limit)
+        return Found(page, following, len(page))
+    found: list[Workload] = []
+    read_so_far = 0
+    cursor = after
+    # Bounded by pages asked for, not by workloads returned: a page filtered by definition
+    # may come back empty while the list goes on.
+    for _ in range(-(-scan // SEARCH_BATCH)):
+        page, cursor = read(cursor, SEARCH_BATCH)
+        read_so_far += len(page)
+        for index, workload in enumerate(page):
+            if matches(workload, text):
+                found.append(workload)
+                if len(found) == limit:
+                    rest = index + 1 < len(page) or cursor is not None
+                    return Found(found, cursor_of(workload) if rest else None, read_so_far)
+        if cursor is None:
+            break
+    return Found(found, cursor, read_so_far)

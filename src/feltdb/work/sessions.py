@@ -1,0 +1,139 @@
+"""Dashboard sessions and spent sign-in links, kept in the store so that every server of a
+database knows them (a session opened on one server is valid on all, and ended on all).
+
+A session is a row of :data:`SESSIONS_COLLECTION` under the digest of its id
+(:func:`feltdb.auth.sessions.session_key`), holding the grant it acts under as *evidence*
+(:meth:`~feltdb.auth.tokens.Keyring.evidence`: signed in a domain no token verifies in),
+its tenant, application and subject, and when it ends. So a reader of the database finds
+neither a session id nor a token. Opening and ending one are logged commits (audit kinds
+``ui.signed_in`` and ``ui.signed_out``).
+
+A sign-in link's nonce, once used, is a row of :data:`SPENT_TICKETS_COLLECTION`, written
+require-absent: of two servers redeeming one link at once, one commits and the other is
+refused.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from feltdb.auth.grants import SignedGrant
+from feltdb.auth.sessions import session_key
+from feltdb.storage.base import Database, Mutation, Precondition, StorageConflict
+from feltdb.storage.canonical import sha256_hex
+
+SESSIONS_COLLECTION = "system_ui_sessions"
+SPENT_TICKETS_COLLECTION = "system_ui_spent_tickets"
+SESSION_LIFETIME_S = 12 * 3600
+"""The longest a session lasts (less when its grant expires first): twelve hours."""
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """An open session: the grant it acts under (as evidence) and when it ends."""
+
+    evidence: SignedGrant
+    expires_at: int
+
+
+def _audit(kind: str, evidence: SignedGrant, operation_id: str, at: int) -> dict[str, Any]:
+    grant = evidence.grant
+    return {
+        "kind": kind,
+        "subject": grant.subject.id,
+        "actor": str(grant.subject),
+        "tenant": grant.tenant_id,
+        "application": grant.application_id,
+        "authorization_decision_id": grant.id,
+        "operation_id": operation_id,
+        "at": at,
+    }
+
+
+def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int) -> int:
+    """Record a session of ``session_id`` under ``evidence`` from ``now``; when it ends:
+    :data:`SESSION_LIFETIME_S` later, or when its grant expires if that is sooner.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` (also for a session id already used,
+            which 256 random bits never are).
+    """
+    grant = evidence.grant
+    expires_at = min(now + SESSION_LIFETIME_S, grant.expires_at)
+    document = {
+        "tenant_id": grant.tenant_id,
+        "application_id": grant.application_id,
+        "subject": str(grant.subject),
+        "evidence": evidence.model_dump(mode="json"),
+        "opened_at": now,
+        "expires_at": expires_at,
+    }
+    key = session_key(session_id)
+    operation_id = "ui_tx_" + secrets.token_hex(12)
+    db.commit(
+        operation_id,
+        [Mutation(SESSIONS_COLLECTION, key, document)],
+        [Precondition(SESSIONS_COLLECTION, key, require_absent=True)],
+        _audit("ui.signed_in", evidence, operation_id, now),
+    )
+    return expires_at
+
+
+def session_of(db: Database, session_id: str, now: int) -> Session | None:
+    """The session ``session_id`` names, if it is open at ``now``; ``None`` for one never
+    opened, ended, or past its end. One keyed read.
+    """
+    row = db.get_row(SESSIONS_COLLECTION, session_key(session_id))
+    if row is None:
+        return None
+    document = row.document
+    expires_at = int(document["expires_at"])
+    if now >= expires_at:
+        return None
+    return Session(SignedGrant.model_validate(document["evidence"]), expires_at)
+
+
+def end_session(db: Database, session_id: str, now: int) -> bool:
+    """End the session ``session_id`` names (sign-out): ``True`` when it was open.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    key = session_key(session_id)
+    row = db.get_row(SESSIONS_COLLECTION, key)
+    if row is None:
+        return False
+    evidence = SignedGrant.model_validate(row.document["evidence"])
+    operation_id = "ui_tx_" + secrets.token_hex(12)
+    try:
+        db.commit(
+            operation_id,
+            [Mutation(SESSIONS_COLLECTION, key, None)],
+            [Precondition(SESSIONS_COLLECTION, key, expected_version=row.version)],
+            _audit("ui.signed_out", evidence, operation_id, now),
+        )
+    except StorageConflict:
+        return False  # ended meanwhile (by another tab, or another server)
+    return True
+
+
+def spend_ticket(db: Database, nonce: str, expires_at: int, now: int) -> bool:
+    """Record a sign-in link's ``nonce`` as used at ``now``: ``True`` for its first use,
+    ``False`` when it was used already (by any server).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    key = "ticket_" + sha256_hex(nonce)
+    document = {"spent_at": now, "expires_at": expires_at}
+    try:
+        db.commit(
+            "ui_tx_" + secrets.token_hex(12),
+            [Mutation(SPENT_TICKETS_COLLECTION, key, document)],
+            [Precondition(SPENT_TICKETS_COLLECTION, key, require_absent=True)],
+        )
+    except StorageConflict:
+        return False
+    return True
