@@ -122,9 +122,7 @@ def signed_in(server: Server, token: str, **options) -> httpx.Client:
     http = httpx.Client(base_url=server.url, timeout=10, **options)
     sign_in_page = http.get("/ui/login")
     assert sign_in_page.status_code == 200, sign_in_page.text
-    answer = http.post(
-        "/ui/login", data={"csrf": form_token(sign_in_page.text), "token": token}
-    )
+    answer = http.post("/ui/login", data={"csrf": form_token(sign_in_page.text), "token": token})
     assert answer.status_code == 200 and answer.url.path == "/ui/", answer.text
     return http
 
