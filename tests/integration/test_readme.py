@@ -180,6 +180,32 @@ def test_the_quick_start_runs_work_to_success(tmp_path: Path, serving: Callable[
     assert server.stop() == 0
 
 
+@runs("dashboard")
+def test_the_sign_in_link_of_the_readme_opens_the_dashboard_once(
+    tmp_path: Path, serving: Callable[..., Serving]
+):
+    server = serving("feltdb serve", tmp_path)  # writes feltdb-keyring.json here
+    [line] = [l for l in blocks()["dashboard"].splitlines() if l.strip()]  # noqa: E741
+    command = line.split("  #")[0].strip().replace("8700", str(server.port))
+    link = bash(command, tmp_path).strip()
+    page, _, fragment = link.partition("#")
+    assert page == f"{server.url}/ui/login" and fragment.startswith("ticket=fgl1.")
+    ticket = fragment.removeprefix("ticket=")
+    # What the sign-in page's script does with the fragment: post it, with the form token.
+    for attempt in ("first", "again"):
+        with httpx.Client(follow_redirects=True, timeout=10) as browser:
+            form = browser.get(page).text
+            csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+            assert csrf is not None
+            answer = browser.post(page, data={"csrf": csrf[1], "ticket": ticket})
+            if attempt == "first":
+                assert answer.status_code == 200 and answer.url.path == "/ui/", answer.text
+                assert "human:admin" in answer.text and "Overview" in answer.text
+            else:
+                assert answer.status_code == 401 and "used already" in answer.text
+    assert server.stop() == 0
+
+
 @runs("worker")
 def test_the_worker_of_the_readme_sends_and_refuses(tmp_path: Path):
     from feltdb.testing import WorkerTestEnvironment

@@ -40,7 +40,8 @@ class Maintenance:
     def run_once(self, now: int) -> tuple[list[str], list[str]]:
         """One pass at ``now``: time out work past its deadlines, recover work whose lease
         expired, then seal the log's final entries into the audit chain (at most
-        :data:`SEAL_PER_PASS`, so that a long unsealed log is sealed over several passes).
+        :data:`SEAL_PER_PASS`, so that a long unsealed log is sealed over several passes),
+        and delete the dashboard's sessions and sign-in tickets past their end.
         Returns ``(timed_out_ids, recovered_ids)``.
 
         Raises:
@@ -50,6 +51,7 @@ class Maintenance:
         timed_out = self.store.enforce_deadlines(now)
         recovered = self.store.recover_expired(now)
         self.store.seal_audit(SEAL_PER_PASS)
+        self.store.prune_sessions(now)
         return timed_out, recovered
 
     def start(self, interval_s: float = 1.0) -> None:

@@ -28,11 +28,15 @@ MIGRATION = "workload_migration"
 """The audit kind of a legacy record's import."""
 
 
-def audit_record(workload: Workload, stored: str, action: str, operation_id: str) -> dict[str, Any]:
+def audit_record(
+    workload: Workload, stored: str, action: str, operation_id: str, operation: str | None = None
+) -> dict[str, Any]:
     """The audit record of a commit of ``workload`` (stored as the text ``stored``): who
-    asked for the work, under which grant, who acted now, and a digest of the committed
-    aggregate, ``source_digest``: the SHA-256 of exactly the stored text (its canonical
-    JSON, so also :func:`~feltdb.storage.canonical.content_hash` of the document).
+    asked for the work, under which grant, who acted now and by which store operation
+    (``operation``: ``"complete"``, ``"fail"``…; records of earlier releases have none), and
+    a digest of the committed aggregate, ``source_digest``: the SHA-256 of exactly the
+    stored text (its canonical JSON, so also
+    :func:`~feltdb.storage.canonical.content_hash` of the document).
     """
     grant = workload.authorization_snapshot.grant
     requester = workload.requested_by
@@ -57,6 +61,7 @@ def audit_record(workload: Workload, stored: str, action: str, operation_id: str
         "result_id": workload.result.result_id if workload.result is not None else None,
         "actor": last.actor if last is not None else None,
         "event_type": last.event_type if last is not None else None,
+        "operation": operation,
         "state": workload.state.value,
         "source_kind": "WorkloadStore" if migration else None,
         "source_digest": sha256_hex(stored),

@@ -179,6 +179,7 @@ def _plan(step: Step[Any]) -> PlannedCommit:
     by the version it was read at.
     """
     assert step.loaded is not None
+    operation = None if step.operation is None else step.operation.value
     if step.operation is Operation.ADMIT:
-        return planned_commit(step.loaded.workload, CREATED, None)
-    return planned_commit(step.loaded.workload, MUTATED, step.loaded.version)
+        return planned_commit(step.loaded.workload, CREATED, None, operation)
+    return planned_commit(step.loaded.workload, MUTATED, step.loaded.version, operation)

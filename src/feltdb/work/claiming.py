@@ -65,7 +65,7 @@ class CandidateChoice:
             operation, granted = settled
             claimed += granted is not None
             self.chosen.append((loaded, operation, granted))
-            plans.append(planned_commit(loaded.workload, MUTATED, row.version))
+            plans.append(planned_commit(loaded.workload, MUTATED, row.version, operation.value))
         return plans
 
     def _candidate(self, workload: Workload, read: RowReader) -> bool:

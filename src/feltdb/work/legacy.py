@@ -80,7 +80,7 @@ def _import_record(db: Database, key: str, workload: Workload) -> bool:
                 f"canonical workload {key} differs from legacy source",
             )
         return False
-    plan = planned_commit(workload, MIGRATION, None)
+    plan = planned_commit(workload, MIGRATION, None, "migrate")
     db.commit(plan.operation_id, plan.mutations, plan.preconditions, plan.audit)
     return True
 

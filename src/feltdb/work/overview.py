@@ -27,15 +27,18 @@ from feltdb.work.states import WorkloadState
 
 MAX_COUNTED = 10_000
 """The most workloads :func:`summarize` reads for a reader narrowed to environments."""
+COUNTED_PAGE = 500
+"""Workloads read per page when counting by reading."""
 THROUGHPUT_SCAN = 20_000
 """The most log entries :func:`throughput` reads."""
 COMPLETIONS = frozenset({Operation.COMPLETE.value})
-"""The audit kinds counted as completions: a worker's reported result."""
+"""The operations (the audit record's ``operation``) counted as completions: a worker's
+reported result."""
 FAILURES = frozenset(
     {Operation.FAIL.value, Operation.DEADLINE.value, Operation.RECOVER.value,
      Operation.EXHAUSTED.value}
 )  # fmt: skip
-"""The audit kinds counted as failures: a reported failure, a passed deadline, a lease that
+"""The operations counted as failures: a reported failure, a passed deadline, a lease that
 expired (its worker presumed lost) and ready work dead-lettered out of attempts."""
 
 
@@ -112,7 +115,7 @@ def _counted_by_reading(pages: Callable[[int], Iterable[list[Workload]]]) -> Sum
     counts: dict[str, Counter[WorkloadState]] = {}
     oldest: dict[str, int] = {}
     read = 0
-    for page in pages(500):
+    for page in pages(COUNTED_PAGE):
         for workload in page:
             definition = workload.definition_id
             counts.setdefault(definition, Counter())[workload.state] += 1
@@ -204,9 +207,9 @@ def throughput(
         record = entry.audit or {}
         if record.get("tenant") != tenant_id or record.get("application") != application_id:
             continue
-        if record.get("kind") in COMPLETIONS:
+        if record.get("operation") in COMPLETIONS:
             done[second - second % 60] += 1
-        elif record.get("kind") in FAILURES:
+        elif record.get("operation") in FAILURES:
             failed[second - second % 60] += 1
     return Throughput(
         [Minute(start, done[start], failed[start]) for start in range(since, last + 1, 60)],

@@ -66,9 +66,12 @@ def workload_of(row: StoredRow) -> Workload:
         ) from error
 
 
-def planned_commit(workload: Workload, action: str, version: int | None) -> PlannedCommit:
+def planned_commit(
+    workload: Workload, action: str, version: int | None, operation: str | None = None
+) -> PlannedCommit:
     """The guarded commit of ``workload`` as the document of its id: ``version`` is the version it
-    was read at (``None``: it must not exist yet). ``action`` is the audit kind.
+    was read at (``None``: it must not exist yet). ``action`` is the audit kind, ``operation``
+    the store operation that made the change (``Operation``'s value, e.g. ``"complete"``).
     """
     document = workload.to_json()
     text = stored_text(workload.workload_id, document)
@@ -85,7 +88,7 @@ def planned_commit(workload: Workload, action: str, version: int | None) -> Plan
                 expected_version=version,
             )
         ],
-        audit_record(workload, text, action, operation_id),
+        audit_record(workload, text, action, operation_id, operation),
     )
 
 

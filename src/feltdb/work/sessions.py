@@ -11,6 +11,10 @@ neither a session id nor a token. Opening and ending one are logged commits (aud
 A sign-in link's nonce, once used, is a row of :data:`SPENT_TICKETS_COLLECTION`, written
 require-absent: of two servers redeeming one link at once, one commits and the other is
 refused.
+
+Both kinds of row carry their end as the index's ``deadline_at``, so
+:func:`prune_expired` finds those past it in the deadline index (never a scan) and deletes
+them: a session past its end, and a ticket's nonce once the ticket itself is refused.
 """
 
 from __future__ import annotations
@@ -21,13 +25,15 @@ from typing import Any
 
 from feltdb.auth.grants import SignedGrant
 from feltdb.auth.sessions import session_key
-from feltdb.storage.base import Database, Mutation, Precondition, StorageConflict
+from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, StorageConflict
 from feltdb.storage.canonical import sha256_hex
 
 SESSIONS_COLLECTION = "system_ui_sessions"
 SPENT_TICKETS_COLLECTION = "system_ui_spent_tickets"
 SESSION_LIFETIME_S = 12 * 3600
 """The longest a session lasts (less when its grant expires first): twelve hours."""
+PRUNE_PER_PASS = 500
+"""The most expired rows of each kind :func:`prune_expired` deletes in one call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +80,7 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
     operation_id = "ui_tx_" + secrets.token_hex(12)
     db.commit(
         operation_id,
-        [Mutation(SESSIONS_COLLECTION, key, document)],
+        [Mutation(SESSIONS_COLLECTION, key, document, RowIndex(deadline_at=expires_at))],
         [Precondition(SESSIONS_COLLECTION, key, require_absent=True)],
         _audit("ui.signed_in", evidence, operation_id, now),
     )
@@ -131,9 +137,32 @@ def spend_ticket(db: Database, nonce: str, expires_at: int, now: int) -> bool:
     try:
         db.commit(
             "ui_tx_" + secrets.token_hex(12),
-            [Mutation(SPENT_TICKETS_COLLECTION, key, document)],
+            [Mutation(SPENT_TICKETS_COLLECTION, key, document, RowIndex(deadline_at=expires_at))],
             [Precondition(SPENT_TICKETS_COLLECTION, key, require_absent=True)],
         )
     except StorageConflict:
         return False
     return True
+
+
+def prune_expired(db: Database, now: int, limit: int = PRUNE_PER_PASS) -> int:
+    """Delete sessions past their end and spent tickets past theirs (at most ``limit`` of
+    each), read from the deadline index; how many were deleted. A row another server
+    deleted first is skipped.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    deleted = 0
+    for collection in (SESSIONS_COLLECTION, SPENT_TICKETS_COLLECTION):
+        for row in db.rows_due(collection, "deadline_at", now, limit=limit):
+            try:
+                db.commit(
+                    "ui_tx_" + secrets.token_hex(12),
+                    [Mutation(collection, row.key, None)],
+                    [Precondition(collection, row.key, expected_version=row.version)],
+                )
+            except StorageConflict:
+                continue
+            deleted += 1
+    return deleted

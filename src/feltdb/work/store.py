@@ -234,7 +234,7 @@ class WorkloadStore:
                 ``WORKLOAD_STORAGE_FAILURE``.
         """
         workload = loaded.workload
-        self._write(planned_commit(workload, MUTATED, loaded.version))
+        self._write(planned_commit(workload, MUTATED, loaded.version, operation.value))
         self._notify(operation, loaded, workload)
 
     def _write(self, plan: PlannedCommit) -> None:
@@ -304,7 +304,7 @@ class WorkloadStore:
             return step.answer  # type: ignore[return-value]  # a replay
         workload = step.loaded.workload
         try:
-            self._write(planned_commit(workload, CREATED, None))
+            self._write(planned_commit(workload, CREATED, None, Operation.ADMIT.value))
         except StorageConflict:
             return self._converge(step.loaded.workload.workload_id, request)
         self._notify(Operation.ADMIT, None, workload)
@@ -1202,6 +1202,12 @@ class WorkloadStore:
     def spend_ticket(self, nonce: str, expires_at: int, now: int) -> bool:
         """Spend a sign-in link's nonce; ``False`` when it was spent already."""
         return sessions.spend_ticket(self.db, nonce, expires_at, now)
+
+    def prune_sessions(self, now: int | None = None) -> int:
+        """Delete dashboard sessions and spent sign-in tickets past their end (a bounded
+        number per call: :func:`feltdb.work.sessions.prune_expired`); how many.
+        """
+        return sessions.prune_expired(self.db, _now(now))
 
     def seal_audit(self, limit: int | None = None) -> int:
         """Seal the log entries that are final into the audit chain, oldest first (at most

@@ -57,10 +57,13 @@ SIGN_IN_NONCE_S: Final = 3600
 
 
 def next_path(text: str | None) -> str:
-    """``text`` if it is a path of the dashboard (at most 2,000 characters, no ``//``),
-    else the overview: a sign-in link can never send the browser to another site.
+    """``text`` if it is a path of the dashboard (at most 2,000 characters, no ``//`` and no
+    dot segment, even percent-encoded), else the overview: a sign-in can never send the
+    browser to another site, nor out of the dashboard.
     """
-    if text is None or len(text) > 2000 or "//" in text or _NEXT.fullmatch(text) is None:
+    if text is None or len(text) > 2000 or _NEXT.fullmatch(text) is None:
+        return HOME
+    if "//" in text or ".." in text or "%2e" in text.lower():
         return HOME
     return text
 

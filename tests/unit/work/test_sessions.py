@@ -1,0 +1,71 @@
+"""Dashboard sessions and spent sign-in tickets as rows of the store (feltdb.work.sessions):
+what is kept (evidence, never a token or a session id), when they end, and their pruning."""
+
+from __future__ import annotations
+
+from feltdb import Subject, WorkloadStore
+from feltdb.auth.policy import application_grant
+from feltdb.auth.sessions import new_session_id, session_key
+from feltdb.auth.tokens import Keyring
+from feltdb.work.sessions import SESSION_LIFETIME_S, SESSIONS_COLLECTION, SPENT_TICKETS_COLLECTION
+
+NOW = 1_800_000_000
+RING = Keyring({"k1": bytes([7] * 32)}, "k1")
+
+
+def evidence(lifetime: int = 86_400):
+    grant = application_grant(
+        Subject.human("ada"), "t", "app", {"workload:read"}, issued_at=NOW - 1,
+        expires_at=NOW + lifetime,
+    )  # fmt: skip
+    return RING.evidence(grant)
+
+
+def test_a_session_is_kept_under_a_digest_with_its_grant_as_evidence(store: WorkloadStore) -> None:
+    session_id, signed = new_session_id(), evidence()
+    ends = store.open_session(session_id, signed, NOW)
+    assert ends == NOW + SESSION_LIFETIME_S
+    row = store.db.get_row(SESSIONS_COLLECTION, session_key(session_id))
+    assert row is not None
+    text = str(row.document)
+    assert session_id not in text and "fgt2." not in text
+    opened = store.session(session_id, NOW + 5)
+    assert opened is not None and opened.evidence == signed and opened.expires_at == ends
+    # The evidence verifies as evidence, never as a token.
+    assert RING.verify_evidence(opened.evidence, NOW).subject == Subject.human("ada")
+    [entry] = store.db.committed_transactions_after(0)
+    assert entry.audit is not None and entry.audit["kind"] == "ui.signed_in"
+    assert entry.audit["actor"] == "human:ada" and session_id not in str(entry.model_dump())
+
+
+def test_a_session_ends_by_its_end_its_grants_or_signing_out(store: WorkloadStore) -> None:
+    session_id = new_session_id()
+    store.open_session(session_id, evidence(), NOW)
+    assert store.session(session_id, NOW + SESSION_LIFETIME_S) is None
+    short = new_session_id()
+    assert store.open_session(short, evidence(lifetime=60), NOW) == NOW + 60
+    assert store.session(short, NOW + 60) is None
+    assert store.session(new_session_id(), NOW) is None  # never opened
+    assert store.end_session(session_id, NOW) is True
+    assert store.session(session_id, NOW) is None
+    assert store.end_session(session_id, NOW) is False  # ended already
+
+
+def test_a_ticket_is_spent_once(store: WorkloadStore) -> None:
+    assert store.spend_ticket("a" * 32, NOW + 600, NOW) is True
+    assert store.spend_ticket("a" * 32, NOW + 600, NOW + 1) is False
+    assert store.spend_ticket("b" * 32, NOW + 600, NOW) is True
+
+
+def test_pruning_deletes_only_what_has_ended(store: WorkloadStore) -> None:
+    lasting, short = new_session_id(), new_session_id()
+    store.open_session(lasting, evidence(), NOW)
+    store.open_session(short, evidence(lifetime=60), NOW)
+    store.spend_ticket("c" * 32, NOW + 600, NOW)
+    assert store.prune_sessions(NOW + 59) == 0
+    assert store.prune_sessions(NOW + 60) == 1
+    assert store.db.get_row(SESSIONS_COLLECTION, session_key(short)) is None
+    assert store.session(lasting, NOW + 60) is not None
+    assert store.prune_sessions(NOW + 600) == 1  # the ticket, now refused anyway
+    assert store.db.list_rows(SPENT_TICKETS_COLLECTION) == []
+    assert store.prune_sessions(NOW + 600) == 0
