@@ -31,6 +31,16 @@ class IndexCounts(Protocol):
         """
         ...
 
+    def recent_operations(
+        self, tenant_id: str, application_id: str, since: float, scan: int
+    ) -> tuple[list[tuple[float, str | None]], float | None]:
+        """Of the newest ``scan`` log entries, those whose audit record names this tenant
+        and application and that were committed at or after ``since``: ``(committed_at,
+        the record's "operation")`` each; and when the oldest of the ``scan`` entries was
+        committed (``None``: the log holds fewer). Read from the log's key backwards.
+        """
+        ...
+
     def count_in_application(
         self, collection: str, tenant_id: str, application_id: str
     ) -> dict[tuple[str, str], tuple[int, int]]:

@@ -181,6 +181,23 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
             for state, definition, count, oldest in fetched
         }
 
+    def recent_operations(
+        self, tenant_id: str, application_id: str, since: float, scan: int
+    ) -> tuple[list[tuple[float, str | None]], float | None]:
+        """See :meth:`Database.recent_operations` (two reads: the entries, and the time
+        at the scan's depth).
+        """
+        if scan <= 0:
+            return [], None
+        params = {
+            "tenant_id": tenant_id, "application_id": application_id, "since": since,
+            "scan": scan,
+        }  # fmt: skip
+        found = self._dialect.read(self._queries["recent_operations"], params)
+        floor = self._dialect.read(self._queries["log_time_at_depth"], {"depth": scan - 1})
+        entries = [(float(at), None if op is None else str(op)) for at, op in found]
+        return entries, float(floor[0][0]) if floor else None
+
     def current_revision(self) -> int:
         """See :meth:`Database.current_revision`."""
         revision: int = self._dialect.read(self._queries["current_revision"], {})[0][0]

@@ -8,18 +8,19 @@ Both are read at a bounded cost, whatever the size of the store:
   whole application or some of its definitions. The index does not hold the environment,
   so for a reader narrowed to environments it counts the work it may see a page at a time,
   at most :data:`MAX_COUNTED` workloads, and says when it stopped short.
-- :func:`throughput` reads the log backwards from its head, at most :data:`THROUGHPUT_SCAN`
-  entries, and says how far back that reached when it did not cover the whole window.
+- :func:`throughput` reads the newest :data:`THROUGHPUT_SCAN` log entries at most (the
+  database extracts the audit records' fields), and says how far back that reached when it
+  did not cover the whole window.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from feltdb.auth.scope import Scope
-from feltdb.storage.base import CommittedTransaction, Database
+from feltdb.storage.base import Database
 from feltdb.work import inputs
 from feltdb.work.changes import Operation
 from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
@@ -180,11 +181,11 @@ def throughput(
     *,
     minutes: int = 60,
     scan: int = THROUGHPUT_SCAN,
-    batch: int = 1000,
 ) -> Throughput:
     """``tenant_id``'s ``application_id``'s completions and failures (:data:`COMPLETIONS`,
     :data:`FAILURES`) in each of the ``minutes`` whole minutes up to ``now``, counted
-    from the log's audit records, newest first, reading at most ``scan`` entries.
+    from the audit records of the newest ``scan`` log entries
+    (:meth:`~feltdb.storage.base.Database.recent_operations`).
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
@@ -194,37 +195,20 @@ def throughput(
     minutes = inputs.integer(minutes, "minutes", 1)
     last = now - now % 60
     since = last - (minutes - 1) * 60
+    entries, floor = db.recent_operations(
+        tenant_id, application_id, since, inputs.integer(scan, "scan", 1)
+    )
     done: Counter[int] = Counter()
     failed: Counter[int] = Counter()
-    covered = since
-    read = 0
-    for entry in backwards(db, inputs.integer(scan, "scan", 1), batch):
-        read += 1
-        if entry.committed_at < since:
-            break
-        second = int(entry.committed_at)
-        covered = second if read >= scan else since
-        record = entry.audit or {}
-        if record.get("tenant") != tenant_id or record.get("application") != application_id:
-            continue
-        if record.get("operation") in COMPLETIONS:
-            done[second - second % 60] += 1
-        elif record.get("operation") in FAILURES:
-            failed[second - second % 60] += 1
+    for committed_at, operation in entries:
+        minute = int(committed_at) - int(committed_at) % 60
+        if operation in COMPLETIONS:
+            done[minute] += 1
+        elif operation in FAILURES:
+            failed[minute] += 1
+    # The read stopped short of the window when its oldest entry is inside it.
+    covered = since if floor is None or floor < since else int(floor)
     return Throughput(
         [Minute(start, done[start], failed[start]) for start in range(since, last + 1, 60)],
         covered,
     )
-
-
-def backwards(db: Database, scan: int, batch: int = 1000) -> Iterator[CommittedTransaction]:
-    """The log's entries newest first, at most ``scan`` of them, read ``batch`` at a time."""
-    before = db.current_revision() + 1
-    left = scan
-    while left > 0:
-        entries = db.committed_transactions_before(before, min(batch, left))
-        if not entries:
-            return
-        left -= len(entries)
-        yield from entries
-        before = entries[-1].commit_revision

@@ -259,6 +259,31 @@ def test_committed_transactions_before_reads_the_log_backwards(db: Database) -> 
     ]
 
 
+def test_recent_operations_are_one_applications_newest_entries(db: Database) -> None:
+    def logged(n: int, tenant: str = "t", operation: str | None = "complete") -> None:
+        audit = {"tenant": tenant, "application": "a", "operation": operation, "n": n}
+        db.commit(f"op{n}", [Mutation("work", f"w{n}", {})], audit=audit)
+
+    assert db.recent_operations("t", "a", 0, 10) == ([], None)
+    logged(1, operation="fail")
+    logged(2, tenant="other")
+    logged(3, operation=None)
+    db.commit("bare", [Mutation("work", "x", {})])  # no audit record at all
+    logged(4)
+    found, floor = db.recent_operations("t", "a", 0, 10)
+    assert [operation for _, operation in found] and sorted(
+        operation or "" for _, operation in found
+    ) == ["", "complete", "fail"]
+    assert floor is None  # fewer than 10 entries: the whole log was read
+    newest, floor = db.recent_operations("t", "a", 0, 2)  # the bare commit and n=4
+    assert [operation for _, operation in newest] == ["complete"]
+    everything = db.committed_transactions_after(0)
+    assert floor == everything[-2].committed_at
+    assert db.recent_operations("t", "a", everything[-1].committed_at + 1, 10)[0] == []
+    assert db.recent_operations("t", "b", 0, 10)[0] == []
+    assert db.recent_operations("t", "a", 0, 0) == ([], None)
+
+
 def test_a_commit_without_audit_logs_no_provenance(db: Database) -> None:
     db.commit("op", [Mutation("work", "w", {})])
     [entry] = db.committed_transactions_after(0)

@@ -897,6 +897,9 @@ PLAN_PARAMS: dict[str, Any] = {
     "row_hashes": "{h}",
     "after": 100,
     "through": 200,
+    "depth": 10,
+    "scan": 100,
+    "since": 0.0,
     "revisions": "[100, 200]",
 }
 
@@ -967,6 +970,8 @@ PLANS: dict[str, str | tuple[str, ...]] = {
     "current_revision": "transactions_pkey",
     "transactions_after": "transactions_pkey",
     "transactions_before": "transactions_pkey",
+    "recent_operations": "transactions_pkey",
+    "log_time_at_depth": "transactions_pkey",
     # One application's range of either index: the planner picks by the statistics.
     "count_in_application": ("rows_by_definition", "rows_by_application"),
     "insert_transaction": "transactions_pkey",

@@ -131,6 +131,9 @@ def test_throughput_says_how_far_back_a_bounded_read_reached(filled: WorkloadSto
     bounded = overview.throughput(filled.db, "t", "app", now, scan=2)
     newest = filled.db.committed_transactions_before(head + 1, 2)
     assert bounded.covered_since == int(newest[-1].committed_at)
+    # The two newest entries are the other application's admission and r2's: none counted.
+    assert (bounded.completions, bounded.failures) == (0, 0)
+    assert overview.throughput(filled.db, "t", "app", now, scan=10_000).completions == 1
     assert bounded.covered_since > bounded.minutes[0].start
 
 

@@ -349,6 +349,28 @@ WHERE commit_revision > %(revision)s::bigint
 ORDER BY commit_revision
 LIMIT %(limit)s::bigint;
 
+-- name: recent_operations
+-- description: of the newest :scan log entries below the snapshot's xmin, those of one tenant's application committed at or after :since: when, and their audit record's operation
+SELECT committed_at, audit::jsonb ->> 'operation'
+FROM (
+    SELECT committed_at, audit
+    FROM transactions
+    WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
+    ORDER BY commit_revision DESC
+    LIMIT %(scan)s::bigint
+) AS recent
+WHERE committed_at >= %(since)s::double precision
+  AND audit::jsonb ->> 'tenant' = %(tenant_id)s
+  AND audit::jsonb ->> 'application' = %(application_id)s;
+
+-- name: log_time_at_depth
+-- description: when the log entry :depth entries below the newest (below the snapshot's xmin) was committed (no row: the log is shorter)
+SELECT committed_at
+FROM transactions
+WHERE commit_revision < pg_snapshot_xmin(pg_current_snapshot())::text::bigint * 1024
+ORDER BY commit_revision DESC
+LIMIT 1 OFFSET %(depth)s::bigint;
+
 -- name: transactions_before
 -- description: logged commits before a revision and below the snapshot's xmin, newest first (one snapshot)
 SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit

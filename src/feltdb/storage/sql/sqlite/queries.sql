@@ -326,6 +326,20 @@ WHERE commit_revision > :revision
 ORDER BY commit_revision
 LIMIT :limit;
 
+-- name: recent_operations
+-- description: of the newest :scan log entries, those of one tenant's application committed at or after :since: when, and their audit record's operation (the primary key walked backwards; no document read)
+SELECT committed_at, json_extract(audit, '$.operation')
+FROM (
+    SELECT committed_at, audit FROM transactions ORDER BY commit_revision DESC LIMIT :scan
+)
+WHERE committed_at >= :since
+  AND json_extract(audit, '$.tenant') = :tenant_id
+  AND json_extract(audit, '$.application') = :application_id;
+
+-- name: log_time_at_depth
+-- description: when the log entry :depth entries below the newest was committed (no row: the log is shorter)
+SELECT committed_at FROM transactions ORDER BY commit_revision DESC LIMIT 1 OFFSET :depth;
+
 -- name: transactions_before
 -- description: logged commits before a revision, newest first
 SELECT commit_revision, base_revision, transaction_id, committed_at, operation_ids, keys, audit
