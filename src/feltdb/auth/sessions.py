@@ -88,9 +88,11 @@ def form_token(keyring: Keyring, bound_to: str) -> str:
 
 
 def form_token_matches(keyring: Keyring, bound_to: str, token: str | None) -> bool:
-    """Whether ``token`` is :func:`form_token` of ``bound_to`` by a key of ``keyring``."""
+    """Whether ``token`` is :func:`form_token` of ``bound_to`` by a key of ``keyring``
+    (never for a ``bound_to`` that is not ASCII: no form is bound to one).
+    """
     found = _FORM_TOKEN.fullmatch(token) if token is not None and len(token) <= 256 else None
-    if found is None:
+    if found is None or not bound_to.isascii():
         return False
     key_id, signature = found.groups()
     return keyring.mac_matches(CSRF_DOMAIN, bound_to.encode("ascii"), key_id, signature)

@@ -4,8 +4,11 @@ audit chain. Each is a form post that must carry its session's form token
 as its API twin, and makes the same store call with the viewer's scope: a page that
 offered no button is no way around the policy (a forged post is refused ``403``).
 
-After an action a browser is redirected (303) to a page that shows what it did, so a
-reload never posts twice; what could not be done is said on the page it was posted from.
+After a cancel, a retry or a decision the browser is redirected (303) to a page that shows
+what it did, so a reload does not post it twice. What could not be done is said on the page
+it was posted from, answered to the post itself, as are a retry of many dead letters (its
+page lists each outcome) and a verification: reloading those posts again, which retries
+nothing twice (re-armed work is no longer a dead letter) and verifies once more.
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ async def decide(request: Request, workload_id: str) -> Response:  # noqa: D103
     input_hash = inputs.identifier(field(form, "input_hash"), "input_hash")
     reason = inputs.reason(field(form, "reason"))
     if verdict is ApprovalOutcome.REJECTED and reason is None:
-        return await _inbox(request, viewer, 400, f"{workload_id} was not rejected: say why.")
+        return await _inbox(request, viewer, 422, f"{workload_id} was not rejected: say why.")
 
     def decide_it() -> tuple[ApprovalDecision, bool]:
         return state.store.decide(
@@ -133,6 +136,7 @@ async def decide(request: Request, workload_id: str) -> Response:  # noqa: D103
             f"{workload_id} was already {decision.outcome.value} by {decision.decided_by} at "
             f"{instant(decision.decided_at)}: your decision was not recorded.",
         )  # fmt: skip
+    # The page reads the decision back from the store: `outcome` only names it for the eye.
     return _redirect(f"/ui/approvals?decided={quote(workload_id, safe='')}&outcome={verdict}")
 
 

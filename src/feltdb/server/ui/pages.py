@@ -29,8 +29,10 @@ from feltdb.auth.policy import (
     authorize_application,
     authorize_audit,
     authorize_read,
+    may_read,
 )
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_ID_CHARS
 from feltdb.server.ui.chart import chart_of
 from feltdb.server.ui.render import page
 from feltdb.server.ui.routing import PageRoute
@@ -38,7 +40,7 @@ from feltdb.server.ui.viewer import Viewer, server_of, viewer_of
 from feltdb.work import inputs
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.deadlines import deadline_instants
-from feltdb.work.models import Workload
+from feltdb.work.models import ApprovalDecision, Workload
 from feltdb.work.operators import RETRYABLE_BY_OPERATOR
 from feltdb.work.search import MAX_QUERY_CHARS, search
 from feltdb.work.states import TERMINAL_STATES, WorkloadState
@@ -181,14 +183,30 @@ def approvals_page(
         after=after, limit=PAGE_SIZE, scope=viewer.caller.scope,
     )  # fmt: skip
     deadlines = {w.workload_id: dict(deadline_instants(w)).get("approval") for w in items}
-    decided = request.query_params.get("decided")
-    outcome = request.query_params.get("outcome")
+    decided = _decided(request, viewer)
     return page(
         request, "approvals.html", viewer, status_code=status_code, items=items,
         deadlines=deadlines, next_cursor=encode_cursor(following), first=after is None,
-        problem=problem, decided=decided if outcome in ("approved", "rejected") else None,
-        outcome=outcome,
+        problem=problem, decided=decided,
     )  # fmt: skip
+
+
+def _decided(request: Request, viewer: Viewer) -> ApprovalDecision | None:
+    """The decision a redirect after a decision names (``?decided=ID``), as committed: never
+    text from the query, and only of work the viewer sees.
+    """
+    named = request.query_params.get("decided")
+    if named is None or not named or len(named) > MAX_ID_CHARS:
+        return None
+    try:
+        workload = server_of(request).store.get(named, scope=viewer.caller.scope)
+    except WorkloadError as error:
+        if error.code == ErrorCode.WORKLOAD_STORAGE_FAILURE:
+            raise
+        return None
+    if workload.approval is None or not may_read(viewer.caller.grant, workload):
+        return None
+    return workload.approval.decision
 
 
 @router.get("/dead-letters", response_class=HTMLResponse)

@@ -4,7 +4,7 @@ filters its templates use, and the headers every page is answered with.
 Nothing inline is ever allowed to run: the pages' Content-Security-Policy
 (:data:`UI_CSP`) takes scripts and styles from the server's own files only, so a value that
 slipped through unescaped still could not execute. Pages are never cached (they hold what
-one grant may see), never framed, and send no ``Referer`` to links they hold.
+one grant may see), never framed, and send no ``Referer`` to other sites.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ UI_CSP: Final = (
 UI_HEADERS: Final = {
     "Content-Security-Policy": UI_CSP,
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser posts a form with `Origin: null`, which the form
+    # checks must refuse (an opaque origin is any site's); same-origin keeps the real one.
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
 }

@@ -32,6 +32,8 @@ TITLES = {
     403: "Not allowed",
     404: "Not found",
     409: "Not done",
+    413: "Too large",
+    422: "That request is not valid",
     503: "The store is unavailable",
 }
 
@@ -48,7 +50,8 @@ class PageRoute(APIRoute):
                 return await handle(request)
             except SignInRequired as missing:
                 if request.method == "GET":
-                    target = quote(request.url.path + _query(request), safe="/?=&")
+                    # Its query is quoted whole (`?`, `&`, `=` too), so none of it is lost.
+                    target = quote(request.url.path + _query(request), safe="/")
                     return RedirectResponse(
                         f"/ui/login?next={target}", status_code=303, headers=UI_HEADERS
                     )

@@ -34,6 +34,7 @@ from feltdb.auth.tokens import decode_token
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.routes.deps import ServerState, unrevoked
 from feltdb.server.ui.render import UI_HEADERS, page
+from feltdb.server.ui.routing import PageRoute
 from feltdb.server.ui.viewer import (
     COOKIE,
     SIGN_IN_COOKIE,
@@ -47,11 +48,13 @@ from feltdb.server.ui.viewer import (
     viewer_of,
 )
 
-router = APIRouter(prefix="/ui", include_in_schema=False)
+router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)
 
 HOME: Final = "/ui/"
 _NEXT: Final = re.compile(r"/ui(/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*)?")
 """Where a sign-in may go on to: a path of the dashboard, never another site."""
+_NONCE: Final = re.compile(r"[0-9a-f]{32}")
+"""A sign-in form's nonce, as its cookie holds it."""
 SIGN_IN_NONCE_S: Final = 3600
 """How long a sign-in form's nonce cookie lasts."""
 
@@ -98,7 +101,7 @@ def _sign_in_form(
 ) -> HTMLResponse:
     """The sign-in page, with a form token bound to the browser's sign-in nonce."""
     nonce = request.cookies.get(SIGN_IN_COOKIE)
-    if nonce is None or not re.fullmatch(r"[0-9a-f]{32}", nonce):
+    if nonce is None or not _NONCE.fullmatch(nonce):
         nonce = secrets.token_hex(16)
     keyring = server_of(request).keyring
     answer = page(
@@ -135,7 +138,9 @@ async def sign_in(request: Request) -> Response:
     check_origin(request)
     nonce = request.cookies.get(SIGN_IN_COOKIE, "")
     keyring = server_of(request).keyring
-    if not nonce or not form_token_matches(keyring, f"sign-in:{nonce}", field(form, "csrf")):
+    if not _NONCE.fullmatch(nonce) or not form_token_matches(
+        keyring, f"sign-in:{nonce}", field(form, "csrf")
+    ):
         raise FormRefused("the sign-in form's token is missing or stale: reload the page")
     secret = (field(form, "ticket") or field(form, "token") or "").strip()
     if not secret:
