@@ -47,6 +47,18 @@ async def _posted(request: Request) -> tuple[Viewer, dict[str, list[str]]]:
     return viewer, form
 
 
+async def _acting(
+    request: Request, workload_id: str, capability: str
+) -> tuple[Viewer, dict[str, list[str]], str]:
+    """:func:`_posted`, for an action on ``workload_id`` authorized as the API's twin is
+    (``capability`` on the workload); the workload id, checked.
+    """
+    viewer, form = await _posted(request)
+    workload_id = inputs.identifier(workload_id, "workload_id")
+    authorize_workload(viewer.caller.grant, capability, workload_id)
+    return viewer, form, workload_id
+
+
 def _redirect(path: str) -> RedirectResponse:
     return RedirectResponse(path, status_code=303, headers=UI_HEADERS)
 
@@ -61,10 +73,8 @@ async def _blocking(call: Callable[[], T]) -> T:
 
 @router.post("/workloads/{workload_id}/cancel")
 async def cancel(request: Request, workload_id: str) -> Response:  # noqa: D103
-    viewer, _ = await _posted(request)
+    viewer, _, workload_id = await _acting(request, workload_id, CANCEL)
     caller, state = viewer.caller, server_of(request)
-    workload_id = inputs.identifier(workload_id, "workload_id")
-    authorize_workload(caller.grant, CANCEL, workload_id)
     after = await _blocking(
         lambda: state.store.cancel(workload_id, viewer.subject, state.clock(), scope=caller.scope)
     )
@@ -88,10 +98,8 @@ def _reason(form: dict[str, list[str]], required: str) -> str:
 
 @router.post("/workloads/{workload_id}/retry")
 async def retry(request: Request, workload_id: str) -> Response:  # noqa: D103
-    viewer, form = await _posted(request)
+    viewer, form, workload_id = await _acting(request, workload_id, OPERATE)
     caller, state = viewer.caller, server_of(request)
-    workload_id = inputs.identifier(workload_id, "workload_id")
-    authorize_workload(caller.grant, OPERATE, workload_id)
     reason = _reason(form, "say why it is retried (it is recorded with the retry)")
     await _blocking(
         lambda: state.store.retry(
@@ -103,11 +111,9 @@ async def retry(request: Request, workload_id: str) -> Response:  # noqa: D103
 
 @router.post("/approvals/{workload_id}/decision")
 async def decide(request: Request, workload_id: str) -> Response:  # noqa: D103
-    viewer, form = await _posted(request)
+    viewer, form, workload_id = await _acting(request, workload_id, APPROVE)
     caller, state = viewer.caller, server_of(request)
     grant = caller.grant
-    workload_id = inputs.identifier(workload_id, "workload_id")
-    authorize_workload(grant, APPROVE, workload_id)
     outcome = field(form, "outcome")
     if outcome not in (ApprovalOutcome.APPROVED.value, ApprovalOutcome.REJECTED.value):
         raise inputs.invalid("outcome", "must be approved or rejected")

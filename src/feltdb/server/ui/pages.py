@@ -40,6 +40,7 @@ from feltdb.server.ui.viewer import Viewer, server_of, viewer_of
 from feltdb.work import inputs
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.deadlines import deadline_instants
+from feltdb.work.inputs import Cursor
 from feltdb.work.models import ApprovalDecision, Workload
 from feltdb.work.operators import RETRYABLE_BY_OPERATOR
 from feltdb.work.search import MAX_QUERY_CHARS, search
@@ -107,7 +108,7 @@ def workloads(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
     after = decode_cursor(_text(request, "cursor", 1024))
     store = server_of(request).store
 
-    def read(at: inputs.Cursor | None, limit: int) -> tuple[list[Workload], inputs.Cursor | None]:
+    def read(at: Cursor | None, limit: int) -> tuple[list[Workload], Cursor | None]:
         return store.page(
             grant.tenant_id, grant.application_id, state=chosen, definition=definition,
             after=at, limit=limit, scope=viewer.caller.scope,
@@ -166,6 +167,23 @@ def _notice(request: Request) -> str | None:
     return NOTICES.get(request.query_params.get("done", ""))
 
 
+def _listed(
+    request: Request, viewer: Viewer, capability: str, state: WorkloadState
+) -> tuple[list[Workload], Cursor | None, Cursor | None]:
+    """The page of the viewer's work in ``state`` after the request's ``cursor``, as the
+    API's list of it is authorized (``capability`` over the whole application): the
+    page, the cursor after it and the one it was read after.
+    """
+    grant = viewer.caller.grant
+    authorize_application(grant, capability)
+    after = decode_cursor(_text(request, "cursor", 1024))
+    items, following = server_of(request).store.page(
+        grant.tenant_id, grant.application_id, state=state, after=after, limit=PAGE_SIZE,
+        scope=viewer.caller.scope,
+    )  # fmt: skip
+    return items, following, after
+
+
 @router.get("/approvals", response_class=HTMLResponse)
 def approvals(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
     return approvals_page(request, viewer)
@@ -175,13 +193,7 @@ def approvals_page(
     request: Request, viewer: Viewer, *, status_code: int = 200, problem: str | None = None
 ) -> HTMLResponse:
     """The approval inbox; ``problem`` says why a decision just posted was not recorded."""
-    grant = viewer.caller.grant
-    authorize_application(grant, APPROVE)
-    after = decode_cursor(_text(request, "cursor", 1024))
-    items, following = server_of(request).store.page(
-        grant.tenant_id, grant.application_id, state=WorkloadState.AWAITING_APPROVAL,
-        after=after, limit=PAGE_SIZE, scope=viewer.caller.scope,
-    )  # fmt: skip
+    items, following, after = _listed(request, viewer, APPROVE, WorkloadState.AWAITING_APPROVAL)
     deadlines = {w.workload_id: dict(deadline_instants(w)).get("approval") for w in items}
     decided = _decided(request, viewer)
     return page(
@@ -224,13 +236,7 @@ def dead_letters_page(
     """The dead letters; ``outcomes``: each retried workload and why it was not (``None``:
     it was), after a retry was posted.
     """
-    grant = viewer.caller.grant
-    authorize_application(grant, OPERATE)
-    after = decode_cursor(_text(request, "cursor", 1024))
-    items, following = server_of(request).store.page(
-        grant.tenant_id, grant.application_id, state=WorkloadState.DEAD_LETTER,
-        after=after, limit=PAGE_SIZE, scope=viewer.caller.scope,
-    )  # fmt: skip
+    items, following, after = _listed(request, viewer, OPERATE, WorkloadState.DEAD_LETTER)
     return page(
         request, "dead_letters.html", viewer, status_code=status_code, items=items,
         next_cursor=encode_cursor(following), first=after is None, outcomes=outcomes,
