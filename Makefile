@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-sqlite test-fast soak lint typecheck bench bench-quick clean
+.PHONY: run test test-sqlite test-fast soak screenshots lint typecheck bench bench-quick clean
 
 # On CI a missing PostgreSQL is installed (Debian's package) rather than reported.
 ifdef CI
@@ -55,6 +55,12 @@ soak: $(VENV)/.installed-dev
 	FELTDB_SOAK=1 FELTDB_FIGURES=$(abspath $(SOAK_FIGURES)) \
 		scripts/with-postgres $(BIN)/pytest tests/reliability -p no:cacheprovider
 	$(BIN)/python tests/reliability/report.py $(SOAK_FIGURES) docs/reliability.md
+
+## screenshots: the dashboard's pictures in the README (docs/screenshots/), taken by the
+## browser test that takes them on every run (elsewhere, into a temporary folder)
+screenshots: $(VENV)/.installed-dev
+	scripts/ensure-chromium
+	FELTDB_SCREENSHOTS=docs $(BIN)/pytest tests/browser/test_dashboard.py -k screenshots -p no:cacheprovider
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples

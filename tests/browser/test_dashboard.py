@@ -9,6 +9,7 @@ and its console errors are collected (:func:`~tests.browser.conftest.confined`).
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import time
@@ -45,7 +46,11 @@ from feltdb.work.states import ApprovalOutcome, WorkloadState
 pytestmark = pytest.mark.browser
 
 Confined = Callable[[str], OfflinePage]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+WRITE_DOCS = os.environ.get("FELTDB_SCREENSHOTS") == "docs"
+"""``make screenshots`` writes the README's pictures (docs/screenshots/); any other run
+writes them to a temporary folder, so that a test run leaves the checkout as it was.
+Read at import: the test environment is stripped of ``FELTDB_*`` variables."""
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PHONE: ViewportSize = {"width": 390, "height": 844}
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}
@@ -865,13 +870,16 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
-def test_screenshots_of_every_page(server: Server, seeded: Seeded, confined: Confined) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+def test_screenshots_of_every_page(
+    server: Server, seeded: Seeded, confined: Confined, tmp_path: Path
+) -> None:
+    folder = DOCS_SCREENSHOTS if WRITE_DOCS else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
     signed_out = confined(server.url)
     signed_out.page.set_viewport_size(DESKTOP)
     signed_out.page.goto(f"{server.url}/ui/login")
-    signed_out.page.screenshot(path=SCREENSHOTS / "sign-in.png", full_page=True)
+    signed_out.page.screenshot(path=folder / "sign-in.png", full_page=True)
 
     offline, page = signed_in_page(confined, server)
     page.set_viewport_size(DESKTOP)
@@ -888,10 +896,10 @@ def test_screenshots_of_every_page(server: Server, seeded: Seeded, confined: Con
         if name == "audit":
             page.get_by_role("button", name="Verify the chain").click()
             expect(page.locator("#verification")).to_be_visible()
-        page.screenshot(path=SCREENSHOTS / f"{name}.png", full_page=True)
+        page.screenshot(path=folder / f"{name}.png", full_page=True)
 
     for name in [*shots, "sign-in"]:
-        written = SCREENSHOTS / f"{name}.png"
+        written = folder / f"{name}.png"
         assert written.stat().st_mtime >= started - 1, f"{written} was not written now"
         width, height = png_size(written)
         assert width == DESKTOP["width"] and height >= DESKTOP["height"], (name, width, height)

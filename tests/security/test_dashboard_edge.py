@@ -952,7 +952,9 @@ def test_a_garbage_cursor_is_refused_as_a_page(admin: httpx.Client, path: str, c
     assert 'class="problem" role="alert"' in answer.text
 
 
-@pytest.mark.parametrize("before", ["0", "-1", "x", "99999999999999999999", "1" * 21])
+@pytest.mark.parametrize(
+    "before", ["0", "-1", "x", "99999999999999999999", "1" * 21, "\u00b2", "\u0661\u0662", "01"]
+)
 def test_a_garbage_audit_position_is_refused_as_a_page(admin: httpx.Client, before: str):
     answer = admin.get("/ui/audit", params={"before": before})
     assert answer.status_code == INVALID, answer.text[:300]

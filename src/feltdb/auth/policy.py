@@ -16,7 +16,7 @@ store applies.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Final
@@ -253,8 +253,13 @@ def allows(grant: Grant, capability: str, workload_id: str) -> bool:
     """Whether :func:`authorize_workload` lets ``grant`` use ``capability`` on
     ``workload_id`` (what a page offers; the action is authorized again when taken).
     """
+    return _permitted(lambda: authorize_workload(grant, capability, workload_id))
+
+
+def _permitted(authorize: Callable[[], None]) -> bool:
+    """Whether ``authorize`` (one of this module's refusals) lets the grant through."""
     try:
-        authorize_workload(grant, capability, workload_id)
+        authorize()
     except WorkloadError:
         return False
     return True
@@ -307,20 +312,12 @@ def allows_application(grant: Grant, capability: str) -> bool:
     """Whether :func:`authorize_application` lets ``grant`` use ``capability`` on all of
     its application's work (a list a page offers).
     """
-    try:
-        authorize_application(grant, capability)
-    except WorkloadError:
-        return False
-    return True
+    return _permitted(lambda: authorize_application(grant, capability))
 
 
 def allows_audit(grant: Grant) -> bool:
     """Whether :func:`authorize_audit` lets ``grant`` read its application's audit."""
-    try:
-        authorize_audit(grant)
-    except WorkloadError:
-        return False
-    return True
+    return _permitted(lambda: authorize_audit(grant))
 
 
 def authorize_audit(grant: Grant) -> None:

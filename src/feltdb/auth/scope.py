@@ -40,6 +40,10 @@ class Scope:
         """Whether this scope is narrowed to some environments or definitions."""
         return bool(self.environments or self.definitions)
 
+    def admits_definition(self, definition_id: str) -> bool:
+        """Whether this scope's definitions (if it is narrowed to some) hold ``definition_id``."""
+        return not self.definitions or definition_id in self.definitions
+
     def admits(
         self, tenant_id: str, application_id: str, environment: str, definition_id: str
     ) -> bool:
@@ -50,5 +54,5 @@ class Scope:
             tenant_id == self.tenant_id
             and application_id == self.application_id
             and (not self.environments or environment in self.environments)
-            and (not self.definitions or definition_id in self.definitions)
+            and self.admits_definition(definition_id)
         )

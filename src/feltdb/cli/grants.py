@@ -22,6 +22,8 @@ from feltdb.cli.render import print_json, stdout_console, when
 from feltdb.cli.targets import JsonOption, Target, connected, targeted
 
 DEFAULT_KEYRING = Path("feltdb-keyring.json")
+DEFAULT_SERVER = "http://127.0.0.1:8700"
+"""Where ``feltdb serve`` listens unless told otherwise."""
 
 auth_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``keys`` and ``grant`` groups; the root adds it without a name, so the two
@@ -123,7 +125,10 @@ LoginOption = Annotated[
     ),
 ]
 ServerOption = Annotated[
-    str, typer.Option("--server", help="The server the --login link points at.")
+    str | None,
+    typer.Option(
+        "--server", help=f"The server the --login link points at (default {DEFAULT_SERVER})."
+    ),
 ]
 
 
@@ -141,7 +146,7 @@ def grant_issue(
     environment: EnvironmentOption = None,
     definition: DefinitionOption = None,
     login: LoginOption = False,
-    server: ServerOption = "http://127.0.0.1:8700",
+    server: ServerOption = None,
 ) -> None:
     """Mint a signed grant and print it as a bearer token on stdout (its grant id, to revoke
     it by, on stderr); with --login, a one-time sign-in link to the dashboard instead.
@@ -166,6 +171,8 @@ def grant_issue(
     ]
     if missing or subject is None or tenant is None or application is None:
         raise typer.BadParameter(f"give {', '.join(missing)} (or --admin)")
+    if server is not None and not login:
+        raise typer.BadParameter("--server names where a --login link points: give --login")
     now = int(time.time())
     grant = Grant(
         id=f"grant_{secrets.token_hex(8)}",
@@ -183,7 +190,7 @@ def grant_issue(
         issued_at=now,
         expires_at=now + (lifetime if lifetime is not None else (86400 if admin else 3600)),
     )
-    _print_issued(ring, grant, server if login else None)
+    _print_issued(ring, grant, (server or DEFAULT_SERVER) if login else None)
 
 
 def _print_issued(ring: Keyring, grant: Grant, login_server: str | None) -> None:
@@ -197,9 +204,10 @@ def _print_issued(ring: Keyring, grant: Grant, login_server: str | None) -> None
         return
     ticket = issue_ticket(ring, grant, grant.issued_at)
     typer.echo(f"{login_server.rstrip('/')}/ui/login#ticket={ticket}")
+    usable_s = min(TICKET_LIFETIME_S, grant.expires_at - grant.issued_at)
+    within = f"{usable_s // 60} minutes" if usable_s >= 120 else f"{usable_s} seconds"
     typer.echo(
-        f"a sign-in link for grant {grant.id}: it works once, within "
-        f"{TICKET_LIFETIME_S // 60} minutes ({revoke})",
+        f"a sign-in link for grant {grant.id}: it works once, within {within} ({revoke})",
         err=True,
     )
 

@@ -107,8 +107,10 @@ def serve(
         ring = _server_keyring(db, keyring, say)
         api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
         say(f"feltdb serving {db} at http://{host}:{port}")
-        say(f"dashboard at http://{host}:{port}/ui/ (sign in with a token, or a link from")
-        say(f"  feltdb grant issue --admin --login --server http://{host}:{port})")
+        # Every interface: this machine's own address is one to open.
+        reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        say(f"dashboard at http://{reachable}:{port}/ui/ (sign in with a token, or a link")
+        say(f"  from: feltdb grant issue --admin --login --server http://{reachable}:{port})")
         uvicorn.Server(
             uvicorn.Config(
                 api,

@@ -1,6 +1,6 @@
-"""What a database counts over its index columns, never reading a document: how much
-work there is in each state, per definition, and since when (the server's gauges, the
-dashboard's overview).
+"""What a database counts over its index columns, never reading a document (how much
+work there is in each state, per definition, and since when: the server's gauges, the
+dashboard's overview), and what its log's newest entries did (the overview's last hour).
 
 :class:`IndexCounts` is the part of the :class:`~feltdb.storage.base.Database` protocol
 that aggregates; :class:`~feltdb.storage.engine.SQLEngine` implements it with one
@@ -9,9 +9,20 @@ that aggregates; :class:`~feltdb.storage.engine.SQLEngine` implements it with on
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-__all__ = ["IndexCounts"]
+__all__ = ["Activity", "IndexCounts"]
+
+
+class Activity(NamedTuple):
+    """A log entry's when and what: its audit record's ``operation``, ``work_id`` and
+    ``state`` (each ``None`` where the record has none).
+    """
+
+    committed_at: float
+    operation: str | None
+    work_id: str | None
+    state: str | None
 
 
 class IndexCounts(Protocol):
@@ -33,11 +44,12 @@ class IndexCounts(Protocol):
 
     def recent_operations(
         self, tenant_id: str, application_id: str, since: float, scan: int
-    ) -> tuple[list[tuple[float, str | None]], float | None]:
+    ) -> tuple[list[Activity], float | None]:
         """Of the newest ``scan`` log entries, those whose audit record names this tenant
-        and application and that were committed at or after ``since``: ``(committed_at,
-        the record's "operation")`` each; and when the oldest of the ``scan`` entries was
-        committed (``None``: the log holds fewer). Read from the log's key backwards.
+        and application and that were committed at or after ``since`` (in no set order); and
+        when the oldest of the ``scan`` entries was committed (``None``: the log holds
+        fewer). Read from the log's key backwards, the records' fields extracted by the
+        database.
         """
         ...
 

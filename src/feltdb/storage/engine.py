@@ -34,6 +34,7 @@ from feltdb.storage.base import (
     StoredRow,
 )
 from feltdb.storage.chain_log import ChainQueries
+from feltdb.storage.counts import Activity
 from feltdb.storage.dialect import Dialect, Session
 from feltdb.storage.encoding import (
     RowsDecodedOnRead,
@@ -183,7 +184,7 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
 
     def recent_operations(
         self, tenant_id: str, application_id: str, since: float, scan: int
-    ) -> tuple[list[tuple[float, str | None]], float | None]:
+    ) -> tuple[list[Activity], float | None]:
         """See :meth:`Database.recent_operations` (two reads: the entries, and the time
         at the scan's depth).
         """
@@ -195,7 +196,7 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         }  # fmt: skip
         found = self._dialect.read(self._queries["recent_operations"], params)
         floor = self._dialect.read(self._queries["log_time_at_depth"], {"depth": scan - 1})
-        entries = [(float(at), None if op is None else str(op)) for at, op in found]
+        entries = [Activity(float(at), op, work, state) for at, op, work, state in found]
         return entries, float(floor[0][0]) if floor else None
 
     def current_revision(self) -> int:

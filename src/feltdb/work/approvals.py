@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from feltdb.auth import Subject
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.work.models import ApprovalDecision, ApprovalPolicy
-from feltdb.work.states import ApprovalOutcome
+from feltdb.work.models import ApprovalDecision, ApprovalPolicy, Workload
+from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 APPROVER_KINDS = frozenset({"human", "service"})
 """The only kinds of subject that may ever decide. Agents, workers, workloads and
@@ -31,6 +31,21 @@ def validate_approval_policy(policy: ApprovalPolicy) -> None:
             "every listed approver must be of a permitted approver kind",
             {"fields": ["approval.approvers"]},
         )
+
+
+def may_decide(workload: Workload, decider: Subject) -> bool:
+    """Whether ``decider`` may decide ``workload``'s approval now: it awaits a decision and
+    :func:`ensure_approver_permitted` lets ``decider`` make it (what an approval inbox
+    offers; the store decides again when the decision is made).
+    """
+    approval = workload.approval
+    if workload.state is not WorkloadState.AWAITING_APPROVAL or approval is None:
+        return False
+    try:
+        ensure_approver_permitted(approval.policy, workload.requested_by, decider)
+    except WorkloadError:
+        return False
+    return True
 
 
 def ensure_approver_permitted(

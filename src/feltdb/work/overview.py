@@ -6,9 +6,9 @@ Both are read at a bounded cost, whatever the size of the store:
 - :func:`summarize` is one ``GROUP BY`` over one index range of the application
   (:meth:`~feltdb.storage.base.Database.count_in_application`) for a reader who sees the
   whole application or some of its definitions. The index does not hold the environment,
-  so for a reader narrowed to environments it counts the work it may see a page at a time,
-  at most :data:`MAX_COUNTED` workloads, and says when it stopped short.
-- :func:`throughput` reads the newest :data:`THROUGHPUT_SCAN` log entries at most (the
+  so for a reader narrowed to environments it reads the application's work a page at a
+  time, at most :data:`MAX_COUNTED` workloads (seen or not), and says when it stopped short.
+- :func:`recent` reads the newest :data:`THROUGHPUT_SCAN` log entries at most (the
   database extracts the audit records' fields), and says how far back that reached when it
   did not cover the whole window.
 """
@@ -16,14 +16,16 @@ Both are read at a bounded cost, whatever the size of the store:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from feltdb.auth.scope import Scope
 from feltdb.storage.base import Database
 from feltdb.work import inputs
 from feltdb.work.changes import Operation
-from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
+from feltdb.work.cursors import cursor_of
+from feltdb.work.inputs import Cursor
+from feltdb.work.models import DURABLE_WORK_COLLECTION
+from feltdb.work.rows import workload_of
 from feltdb.work.states import WorkloadState
 
 MAX_COUNTED = 10_000
@@ -32,6 +34,7 @@ COUNTED_PAGE = 500
 """Workloads read per page when counting by reading."""
 THROUGHPUT_SCAN = 20_000
 """The most log entries :func:`throughput` reads."""
+DEAD = WorkloadState.DEAD_LETTER.value
 COMPLETIONS = frozenset({Operation.COMPLETE.value})
 """The operations (the audit record's ``operation``) counted as completions: a worker's
 reported result."""
@@ -79,15 +82,10 @@ class Summary:
 
 
 def summarize(
-    db: Database,
-    tenant_id: str,
-    application_id: str,
-    scope: Scope | None,
-    pages: Callable[[int], Iterable[list[Workload]]],
+    db: Database, tenant_id: str, application_id: str, scope: Scope | None = None
 ) -> Summary:
     """The work of ``tenant_id``'s ``application_id`` that ``scope`` sees (``None``: all),
-    per definition. ``pages(limit)`` reads the scope's work a page at a time (the store's
-    keyset pages); it is used only for a scope narrowed to environments.
+    per definition.
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
@@ -95,12 +93,12 @@ def summarize(
     tenant_id = inputs.identifier(tenant_id, "tenant_id")
     application_id = inputs.identifier(application_id, "application_id")
     if scope is not None and scope.environments:
-        return _counted_by_reading(pages)
+        return _counted_by_reading(db, tenant_id, application_id, scope)
     counted = db.count_in_application(DURABLE_WORK_COLLECTION, tenant_id, application_id)
     grouped: dict[str, dict[WorkloadState, int]] = {}
     oldest: dict[str, int] = {}
     for (state, definition), (count, created_at) in counted.items():
-        if scope is not None and scope.definitions and definition not in scope.definitions:
+        if scope is not None and not scope.admits_definition(definition):
             continue
         grouped.setdefault(definition, {})[WorkloadState(state)] = count
         if state == WorkloadState.READY.value:
@@ -111,22 +109,39 @@ def summarize(
     ])  # fmt: skip
 
 
-def _counted_by_reading(pages: Callable[[int], Iterable[list[Workload]]]) -> Summary:
-    """:class:`Summary` of the workloads ``pages`` reads, at most :data:`MAX_COUNTED`."""
+def _counted_by_reading(db: Database, tenant_id: str, application_id: str, scope: Scope) -> Summary:
+    """:class:`Summary` of the work ``scope`` sees, read a page at a time in the list's
+    order: at most :data:`MAX_COUNTED` workloads read, seen or not (so a reader who sees
+    little of a large application costs no more than one who sees all of it).
+    """
     counts: dict[str, Counter[WorkloadState]] = {}
     oldest: dict[str, int] = {}
     read = 0
-    for page in pages(COUNTED_PAGE):
-        for workload in page:
+    after: Cursor | None = None
+    while read < MAX_COUNTED:
+        rows = db.page_rows(
+            DURABLE_WORK_COLLECTION, tenant_id, application_id, None, after,
+            limit=min(COUNTED_PAGE, MAX_COUNTED - read),
+        )  # fmt: skip
+        if not rows:
+            return Summary(_definitions(counts, oldest))
+        read += len(rows)
+        for workload in map(workload_of, rows):
+            after = cursor_of(workload)
+            if not scope.admits(
+                workload.tenant_id, workload.application_id, workload.environment,
+                workload.definition_id,
+            ):  # fmt: skip
+                continue
             definition = workload.definition_id
             counts.setdefault(definition, Counter())[workload.state] += 1
             if workload.state is WorkloadState.READY:
                 at = workload.created_at
                 oldest[definition] = min(oldest.get(definition, at), at)
-        read += len(page)
-        if read >= MAX_COUNTED:
-            return Summary(_definitions(counts, oldest), complete=False)
-    return Summary(_definitions(counts, oldest))
+    more = bool(
+        db.page_rows(DURABLE_WORK_COLLECTION, tenant_id, application_id, None, after, limit=1)
+    )
+    return Summary(_definitions(counts, oldest), complete=not more)
 
 
 def _definitions(
@@ -173,7 +188,18 @@ class Throughput:
         return max([1, *(max(m.completions, m.failures) for m in self.minutes)])
 
 
-def throughput(
+@dataclass(frozen=True, slots=True)
+class Recent:
+    """What an application's newest log entries say: completions and failures per minute,
+    and the workloads dead-lettered, newest first (each once; some may have been retried
+    since).
+    """
+
+    throughput: Throughput
+    dead_lettered: list[str] = field(default_factory=list)
+
+
+def recent(
     db: Database,
     tenant_id: str,
     application_id: str,
@@ -181,10 +207,10 @@ def throughput(
     *,
     minutes: int = 60,
     scan: int = THROUGHPUT_SCAN,
-) -> Throughput:
+) -> Recent:
     """``tenant_id``'s ``application_id``'s completions and failures (:data:`COMPLETIONS`,
-    :data:`FAILURES`) in each of the ``minutes`` whole minutes up to ``now``, counted
-    from the audit records of the newest ``scan`` log entries
+    :data:`FAILURES`) in each of the ``minutes`` whole minutes up to ``now``, and the work
+    it dead-lettered in them, from the audit records of the newest ``scan`` log entries
     (:meth:`~feltdb.storage.base.Database.recent_operations`).
 
     Raises:
@@ -200,15 +226,17 @@ def throughput(
     )
     done: Counter[int] = Counter()
     failed: Counter[int] = Counter()
-    for committed_at, operation in entries:
-        minute = int(committed_at) - int(committed_at) % 60
-        if operation in COMPLETIONS:
+    for entry in entries:
+        minute = int(entry.committed_at) - int(entry.committed_at) % 60
+        if entry.operation in COMPLETIONS:
             done[minute] += 1
-        elif operation in FAILURES:
+        elif entry.operation in FAILURES:
             failed[minute] += 1
+    newest_first = sorted(entries, key=lambda entry: entry.committed_at, reverse=True)
+    dead = [e.work_id for e in newest_first if e.state == DEAD and e.work_id is not None]
     # The read stopped short of the window when its oldest entry is inside it.
     covered = since if floor is None or floor < since else int(floor)
-    return Throughput(
-        [Minute(start, done[start], failed[start]) for start in range(since, last + 1, 60)],
-        covered,
-    )
+    minutes_counted = [
+        Minute(start, done[start], failed[start]) for start in range(since, last + 1, 60)
+    ]
+    return Recent(Throughput(minutes_counted, covered), list(dict.fromkeys(dead)))

@@ -1,9 +1,11 @@
 """Finding work by text: a workload whose id or idempotency key holds the text.
 
 Neither is indexed for substrings, so a search reads the list a page at a time (the
-store's keyset pages, in their order) and keeps what matches, reading at most
-:data:`SEARCH_SCAN` workloads per call: a search costs the same however large the store,
-and tells how far it got (its cursor goes on from there).
+store's keyset pages, in their order) and keeps what matches, at most :data:`SEARCH_SCAN`
+workloads per call, and tells how far it got (its cursor goes on from there). The bound is
+of the work the reader sees: each page is the store's (``WorkloadStore.page``), which
+reads past the work a narrowed reader may not see, as every list does, so that no cursor
+ever names hidden work.
 """
 
 from __future__ import annotations
@@ -46,10 +48,15 @@ def matches(workload: Workload, text: str) -> bool:
 
 
 def search(
-    read: PageReader, text: str | None, after: Cursor | None, limit: int, scan: int = SEARCH_SCAN
+    read: PageReader,
+    text: str | None,
+    after: Cursor | None,
+    limit: int,
+    scan: int = SEARCH_SCAN,
+    batch: int = SEARCH_BATCH,
 ) -> Found:
     """The first ``limit`` workloads after ``after`` that match ``text`` (``None``: one
-    page, unfiltered), reading at most ``scan`` of them.
+    page, unfiltered), from at most ``scan`` workloads read, ``batch`` a page.
     """
     if text is None:
         page, following = read(after, limit)
@@ -59,8 +66,8 @@ def search(
     cursor = after
     # Bounded by pages asked for, not by workloads returned: a page filtered by definition
     # may come back empty while the list goes on.
-    for _ in range(-(-scan // SEARCH_BATCH)):
-        page, cursor = read(cursor, SEARCH_BATCH)
+    for _ in range(-(-scan // batch)):
+        page, cursor = read(cursor, batch)
         read_so_far += len(page)
         for index, workload in enumerate(page):
             if matches(workload, text):

@@ -32,8 +32,15 @@ SESSIONS_COLLECTION = "system_ui_sessions"
 SPENT_TICKETS_COLLECTION = "system_ui_spent_tickets"
 SESSION_LIFETIME_S = 12 * 3600
 """The longest a session lasts (less when its grant expires first): twelve hours."""
+SPENT_TICKET_GRACE_S = 300
+"""How long a spent ticket is kept past its end (servers' clocks may differ by as much)."""
 PRUNE_PER_PASS = 500
 """The most expired rows of each kind :func:`prune_expired` deletes in one call."""
+
+
+def _operation_id() -> str:
+    """A fresh operation id for a commit of this module's rows."""
+    return "ui_tx_" + secrets.token_hex(12)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +84,7 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
         "expires_at": expires_at,
     }
     key = session_key(session_id)
-    operation_id = "ui_tx_" + secrets.token_hex(12)
+    operation_id = _operation_id()
     db.commit(
         operation_id,
         [Mutation(SESSIONS_COLLECTION, key, document, RowIndex(deadline_at=expires_at))],
@@ -112,7 +119,7 @@ def end_session(db: Database, session_id: str, now: int) -> bool:
     if row is None:
         return False
     evidence = SignedGrant.model_validate(row.document["evidence"])
-    operation_id = "ui_tx_" + secrets.token_hex(12)
+    operation_id = _operation_id()
     try:
         db.commit(
             operation_id,
@@ -134,10 +141,13 @@ def spend_ticket(db: Database, nonce: str, expires_at: int, now: int) -> bool:
     """
     key = "ticket_" + sha256_hex(nonce)
     document = {"spent_at": now, "expires_at": expires_at}
+    # Kept a while past the ticket's end: another server whose clock is behind still
+    # accepts the ticket a little longer, and must still find it spent.
+    kept_until = expires_at + SPENT_TICKET_GRACE_S
     try:
         db.commit(
-            "ui_tx_" + secrets.token_hex(12),
-            [Mutation(SPENT_TICKETS_COLLECTION, key, document, RowIndex(deadline_at=expires_at))],
+            _operation_id(),
+            [Mutation(SPENT_TICKETS_COLLECTION, key, document, RowIndex(deadline_at=kept_until))],
             [Precondition(SPENT_TICKETS_COLLECTION, key, require_absent=True)],
         )
     except StorageConflict:
@@ -158,7 +168,7 @@ def prune_expired(db: Database, now: int, limit: int = PRUNE_PER_PASS) -> int:
         for row in db.rows_due(collection, "deadline_at", now, limit=limit):
             try:
                 db.commit(
-                    "ui_tx_" + secrets.token_hex(12),
+                    _operation_id(),
                     [Mutation(collection, row.key, None)],
                     [Precondition(collection, row.key, expected_version=row.version)],
                 )

@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -1166,24 +1166,13 @@ class WorkloadStore:
         """How much of this application's work (that ``scope`` sees) is in each state, per
         definition: see :func:`feltdb.work.overview.summarize`.
         """
+        return overview.summarize(self.db, tenant_id, application_id, scope)
 
-        def pages(limit: int) -> Iterator[builtins.list[Workload]]:
-            after: Cursor | None = None
-            while True:
-                page, after = self.page(
-                    tenant_id, application_id, after=after, limit=limit, scope=scope
-                )
-                yield page
-                if after is None:
-                    return
-
-        return overview.summarize(self.db, tenant_id, application_id, scope, pages)
-
-    def throughput(self, tenant_id: str, application_id: str, now: int) -> overview.Throughput:
+    def recent(self, tenant_id: str, application_id: str, now: int) -> overview.Recent:
         """This application's completions and failures per minute over the hour up to
-        ``now``: see :func:`feltdb.work.overview.throughput`.
+        ``now``, and the work it dead-lettered then: see :func:`feltdb.work.overview.recent`.
         """
-        return overview.throughput(self.db, tenant_id, application_id, now)
+        return overview.recent(self.db, tenant_id, application_id, now)
 
     # ---------------------------------------------------------------- dashboard sessions
 

@@ -28,6 +28,7 @@ from support.dashboard import (
     Seeded,
     client,
     form_token,
+    hold,
     ids_on,
     seed,
     signed_in,
@@ -299,7 +300,9 @@ def test_a_decision_after_the_approval_expired_decides_nothing(
             ada, f"/ui/approvals/{held}/decision", outcome="approved", input_hash=input_hash
         )
     assert late.status_code == 409, late.text
-    assert held in alert(late.text)
+    # Whether the maintenance pass or the decision found it past its deadline, the page
+    # says the approval expired.
+    assert held in alert(late.text) and "expired" in alert(late.text), alert(late.text)
     assert "decision" not in workload(server, app, held)["approval"]
 
 
@@ -489,3 +492,29 @@ def test_a_page_asked_for_signed_out_is_shown_after_sign_in(
         page = http.get(asked, follow_redirects=False)
     assert page.status_code == 200
     assert sorted(ids_on(page.text, seeded.ready)) == sorted(seeded.ready)
+
+
+def test_the_inbox_offers_no_decision_its_viewer_may_not_make(
+    server: Server, app: str, seeded: Seeded
+):
+    # Ada asked for this payout herself: the requester may never decide its own work.
+    with client(server, APPROVER, app) as own:
+        mine = hold(own, "self-approval", {"amount": 5})
+    with session(server, app) as ada:
+        inbox = ada.get("/ui/approvals").text
+        articles = dict(
+            re.findall(
+                r'<article class="approval"[^>]*data-workload="([^"]+)"(.*?)</article>', inbox, re.S
+            )
+        )
+        assert "you asked for it" in articles[mine] and ">Approve<" not in articles[mine]
+        assert ">Approve<" in articles[seeded.held[0]]  # the others' she may decide
+        other = ada.get(f"/ui/workloads/{seeded.held[1]}").text
+        assert "Decide it in the approval inbox" in other
+        assert "Decide it in the approval inbox" not in ada.get(f"/ui/workloads/{mine}").text
+        forged = post(
+            ada, f"/ui/approvals/{mine}/decision", outcome="approved",
+            input_hash=workload(server, app, mine)["input_hash"],
+        )  # fmt: skip
+    assert forged.status_code == 403 and "its own work" in alert(forged.text), forged.text
+    assert "decision" not in workload(server, app, mine)["approval"]

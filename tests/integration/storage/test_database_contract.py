@@ -262,6 +262,8 @@ def test_committed_transactions_before_reads_the_log_backwards(db: Database) -> 
 def test_recent_operations_are_one_applications_newest_entries(db: Database) -> None:
     def logged(n: int, tenant: str = "t", operation: str | None = "complete") -> None:
         audit = {"tenant": tenant, "application": "a", "operation": operation, "n": n}
+        if n == 1:
+            audit.update(work_id="w1", state="DEAD_LETTER")
         db.commit(f"op{n}", [Mutation("work", f"w{n}", {})], audit=audit)
 
     assert db.recent_operations("t", "a", 0, 10) == ([], None)
@@ -269,14 +271,19 @@ def test_recent_operations_are_one_applications_newest_entries(db: Database) -> 
     logged(2, tenant="other")
     logged(3, operation=None)
     db.commit("bare", [Mutation("work", "x", {})])  # no audit record at all
+    # A NUL, escaped, in another field of a record (a subject's id may hold one) is no
+    # error for the reads of the others (PostgreSQL's jsonb would refuse the whole read).
+    db.commit("nul", [Mutation("work", "n", {})], audit={"tenant": "x", "subject": "a\x00b"})
     logged(4)
     found, floor = db.recent_operations("t", "a", 0, 10)
-    assert [operation for _, operation in found] and sorted(
-        operation or "" for _, operation in found
-    ) == ["", "complete", "fail"]
+    assert sorted(entry.operation or "" for entry in found) == ["", "complete", "fail"]
+    assert {(entry.work_id, entry.state) for entry in found} == {
+        ("w1", "DEAD_LETTER"),
+        (None, None),  # these records name no workload
+    }
     assert floor is None  # fewer than 10 entries: the whole log was read
-    newest, floor = db.recent_operations("t", "a", 0, 2)  # the bare commit and n=4
-    assert [operation for _, operation in newest] == ["complete"]
+    newest, floor = db.recent_operations("t", "a", 0, 2)  # the NUL record and n=4
+    assert [entry.operation for entry in newest] == ["complete"]
     everything = db.committed_transactions_after(0)
     assert floor == everything[-2].committed_at
     assert db.recent_operations("t", "a", everything[-1].committed_at + 1, 10)[0] == []

@@ -101,39 +101,46 @@ def test_a_narrowed_scope_counts_only_what_it_sees(filled: WorkloadStore) -> Non
     ]
 
 
-def test_counting_by_reading_stops_at_its_bound(
+def test_counting_by_reading_stops_at_its_bound_of_work_read_seen_or_not(
     filled: WorkloadStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(overview, "MAX_COUNTED", 2)
+    monkeypatch.setattr(overview, "MAX_COUNTED", 3)
     monkeypatch.setattr(overview, "COUNTED_PAGE", 2)
-    summary = filled.summary(
-        "t", "app", scope=Scope("t", "app", environments=frozenset({"production"}))
-    )
-    assert not summary.complete
-    assert sum(c.total for c in summary.definitions) == 2
+    production = Scope("t", "app", environments=frozenset({"production"}))
+    bounded = filled.summary("t", "app", scope=production)
+    assert not bounded.complete
+    assert 0 < sum(c.total for c in bounded.definitions) <= 3
+    # A reader who sees none of the work still reads no more than the bound.
+    blind = filled.summary("t", "app", scope=Scope("t", "app", environments=frozenset({"x"})))
+    assert (blind.definitions, blind.complete) == ([], False)
+    monkeypatch.setattr(overview, "MAX_COUNTED", 5)  # exactly the application's five
+    whole = filled.summary("t", "app", scope=production)
+    assert whole.complete and sum(c.total for c in whole.definitions) == 4
 
 
 def test_throughput_counts_completions_and_failures_per_minute(filled: WorkloadStore) -> None:
     now = int(time.time())
-    counted = filled.throughput("t", "app", now)
+    counted = filled.recent("t", "app", now).throughput
     assert len(counted.minutes) == 60
     assert counted.minutes[-1].start == now - now % 60
     assert (counted.completions, counted.failures) == (1, 1)
+    [dead] = filled.recent("t", "app", now).dead_lettered
+    assert filled.get(dead).state is WorkloadState.DEAD_LETTER
     assert counted.covered_since == counted.minutes[0].start
-    assert filled.throughput("t", "elsewhere", now).completions == 0
+    assert filled.recent("t", "elsewhere", now).throughput.completions == 0
     # An hour later, those minutes are out of the window.
-    assert filled.throughput("t", "app", now + 7200).completions == 0
+    assert filled.recent("t", "app", now + 7200).throughput.completions == 0
 
 
 def test_throughput_says_how_far_back_a_bounded_read_reached(filled: WorkloadStore) -> None:
     now = int(time.time())
     head = filled.db.current_revision()
-    bounded = overview.throughput(filled.db, "t", "app", now, scan=2)
+    bounded = overview.recent(filled.db, "t", "app", now, scan=2).throughput
     newest = filled.db.committed_transactions_before(head + 1, 2)
     assert bounded.covered_since == int(newest[-1].committed_at)
     # The two newest entries are the other application's admission and r2's: none counted.
     assert (bounded.completions, bounded.failures) == (0, 0)
-    assert overview.throughput(filled.db, "t", "app", now, scan=10_000).completions == 1
+    assert overview.recent(filled.db, "t", "app", now, scan=10_000).throughput.completions == 1
     assert bounded.covered_since > bounded.minutes[0].start
 
 
@@ -155,8 +162,12 @@ def test_a_search_matches_ids_and_idempotency_keys_within_its_bound(store: Workl
     assert [ids[w.workload_id] for w in rest.items] == ["alpha-2"]
     some_id = next(iter(ids))
     assert [w.workload_id for w in search(read, some_id[-8:], None, 10).items] == [some_id]
-    bounded = search(read, "gamma", None, 10, scan=500)
-    assert bounded.read == 4
+    everything = search(read, "gamma", None, 10, scan=500)
+    assert everything.read == 4 and everything.after is None
+    bounded = search(read, "gamma", None, 10, scan=2, batch=2)
+    assert (bounded.items, bounded.read) == ([], 2) and bounded.after is not None
+    rest = search(read, "gamma", bounded.after, 10, scan=2, batch=2)
+    assert [ids[w.workload_id] for w in rest.items] == ["gamma"]
     assert search(read, None, None, 2).read == 2  # no text: one page
 
 

@@ -14,6 +14,7 @@ nothing twice (re-armed work is no longer a dead letter) and verifies once more.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Final, TypeVar
 from urllib.parse import quote
 
@@ -23,6 +24,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from feltdb.auth.policy import APPROVE, CANCEL, OPERATE, authorize_audit, authorize_workload
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.errors import status_for
+from feltdb.server.routes.deps import Caller, ServerState
 from feltdb.server.ui.pages import approvals_page, audit_page, dead_letters_page
 from feltdb.server.ui.render import UI_HEADERS, instant
 from feltdb.server.ui.routing import PageRoute
@@ -132,10 +135,10 @@ async def decide(request: Request, workload_id: str) -> Response:  # noqa: D103
     try:
         decision, replayed = await _blocking(decide_it)
     except WorkloadError as error:
-        problem = _undecided(workload_id, error)
+        problem = await _blocking(partial(_undecided, state, caller, workload_id, error))
         if problem is None:
             raise
-        return await _inbox(request, viewer, 409, problem)
+        return await _inbox(request, viewer, status_for(error), problem)
     if replayed and decision.decided_by != grant.subject:
         return await _inbox(
             request, viewer, 409,
@@ -153,9 +156,13 @@ async def _inbox(request: Request, viewer: Viewer, status_code: int, problem: st
     )
 
 
-def _undecided(workload_id: str, error: WorkloadError) -> str | None:
+def _undecided(
+    state: ServerState, caller: Caller, workload_id: str, error: WorkloadError
+) -> str | None:
     """What the inbox says of a decision the store refused (``None``: not a refusal of
-    this decision, answered as any other).
+    this decision, answered as any other): who decided first, or what became of the work
+    (read again: an approval that expired was timed out by the maintenance pass, which the
+    refusal itself does not say).
     """
     details = error.details or {}
     if error.code == ErrorCode.WORKLOAD_APPROVAL_DECIDED:
@@ -172,11 +179,18 @@ def _undecided(workload_id: str, error: WorkloadError) -> str | None:
             f"{workload_id}'s input is not the input this page showed: nothing was decided. "
             "Review it again."
         )
-    if error.code in (
-        ErrorCode.WORKLOAD_APPROVAL_NOT_ACTIONABLE,
-        ErrorCode.WORKLOAD_APPROVER_NOT_PERMITTED,
-        ErrorCode.WORKLOAD_CONFLICT,
-    ):
+    if error.code == ErrorCode.WORKLOAD_APPROVAL_NOT_ACTIONABLE:
+        now = state.store.get(workload_id, scope=caller.scope)
+        if now.state is WorkloadState.TIMED_OUT:
+            return (
+                f"The approval of {workload_id} expired at {instant(now.updated_at)}, before "
+                "your decision: nothing was decided."
+            )
+        return (
+            f"{workload_id} is {now.state.value} now, no longer awaiting approval: nothing "
+            "was decided."
+        )
+    if error.code in (ErrorCode.WORKLOAD_APPROVER_NOT_PERMITTED, ErrorCode.WORKLOAD_CONFLICT):
         return f"{workload_id} was not decided: {error.message}."
     return None
 

@@ -2,9 +2,11 @@
 
 Each page is authorized as its API twin is, by the same policy function
 (:mod:`feltdb.auth.policy`), and reads the store with the viewer's
-:class:`~feltdb.auth.scope.Scope`: the overview and the list of workloads need
-``workload:read`` over the application, the approval inbox ``workload:approve``, the dead
-letters ``workload:operate``, the audit ``audit:read``; a workload's page is read as
+:class:`~feltdb.auth.scope.Scope`: the list of workloads needs ``workload:read`` over the
+application, the approval inbox ``workload:approve``, the dead letters
+``workload:operate``, the audit ``audit:read``; the overview shows each of its sections
+only to the grant its list would allow (the counts: the workloads', the chart: the
+audit's, the recent dead letters: theirs); a workload's page is read as
 ``GET /v1/workloads/{id}`` is (:func:`~feltdb.auth.policy.authorize_read`). A page offers
 only the actions the grant allows (:func:`~feltdb.auth.policy.allows`); the action is
 authorized again when posted (:mod:`.actions`).
@@ -14,6 +16,7 @@ Route functions have no docstrings (``# noqa: D103``), as the API's routes.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Final
 from urllib.parse import urlencode
 
@@ -32,12 +35,13 @@ from feltdb.auth.policy import (
     may_read,
 )
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_ID_CHARS
+from feltdb.fields import MAX_ID_CHARS, MAX_SUBJECT_CHARS
 from feltdb.server.ui.chart import chart_of
 from feltdb.server.ui.render import page
 from feltdb.server.ui.routing import PageRoute
 from feltdb.server.ui.viewer import Viewer, server_of, viewer_of
 from feltdb.work import inputs
+from feltdb.work.approvals import may_decide
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.deadlines import deadline_instants
 from feltdb.work.inputs import Cursor
@@ -45,9 +49,16 @@ from feltdb.work.models import ApprovalDecision, Workload
 from feltdb.work.operators import RETRYABLE_BY_OPERATOR
 from feltdb.work.search import MAX_QUERY_CHARS, search
 from feltdb.work.states import TERMINAL_STATES, WorkloadState
+from feltdb.work.store import WorkloadStore
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)
 
+MAX_STATE_CHARS: Final = 40
+"""The longest ``state`` filter read (the longest state's name is 22 characters)."""
+MAX_CURSOR_CHARS: Final = 1024
+"""The longest ``cursor`` read, as the API's lists (``GET /v1/workloads``)."""
+MAX_REVISION_DIGITS: Final = 16
+"""The longest ``before`` read: a revision is a safe integer (at most 16 digits)."""
 PAGE_SIZE: Final = 50
 """Rows a list page shows."""
 RECENT_DEAD_LETTERS: Final = 5
@@ -69,7 +80,7 @@ def _text(request: Request, name: str, bound: int) -> str | None:
 
 
 def _state(request: Request) -> WorkloadState | None:
-    parsed = inputs.state(_text(request, "state", 40))
+    parsed = inputs.state(_text(request, "state", MAX_STATE_CHARS))
     return None if parsed is None else WorkloadState(parsed)
 
 
@@ -78,22 +89,40 @@ def overview(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
     state, offers = server_of(request), viewer.offers
     grant, store = viewer.caller.grant, server_of(request).store
     now = state.clock()
-    summary = throughput = dead = None
+    summary = recent = None
     if offers.workloads:
         summary = store.summary(grant.tenant_id, grant.application_id, scope=viewer.caller.scope)
-    if offers.audit:
-        throughput = store.throughput(grant.tenant_id, grant.application_id, now)
-    if offers.dead_letters:
-        dead, _ = store.page(
-            grant.tenant_id, grant.application_id, state=WorkloadState.DEAD_LETTER,
-            limit=RECENT_DEAD_LETTERS, scope=viewer.caller.scope,
-        )  # fmt: skip
+    if offers.audit or offers.dead_letters:
+        recent = store.recent(grant.tenant_id, grant.application_id, now)
+    throughput = recent.throughput if recent is not None and offers.audit else None
+    dead = None
+    if recent is not None and offers.dead_letters:
+        dead = _still_dead(store, viewer, recent.dead_lettered)
     states = [s for s in WorkloadState if summary is not None and summary.total(s)]
     return page(
         request, "overview.html", viewer, summary=summary, states=states, now=now,
         throughput=throughput, chart=None if throughput is None else chart_of(throughput),
-        dead_letters=dead,
+        dead_letters=dead, dead_state=WorkloadState.DEAD_LETTER,
     )  # fmt: skip
+
+
+def _still_dead(store: WorkloadStore, viewer: Viewer, named: list[str]) -> list[Workload]:
+    """Of the work the log says was dead-lettered (newest first), the first
+    :data:`RECENT_DEAD_LETTERS` the viewer sees that are dead letters still.
+    """
+    found: list[Workload] = []
+    for workload_id in named[: 4 * RECENT_DEAD_LETTERS]:
+        try:
+            workload = store.get(workload_id, scope=viewer.caller.scope)
+        except WorkloadError as error:
+            if error.code != ErrorCode.WORKLOAD_NOT_FOUND:
+                raise
+            continue
+        if workload.state is WorkloadState.DEAD_LETTER:
+            found.append(workload)
+            if len(found) == RECENT_DEAD_LETTERS:
+                break
+    return found
 
 
 @router.get("/workloads", response_class=HTMLResponse)
@@ -101,11 +130,11 @@ def workloads(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
     grant = viewer.caller.grant
     authorize_application(grant, READ)
     chosen = _state(request)
-    definition = _text(request, "definition", 200)
+    definition = _text(request, "definition", MAX_ID_CHARS)
     if definition is not None:
         definition = inputs.identifier(definition, "definition")
     query = _text(request, "q", MAX_QUERY_CHARS)
-    after = decode_cursor(_text(request, "cursor", 1024))
+    after = decode_cursor(_text(request, "cursor", MAX_CURSOR_CHARS))
     store = server_of(request).store
 
     def read(at: Cursor | None, limit: int) -> tuple[list[Workload], Cursor | None]:
@@ -146,11 +175,11 @@ def workload(request: Request, viewer: Signed, workload_id: str) -> HTMLResponse
         raise WorkloadError(ErrorCode.WORKLOAD_NOT_FOUND, f"no workload {workload_id}")
     may_cancel = allows(grant, CANCEL, workload_id) and found.state not in TERMINAL_STATES
     may_retry = allows(grant, OPERATE, workload_id) and found.state in RETRYABLE_BY_OPERATOR
-    awaiting = found.state is WorkloadState.AWAITING_APPROVAL
     return page(
         request, "workload.html", viewer, workload=found, deadlines=deadline_instants(found),
         may_cancel=may_cancel and found.state is not WorkloadState.CANCELLATION_REQUESTED,
-        may_retry=may_retry, may_decide=awaiting and allows(grant, APPROVE, workload_id),
+        may_retry=may_retry,
+        may_decide=allows(grant, APPROVE, workload_id) and may_decide(found, grant.subject),
         notice=_notice(request),
     )  # fmt: skip
 
@@ -176,7 +205,7 @@ def _listed(
     """
     grant = viewer.caller.grant
     authorize_application(grant, capability)
-    after = decode_cursor(_text(request, "cursor", 1024))
+    after = decode_cursor(_text(request, "cursor", MAX_CURSOR_CHARS))
     items, following = server_of(request).store.page(
         grant.tenant_id, grant.application_id, state=state, after=after, limit=PAGE_SIZE,
         scope=viewer.caller.scope,
@@ -195,11 +224,17 @@ def approvals_page(
     """The approval inbox; ``problem`` says why a decision just posted was not recorded."""
     items, following, after = _listed(request, viewer, APPROVE, WorkloadState.AWAITING_APPROVAL)
     deadlines = {w.workload_id: dict(deadline_instants(w)).get("approval") for w in items}
+    grant = viewer.caller.grant
+    decidable = {
+        w.workload_id
+        for w in items
+        if allows(grant, APPROVE, w.workload_id) and may_decide(w, grant.subject)
+    }
     decided = _decided(request, viewer)
     return page(
         request, "approvals.html", viewer, status_code=status_code, items=items,
-        deadlines=deadlines, next_cursor=encode_cursor(following), first=after is None,
-        problem=problem, decided=decided,
+        deadlines=deadlines, decidable=decidable, next_cursor=encode_cursor(following),
+        first=after is None, problem=problem, decided=decided,
     )  # fmt: skip
 
 
@@ -254,10 +289,9 @@ def audit_page(
     """The audit, newest first; ``report``: a verification of the chain just asked for."""
     grant = viewer.caller.grant
     authorize_audit(grant)
-    work_id = _text(request, "workload", 200)
-    subject = _text(request, "subject", 200)
-    before_text = _text(request, "before", 20)
-    before = None if before_text is None else inputs.integer(_number(before_text), "before", 1)
+    work_id = _text(request, "workload", MAX_ID_CHARS)
+    subject = _text(request, "subject", MAX_SUBJECT_CHARS)
+    before = _revision(_text(request, "before", MAX_REVISION_DIGITS))
     entries, older = server_of(request).store.audit_before(
         grant.tenant_id, grant.application_id, before, PAGE_SIZE,
         work_id=work_id, subject=subject,
@@ -271,7 +305,10 @@ def audit_page(
     )  # fmt: skip
 
 
-def _number(text: str) -> int:
-    if not text.isdigit():
+def _revision(text: str | None) -> int | None:
+    """The audit's ``before``: a log revision, in ASCII digits (``None``: the newest)."""
+    if text is None:
+        return None
+    if not re.fullmatch(r"[1-9][0-9]*", text):
         raise inputs.invalid("before", "must be a revision (a positive whole number)")
-    return int(text)
+    return inputs.integer(int(text), "before", 1)

@@ -18,6 +18,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.errors import status_for
@@ -34,6 +35,7 @@ TITLES = {
     409: "Not done",
     413: "Too large",
     422: "That request is not valid",
+    500: "Something went wrong",
     503: "The store is unavailable",
 }
 
@@ -63,6 +65,14 @@ class PageRoute(APIRoute):
                     log.warning("dashboard: %s: %s", request.url.path, error.message)
                 viewer = await _viewer(request)
                 return refusal(request, viewer, status_for(error), f"{error.message}.")
+            except HTTPException:
+                raise  # the app's own answers (a body over the limit: 413)
+            except Exception:
+                # Never a traceback to the browser: the log has it, the page says so.
+                log.exception("dashboard: %s failed", request.url.path)
+                return refusal(
+                    request, None, 500, "Something went wrong on the server; it is logged."
+                )
 
         return answer
 

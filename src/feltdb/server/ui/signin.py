@@ -97,7 +97,11 @@ def _signed_in_with(state: ServerState, secret: str, at: int) -> tuple[str, int]
 
 
 def _sign_in_form(
-    request: Request, message: str | None = None, status_code: int = 200
+    request: Request,
+    message: str | None = None,
+    status_code: int = 200,
+    *,
+    signed_in_as: str | None = None,
 ) -> HTMLResponse:
     """The sign-in page, with a form token bound to the browser's sign-in nonce."""
     nonce = request.cookies.get(SIGN_IN_COOKIE)
@@ -113,6 +117,7 @@ def _sign_in_form(
         form_token=form_token(keyring, f"sign-in:{nonce}"),
         next=next_path(request.query_params.get("next")),
         signed_out="signed_out" in request.query_params,
+        signed_in_as=signed_in_as,
     )
     answer.set_cookie(
         SIGN_IN_COOKIE, nonce, max_age=SIGN_IN_NONCE_S, path="/ui", httponly=True,
@@ -123,12 +128,15 @@ def _sign_in_form(
 
 @router.get("/login")
 def sign_in_page(request: Request) -> Response:
-    """The sign-in form (or the overview, for a browser already signed in)."""
+    """The sign-in form; to a browser signed in already, with who it is signed in as (a
+    sign-in link opened there is used, and switches the session: never left unspent in
+    the address bar of a page it was redirected to).
+    """
     try:
-        viewer_of(request)
+        viewer = viewer_of(request)
     except SignInRequired:
         return _sign_in_form(request)
-    return RedirectResponse(HOME, status_code=303, headers=UI_HEADERS)
+    return _sign_in_form(request, signed_in_as=viewer.subject)
 
 
 @router.post("/login")
@@ -152,6 +160,8 @@ async def sign_in(request: Request) -> Response:
         if error.code != ErrorCode.WORKLOAD_UNAUTHORIZED:
             raise
         return _sign_in_form(request, f"Not signed in: {error.message}.", 401)
+    # A session the browser held is replaced, not ended: a cookie may have been planted,
+    # and signing in must never end somebody else's session. It lasts until its own end.
     answer = RedirectResponse(next_path(field(form, "next")), status_code=303, headers=UI_HEADERS)
     answer.set_cookie(
         COOKIE, session_cookie(keyring, session_id), max_age=max(1, ends - state.clock()),

@@ -350,8 +350,9 @@ ORDER BY commit_revision
 LIMIT %(limit)s::bigint;
 
 -- name: recent_operations
--- description: of the newest :scan log entries below the snapshot's xmin, those of one tenant's application committed at or after :since: when, and their audit record's operation
-SELECT committed_at, audit::jsonb ->> 'operation'
+-- description: of the newest :scan log entries below the snapshot's xmin, those of one tenant's application committed at or after :since: when, and their audit record's operation, workload and state (a record holding an escaped NUL, which PostgreSQL cannot read as JSON text, is passed over, not an error)
+SELECT committed_at, audit::json ->> 'operation', audit::json ->> 'work_id',
+       audit::json ->> 'state'
 FROM (
     SELECT committed_at, audit
     FROM transactions
@@ -360,8 +361,9 @@ FROM (
     LIMIT %(scan)s::bigint
 ) AS recent
 WHERE committed_at >= %(since)s::double precision
-  AND audit::jsonb ->> 'tenant' = %(tenant_id)s
-  AND audit::jsonb ->> 'application' = %(application_id)s;
+  AND CASE WHEN strpos(audit, '\u0000') = 0 THEN audit::json ->> 'tenant' END = %(tenant_id)s
+  AND CASE WHEN strpos(audit, '\u0000') = 0 THEN audit::json ->> 'application' END
+      = %(application_id)s;
 
 -- name: log_time_at_depth
 -- description: when the log entry :depth entries below the newest (below the snapshot's xmin) was committed (no row: the log is shorter)

@@ -327,14 +327,15 @@ ORDER BY commit_revision
 LIMIT :limit;
 
 -- name: recent_operations
--- description: of the newest :scan log entries, those of one tenant's application committed at or after :since: when, and their audit record's operation (the primary key walked backwards; no document read)
-SELECT committed_at, json_extract(audit, '$.operation')
+-- description: of the newest :scan log entries, those of one tenant's application committed at or after :since: when, and their audit record's operation, workload and state (the primary key walked backwards; no document read)
+SELECT committed_at, json_extract(audit, '$.operation'), json_extract(audit, '$.work_id'),
+       json_extract(audit, '$.state')
 FROM (
     SELECT committed_at, audit FROM transactions ORDER BY commit_revision DESC LIMIT :scan
 )
 WHERE committed_at >= :since
-  AND json_extract(audit, '$.tenant') = :tenant_id
-  AND json_extract(audit, '$.application') = :application_id;
+  AND CASE WHEN json_valid(audit) THEN json_extract(audit, '$.tenant') END = :tenant_id
+  AND CASE WHEN json_valid(audit) THEN json_extract(audit, '$.application') END = :application_id;
 
 -- name: log_time_at_depth
 -- description: when the log entry :depth entries below the newest was committed (no row: the log is shorter)
