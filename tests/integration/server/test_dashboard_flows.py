@@ -328,6 +328,8 @@ def test_dead_letters_retried_many_at_once_and_the_audit_that_records_it(
         for workload_id in seeded.dead:
             assert f'name="workload_id" value="{workload_id}"' in listed
         assert "the mail relay refused the message" in listed  # why each died
+        # and what the failed attempt did (the worker said: nothing)
+        assert listed.count("Effect of the last attempt: <strong>none</strong>") == 2
 
         reasonless = post(ada, "/ui/dead-letters/retry", workload_id=seeded.dead)
         assert reasonless.status_code == 422, reasonless.text
