@@ -181,10 +181,13 @@ def _undecided(
         )
     if error.code == ErrorCode.WORKLOAD_APPROVAL_NOT_ACTIONABLE:
         now = state.store.get(workload_id, scope=caller.scope)
-        if now.state is WorkloadState.TIMED_OUT:
+        # The approval's deadline passed: timed out, then retried or dead-lettered by its
+        # policy, whichever state that left it in.
+        expired = [e for e in now.execution_history if e.evidence.get("deadline") == "approval"]
+        if expired:
             return (
-                f"The approval of {workload_id} expired at {instant(now.updated_at)}, before "
-                "your decision: nothing was decided."
+                f"The approval of {workload_id} expired at {instant(expired[-1].at)}, before "
+                f"your decision: nothing was decided (it is {now.state.value} now)."
             )
         return (
             f"{workload_id} is {now.state.value} now, no longer awaiting approval: nothing "
