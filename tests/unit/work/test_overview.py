@@ -199,3 +199,26 @@ def test_the_chart_scales_to_the_peak_and_puts_failures_below_the_axis() -> None
     assert failure.y > chart.axis_y - 1 and failure.height == HALF / 2
     assert failure.title == "00:05 UTC: 1 failed"
     assert chart_of(Throughput([Minute(0)], 0)).peak == 1  # nothing: still a scale
+
+
+def test_a_dead_letters_effect_is_its_last_attempts_never_an_earlier_ones(
+    store: WorkloadStore,
+) -> None:
+    from feltdb.server.ui.pages import last_effect
+
+    policy = {"max_attempts": 2, "initial_delay_ms": 1000}
+    workload_id = admit(store, "twice", retry_policy=policy)
+    first = store.claim_next("t", "app", "w1", CAPABILITIES, now=20, lease_ms=5000)
+    assert first is not None
+    # Claimed, never started, failed: the worker says it did nothing.
+    store.fail(
+        workload_id, first.claim_id, "w1", first.fencing_token, "worker_failure", "x", now=21
+    )
+    assert last_effect(store.get(workload_id)) == "none"
+    second = store.claim_next("t", "app", "w1", CAPABILITIES, now=100, lease_ms=5000)
+    assert second is not None
+    store.start(workload_id, second.claim_id, "w1", second.fencing_token, now=101)
+    store.recover_expired(now=200)  # its worker was lost mid-attempt: out of attempts
+    dead = store.get(workload_id)
+    assert dead.state is WorkloadState.DEAD_LETTER
+    assert last_effect(dead) == "unknown"

@@ -62,6 +62,8 @@ MAX_REVISION_DIGITS: Final = 16
 PAGE_SIZE: Final = 50
 """Rows a list page shows."""
 RECENT_DEAD_LETTERS: Final = 5
+MAX_RECHECKED: Final = 200
+"""The most recently dead-lettered ids the overview re-reads to find those to show."""
 """Dead letters the overview shows."""
 
 Signed = Annotated[Viewer, Depends(viewer_of)]
@@ -111,7 +113,9 @@ def _still_dead(store: WorkloadStore, viewer: Viewer, named: list[str]) -> list[
     :data:`RECENT_DEAD_LETTERS` the viewer sees that are dead letters still.
     """
     found: list[Workload] = []
-    for workload_id in named[: 4 * RECENT_DEAD_LETTERS]:
+    # Bounded by the ids re-read, not by those the viewer sees: work outside the scope
+    # ahead of it does not hide the viewer's own.
+    for workload_id in named[:MAX_RECHECKED]:
         try:
             workload = store.get(workload_id, scope=viewer.caller.scope)
         except WorkloadError as error:
@@ -275,7 +279,22 @@ def dead_letters_page(
     return page(
         request, "dead_letters.html", viewer, status_code=status_code, items=items,
         next_cursor=encode_cursor(following), first=after is None, outcomes=outcomes,
+        effects={w.workload_id: last_effect(w) for w in items},
     )  # fmt: skip
+
+
+def last_effect(workload: Workload) -> str | None:
+    """What the last attempt did to the world, as its worker said (``"none"``,
+    ``"unknown"``), or ``"unknown"`` for one that started and said nothing (lost, timed
+    out); ``None`` when there was no attempt. Never an earlier attempt's word.
+    """
+    if not workload.attempts:
+        return None
+    last = workload.attempts[-1]
+    for event in reversed(workload.execution_history):
+        if event.evidence.get("attempt_id") == last.attempt_id and "effect" in event.evidence:
+            return event.evidence["effect"]
+    return "none" if last.started_at is None else "unknown"
 
 
 @router.get("/audit", response_class=HTMLResponse)

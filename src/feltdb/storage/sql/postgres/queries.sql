@@ -361,8 +361,8 @@ FROM (
     LIMIT %(scan)s::bigint
 ) AS recent
 WHERE committed_at >= %(since)s::double precision
-  AND CASE WHEN strpos(audit, '\u0000') = 0 THEN audit::json ->> 'tenant' END = %(tenant_id)s
-  AND CASE WHEN strpos(audit, '\u0000') = 0 THEN audit::json ->> 'application' END
+  AND CASE WHEN strpos(audit, E'\\u0000') = 0 THEN audit::json ->> 'tenant' END = %(tenant_id)s
+  AND CASE WHEN strpos(audit, E'\\u0000') = 0 THEN audit::json ->> 'application' END
       = %(application_id)s;
 
 -- name: log_time_at_depth
