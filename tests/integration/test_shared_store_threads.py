@@ -1,4 +1,4 @@
-"""API.md: "One WorkloadStore may be used from several threads at once"."""
+"""docs/api.md: "One WorkloadStore may be used from several threads at once"."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ After every step the store is read back (``store.list``, ``store.get`` and
   ``not_before``; nor before its approval; nor by a worker lacking its capabilities; nor, by
   the scheduler, with unmet dependencies;
 - attempts, checkpoints and identities (workload, claim, lease, attempt, checkpoint ids) are
-  as ``API.md`` derives them; a closed attempt is never reopened; a committed approval
+  as ``docs/api.md`` derives them; a closed attempt is never reopened; a committed approval
   decision never changes;
 - every workload whose document changed was named by a logged transaction of that step.
 

@@ -7,7 +7,7 @@ import pytest
 from feltdb import WorkloadError
 from feltdb.errors import ErrorCode
 
-# API.md, "Errors", in its order.
+# docs/api.md, "Errors", in its order.
 API_CODES = [
     "WORKLOAD_NOT_FOUND",
     "WORKLOAD_INVALID",

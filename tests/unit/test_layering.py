@@ -1,4 +1,4 @@
-"""The folders show the layers, and imports obey them (STYLE.md, principles 1 and 3).
+"""The folders show the layers, and imports obey them (docs/style.md, principles 1 and 3).
 
 ``work/`` and ``auth/`` decide: they reach no edge (server, client, CLI), no driver and no
 backend, and they never read the clock (only ``work/store.py``, the facade, resolves

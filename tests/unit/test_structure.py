@@ -1,4 +1,4 @@
-"""Small parts: modules of about 400 lines at most, functions of 60 (STYLE.md, principle 1).
+"""Small parts: modules of about 400 lines at most, functions of 60 (docs/style.md, principle 1).
 
 A facade may be longer, because of its docstrings (each public method documents what it
 promises and what it refuses), never because of logic: the facades are named here, each
@@ -20,7 +20,7 @@ MAX_FUNCTION_LINES = 60
 
 FACADES = {
     "work/store.py": "WorkloadStore, the authority's facade: one documented method per"
-    " operation of API.md, each a load, a pure decision and one guarded commit",
+    " operation of docs/api.md, each a load, a pure decision and one guarded commit",
 }
 
 

@@ -1,7 +1,7 @@
 """Canonical JSON and content hashes, shared by every layer.
 
 Two implementations (or two writers) agree on identities only if they agree on bytes:
-keys sorted, separators ``,`` and ``:``, UTF-8, no whitespace (API.md, "Deterministic
+keys sorted, separators ``,`` and ``:``, UTF-8, no whitespace (docs/api.md, "Deterministic
 identities"). :func:`canonical_json` (the standard library's encoder) makes the text of
 every identity; :func:`stored_json` makes the same text faster, for documents stored.
 """

@@ -255,7 +255,7 @@ def admitted_not_before(workload: Workload) -> int | None:
 
     ``next_attempt_at`` moves with retries; the admission evidence does not. The reference
     reads the first ``READY`` event, which work admitted into approval lacks; this port reads
-    the first event of the history (API.md, "deliberately differs").
+    the first event of the history (docs/api.md, "deliberately differs").
     """
     if not workload.execution_history:
         return None

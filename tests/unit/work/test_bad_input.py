@@ -36,7 +36,7 @@ REQUIRED = [
     "idempotency_key",
     "created_at",
 ]
-"""The fields API.md says CreateWorkload requires."""
+"""The fields docs/api.md says CreateWorkload requires."""
 
 # (overrides, the field path the error must name)
 REFUSED_BY_THE_RECORD = [
@@ -363,7 +363,7 @@ def test_the_valid_calls_the_refusals_stand_for_do_commit(work):
 
 # ------------------------------------------------------------------ out-of-range and odd types
 #
-# API.md, "Every refusal raises WorkloadError and commits nothing": integers beyond the
+# docs/api.md, "Every refusal raises WorkloadError and commits nothing": integers beyond the
 # JSON-safe range (which once escaped as OverflowError from the SQLite binding), and
 # reasons or artifacts of the wrong type (which once escaped as TypeError), are each
 # WORKLOAD_INVALID naming the field.

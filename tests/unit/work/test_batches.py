@@ -1,4 +1,4 @@
-"""Batches: admit_many, complete_many, heartbeat_many (API.md, "Routing, scope and batches").
+"""Batches: admit_many, complete_many, heartbeat_many (docs/api.md, "Routing, scope and batches").
 
 Each item of a batch answers what the single call would have answered, so each test runs
 the same items through a batch on one store and through single calls, in order, on

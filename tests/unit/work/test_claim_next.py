@@ -1,4 +1,4 @@
-"""claim_next: selection from the index, and the API.md deviations from the reference."""
+"""claim_next: selection from the index, and the docs/api.md deviations from the reference."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_returns_none_when_nothing_matches_and_commits_nothing(store):
 
 
 def test_a_candidate_past_its_deadline_is_timed_out_and_the_next_one_claimed(store):
-    # API.md: claim_next never fails because of one candidate.
+    # docs/api.md: claim_next never fails because of one candidate.
     late = store.create(
         make_request(idempotency_key="late", priority=9, timeouts=WorkloadTimeouts(queue_ms=1000))
     )
@@ -95,7 +95,7 @@ def test_claims_in_priority_then_age_order_and_never_across_tenants(store):
 
 
 def test_an_identical_replay_of_work_admitted_into_approval_is_accepted(store):
-    # API.md: the admitted not_before is read from the admission event, which work admitted
+    # docs/api.md: the admitted not_before is read from the admission event, which work admitted
     # into AWAITING_APPROVAL has (the reference refused this replay).
     request = make_request(approval=ApprovalPolicy(), not_before=500)
     first, created = store.admit(request)
