@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support.factories import CAPABILITIES, make_request
 
-from feltdb import DURABLE_WORK_COLLECTION, WorkloadStore
+from feltdb import DURABLE_WORK_COLLECTION, CreateWorkload, WorkloadStore
 from feltdb.storage.base import Mutation, Precondition
 from feltdb.work.admission import new_workload
 from feltdb.work.scheduling import row_index
@@ -33,21 +33,24 @@ from feltdb.work.scheduling import row_index
 LOAD_BATCH = 20_000
 
 
-def load_backlog(store: WorkloadStore, size: int) -> float:
-    """Commit ``size`` ready workloads; returns seconds taken."""
-    template = new_workload(make_request(), "workload_template")
+def load_backlog(
+    store: WorkloadStore, size: int, request: CreateWorkload | None = None, *, varied: bool = True
+) -> float:
+    """Commit ``size`` ready workloads like ``request`` (default: the fixture's), ``varied``
+    in priority and creation time; returns seconds taken.
+    """
+    template = new_workload(request or make_request(), "workload_template")
     started = time.perf_counter()
     for first in range(0, size, LOAD_BATCH):
         mutations, guards = [], []
         for i in range(first, min(first + LOAD_BATCH, size)):
-            workload = template.model_copy(
-                update={
-                    "workload_id": f"workload_{i:024d}",
-                    "idempotency_key": f"bulk-{i}",
-                    "priority": i % 10,
-                    "created_at": 10 + i // 100,
-                }
-            )
+            update: dict[str, object] = {
+                "workload_id": f"workload_{i:024d}",
+                "idempotency_key": f"bulk-{i}",
+            }
+            if varied:
+                update |= {"priority": i % 10, "created_at": 10 + i // 100}
+            workload = template.model_copy(update=update)
             mutations.append(
                 Mutation(
                     DURABLE_WORK_COLLECTION,

@@ -72,7 +72,7 @@ lengths, looks cheaper than the generic one), so fewer round trips pay only from
 
 _TEXTS: Final = (
     "collection", "key", "document", "tenant_id", "application_id", "state", "result_id",
-    "definition_id",
+    "definition_id", "claim_group",
 )  # fmt: skip
 _INTEGERS: Final = ("priority", "created_at", "eligible_at", "lease_expires_at", "deadline_at")
 _BIGINT: Final = range(-(2**63), 2**63)

@@ -37,9 +37,9 @@ The contract every backend keeps, bit for bit:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,12 +49,14 @@ from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
 from feltdb.storage.wakeups import Wakeups
 
+if TYPE_CHECKING:
+    from feltdb.storage.partitions import ClaimPartitions
+
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""
 
 MAX_PLANS_PER_BATCH = 1024
-"""The most plans one :meth:`Database.commit_many` takes (PostgreSQL numbers a
-transaction's commits within the lowest 10 bits of their revisions)."""
+"""The most plans one :meth:`Database.commit_many` takes (a revision numbers them in 10 bits)."""
 
 
 class StorageConflict(WorkloadError):
@@ -88,6 +90,8 @@ class RowIndex:
     definition_id: str | None = None
     """What kind of work the row is, so that a worker serving some definitions selects
     them by index range (see :meth:`Database.commit_selected`'s ``definitions``)."""
+    claim_group: str | None = None
+    """Only while claimable: its partition of ready work (:mod:`feltdb.storage.partitions`)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -266,7 +270,7 @@ class Database(ChainLog, IndexCounts, Protocol):
         *,
         limit: int,
         offset: int = 0,
-        definitions: Collection[str] | None = None,
+        partitions: ClaimPartitions | None = None,
     ) -> Commit | None:
         """In one write transaction: select the claimable rows, call ``choose`` with them and
         a reader of further rows, and apply the commit it plans, guarded and logged as
@@ -281,11 +285,14 @@ class Database(ChainLog, IndexCounts, Protocol):
         with row locks skips rows another transaction holds, so concurrent callers get
         disjoint rows; one with a single writer holds its write lock throughout).
 
-        ``definitions`` (``None``: any) selects only rows whose index ``definition_id`` is
-        one of them, still in :meth:`list_rows`'s order and paged by ``offset`` and
-        ``limit`` over that narrower set: one index range per definition (each read to
-        ``offset + limit`` rows and merged), never a filter over other definitions' rows.
-        An empty collection selects nothing (``choose`` is called with no rows).
+        ``definitions`` (``None``: any) selects only rows of those index ``definition_id``,
+        in the same order and paged over that set: one index range per definition (each
+        read to ``offset + limit`` rows and merged), never a filter over other definitions'
+        rows. An empty collection selects nothing (``choose`` is called with no rows).
+
+        ``partitions`` (:mod:`~feltdb.storage.partitions`) instead selects the rows of the
+        claim groups it accepts, whatever their state, one range per group, merged as above
+        (none accepted: no transaction, ``choose`` not called, ``[]``).
 
         Raises:
             StorageConflict: a precondition of the plan failed; nothing was written.
@@ -305,7 +312,7 @@ class Database(ChainLog, IndexCounts, Protocol):
         *,
         limit: int,
         offset: int = 0,
-        definitions: Collection[str] | None = None,
+        partitions: ClaimPartitions | None = None,
     ) -> list[Commit | StorageConflict]:
         """:meth:`commit_selected` for a ``choose`` that plans any number of commits: the
         rows are selected and held as there, and the plans applied as :meth:`commit_many`

@@ -19,7 +19,7 @@ precondition guards one row its commit writes (see :func:`~feltdb.storage.encodi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Generic, TypeVar
 
 from feltdb.storage.base import (
@@ -38,14 +38,14 @@ from feltdb.storage.counts import Activity
 from feltdb.storage.dialect import Dialect, Session
 from feltdb.storage.encoding import (
     RowsDecodedOnRead,
-    SelectedRow,
     index_params,
     invalid,
     keyset_page,
     logged_transaction,
-    merge_definitions,
     stored_row,
 )
+from feltdb.storage.partitions import ClaimPartitions, accepted_groups
+from feltdb.storage.selection import Selection
 from feltdb.storage.writes import prepare, prepare_batch, write_batch, write_plan
 
 __all__ = ["SQLEngine"]
@@ -287,7 +287,7 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         *,
         limit: int,
         offset: int = 0,
-        definitions: Collection[str] | None = None,
+        partitions: ClaimPartitions | None = None,
     ) -> Commit | None:
         """See :meth:`Database.commit_selected`: :meth:`commit_selected_many` of the one
         plan ``choose`` answers.
@@ -299,7 +299,7 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
 
         outcomes = self.commit_selected_many(
             collection, tenant_id, application_id, state, now, choose_one,
-            limit=limit, offset=offset, definitions=definitions,
+            limit=limit, offset=offset, partitions=partitions,
         )  # fmt: skip
         if not outcomes:
             return None
@@ -319,11 +319,12 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         *,
         limit: int,
         offset: int = 0,
-        definitions: Collection[str] | None = None,
+        partitions: ClaimPartitions | None = None,
     ) -> list[Commit | StorageConflict]:
-        """See :meth:`Database.commit_selected_many`; the dialect's ``claimable_rows`` and
-        ``claimable_rows_by_definition`` select and lock the rows, and the plans are
-        written as :meth:`commit_many` writes them.
+        """See :meth:`Database.commit_selected_many`; the dialect's ``claimable_rows`` (or,
+        with ``partitions``, ``claimable_rows_in_group`` of each group
+        :func:`~feltdb.storage.partitions.accepted_groups` accepts) select and lock the
+        rows, and the plans are written as :meth:`commit_many` writes them.
         """
         self._dialect.ensure_open()
         params = {
@@ -336,6 +337,10 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
             "offset": max(offset, 0),  # a negative OFFSET is none, as SQLite reads it
         }
 
+        groups = None if partitions is None else self._walk(params, partitions)
+        if groups == []:
+            return []  # nothing it may take: no transaction at all, so no write lock
+
         def work(session: Session) -> list[Commit | StorageConflict]:
             def read(row_collection: str, key: str) -> StoredRow | None:
                 found = session.execute(
@@ -343,7 +348,10 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
                 ).fetchall()
                 return stored_row(*found[0]) if found else None
 
-            selected = self._select_claimable(session, params, definitions, offset, limit)
+            select = Selection(session, self._queries, self._limit, params)
+            selected = (
+                select.by_state() if groups is None else select.in_groups(groups, offset, limit)
+            )
             plans = choose(RowsDecodedOnRead(selected), read)
             if not plans:
                 # Nothing to write: the transaction commits empty (which ends it and its
@@ -359,28 +367,15 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         """See :meth:`Database.close`."""
         self._dialect.close()
 
-    def _select_claimable(
-        self,
-        session: Session,
-        params: Mapping[str, Any],
-        definitions: Collection[str] | None,
-        offset: int,
-        limit: int,
-    ) -> Sequence[SelectedRow]:
-        """Inside the write transaction: the rows :meth:`commit_selected` hands ``choose``,
-        locked as the dialect's statements lock them.
-        """
-        if definitions is None:
-            rows: list[SelectedRow] = session.execute(
-                self._queries["claimable_rows"], params
-            ).fetchall()
-            return rows
-
-        def fetch(definition: str, depth: int) -> list[tuple[Any, ...]]:
-            ranged = {**params, "definition": definition, "limit": self._limit(depth)}
-            found: list[tuple[Any, ...]] = session.execute(
-                self._queries["claimable_rows_by_definition"], ranged
-            ).fetchall()
-            return found
-
-        return merge_definitions(fetch, definitions, offset, limit)
+    def _walk(
+        self, params: Mapping[str, Any], partitions: ClaimPartitions
+    ) -> list[tuple[str, str]]:
+        # The groups are walked before the write transaction, by reads of their own: on a
+        # backend with one writer, ready work nobody here may take never holds its lock.
+        collection = params["collection"]
+        return accepted_groups(
+            lambda name, named: self._dialect.read(self._queries[name], named),
+            lambda key: self.get_row(collection, key),
+            params,
+            partitions,
+        )

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 from feltdb.errors import WorkloadError
 from feltdb.storage.base import PlannedCommit, RowReader, StoredRow
+from feltdb.storage.partitions import ClaimPartitions, GroupSample
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.models import Workload, WorkloadClaim
+from feltdb.work.partitions import group_accepted
 from feltdb.work.rows import MUTATED, LoadedWorkload, dependency_state, planned_commit, workload_of
 from feltdb.work.scheduling import dependencies_satisfied
 
@@ -44,13 +46,29 @@ class CandidateChoice:
     )
     """Each candidate chosen: as read, what was done, and the claim granted (if one was)."""
 
+    def reset(self) -> None:
+        """Forget the last batch: none examined, none chosen (a selection that finds no
+        partition to read never calls :meth:`choose`).
+        """
+        self.examined, self.chosen = 0, []
+
+    def partitions(self) -> ClaimPartitions:
+        """The ready work's partitions this claim reads: of its definitions, only the
+        groups whose needs it meets (the rest is never read, nor locked).
+        """
+        return ClaimPartitions(self._accepts, self.definitions)
+
+    def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
+        return group_accepted(group, sample, self.held, self.environments)
+
     def choose(self, rows: Sequence[StoredRow], read: RowReader) -> list[PlannedCommit]:
         """The commits of the first candidates this worker may run, claimed, until
         ``wanted`` are; and of each found past a deadline or out of attempts on the way,
         settled as ``claim`` would settle it. Empty when no candidate will do.
         """
         # It may run again if the backend retries the transaction, so it starts afresh.
-        self.examined, self.chosen = len(rows), []
+        self.reset()
+        self.examined = len(rows)
         plans: list[PlannedCommit] = []
         claimed = 0
         for row in rows:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from feltdb.storage.base import RowIndex
 from feltdb.work.deadlines import next_deadline_at
 from feltdb.work.models import Workload
+from feltdb.work.partitions import claim_group
 from feltdb.work.recovery import RECOVERABLE_STATES
 from feltdb.work.states import WorkloadState
 
@@ -16,9 +17,10 @@ from feltdb.work.states import WorkloadState
 def row_index(workload: Workload) -> RowIndex:
     """The index fields of ``workload``, derived from the workload alone.
 
-    ``lease_expires_at`` is set only while a lease can expire into recovery, and
-    ``deadline_at`` only while a deadline can fall, so the maintenance queries return
-    exactly the work they may act on.
+    ``lease_expires_at`` is set only while a lease can expire into recovery,
+    ``deadline_at`` only while a deadline can fall, and ``claim_group`` only while the
+    work is ``READY``, so the maintenance queries return exactly the work they may act on,
+    and a claim only work it may take.
     """
     claim = workload.current_claim
     return RowIndex(
@@ -34,6 +36,11 @@ def row_index(workload: Workload) -> RowIndex:
         deadline_at=next_deadline_at(workload),
         result_id=workload.result.result_id if workload.result is not None else None,
         definition_id=workload.definition_id,
+        claim_group=(
+            claim_group(workload.environment, workload.capability_snapshot)
+            if workload.state is WorkloadState.READY
+            else None
+        ),
     )
 
 

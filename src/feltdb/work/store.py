@@ -662,6 +662,7 @@ class WorkloadStore:
         granted: builtins.list[ClaimedWork] = []
         while len(granted) < wanted:
             choice.wanted = wanted - len(granted)
+            choice.reset()
             outcomes = self.db.commit_selected_many(
                 DURABLE_WORK_COLLECTION,
                 tenant_id,
@@ -671,9 +672,10 @@ class WorkloadStore:
                 choice.choose,
                 limit=max(CANDIDATE_BATCH, choice.wanted),
                 offset=offset,
-                # Only the served definitions' index ranges are read: a worker of one
-                # definition never pages through another's backlog. (choose still checks.)
-                definitions=choice.definitions,
+                # Only the ranges of work this worker may take are read: a worker never
+                # pages through a backlog of another definition, or of work needing a
+                # capability or an environment it lacks. (choose still checks each.)
+                partitions=choice.partitions(),
             )
             progressed = False
             for (loaded, operation, claim), outcome in zip(choice.chosen, outcomes, strict=True):

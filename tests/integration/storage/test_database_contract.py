@@ -40,6 +40,7 @@ from feltdb.storage import (
     StoredRow,
 )
 from feltdb.storage.base import RowReader
+from feltdb.storage.partitions import ClaimPartitions
 from feltdb.storage.sql import load_queries
 from feltdb.storage.targets import open_database
 
@@ -94,11 +95,18 @@ def claimable(
         look,
         limit=limit,
         offset=offset,
-        definitions=definitions,
+        partitions=None if definitions is None else every_group(definitions),
     )
     assert commit is None
+    if definitions is not None and not seen:
+        return []  # no group to read: choose was not called
     assert len(seen) == 1
     return seen[0]
+
+
+def every_group(definitions: Any) -> ClaimPartitions:
+    """Claim partitions of ``definitions`` that accept every group."""
+    return ClaimPartitions(lambda definition, group, sample: True, definitions)
 
 
 def assert_revisions_increase(commits: list[Commit], db: Database) -> None:
@@ -1058,7 +1066,9 @@ def test_commit_selected_pages_with_offset_and_honours_eligibility(db: Database)
 
 def ready_of(db: Database, key: str, definition: str, priority: int, created_at: int) -> None:
     """A claimable row ``key`` of ``definition`` (its document is ``{"n": key}``)."""
-    index = RowIndex("t1", "app1", "ready", priority, created_at, definition_id=definition)
+    index = RowIndex(
+        "t1", "app1", "ready", priority, created_at, definition_id=definition, claim_group="g"
+    )
     put(db, key, index, n=key)
 
 
@@ -1077,7 +1087,8 @@ def three_definitions(db: Database) -> Database:
     ready_of(db, "b-new", "b", 1, 4)
     ready_of(db, "a-tie", "a", 1, 4)  # same priority and age as b-new: the key decides
     ready(db, "none", 7)  # no definition: selected only without definitions
-    put(db, "b-later", RowIndex("t1", "app1", "ready", 8, 1, 500, definition_id="b"))
+    later = RowIndex("t1", "app1", "ready", 8, 1, 500, definition_id="b", claim_group="g")
+    put(db, "b-later", later)
     put(db, "b-done", RowIndex("t1", "app1", "done", 8, 1, definition_id="b"))
     put(db, "b-elsewhere", RowIndex("t2", "app1", "ready", 8, 1, definition_id="b"))
     return db
@@ -1130,7 +1141,7 @@ def test_commit_selected_with_definitions_commits_the_plan(three_definitions: Da
         )
 
     commit = db.commit_selected(
-        "work", "t1", "app1", "ready", 100, claim_first, limit=1, definitions=["b"]
+        "work", "t1", "app1", "ready", 100, claim_first, limit=1, partitions=every_group(["b"])
     )
     assert commit is not None and commit.rows[0].key == "b-hi"
     assert selected(db, ["b"]) == ["b-old", "b-new"]
@@ -1147,7 +1158,10 @@ def test_the_definition_index_is_written_by_every_kind_of_write(db: Database) ->
         "to-c",
         [
             Mutation(
-                "work", "k", {"n": "k"}, RowIndex("t1", "app1", "ready", 1, 1, definition_id="c")
+                "work",
+                "k",
+                {"n": "k"},
+                RowIndex("t1", "app1", "ready", 1, 1, definition_id="c", claim_group="g"),
             )
         ],
         [Precondition("work", "k", expected_version=2)],
@@ -1157,12 +1171,49 @@ def test_the_definition_index_is_written_by_every_kind_of_write(db: Database) ->
         "new-c",
         [
             Mutation(
-                "work", "r", {"n": "r"}, RowIndex("t1", "app1", "ready", 1, 2, definition_id="c")
+                "work",
+                "r",
+                {"n": "r"},
+                RowIndex("t1", "app1", "ready", 1, 2, definition_id="c", claim_group="g"),
             )
         ],
         [Precondition("work", "r", require_absent=True)],
     )
     assert selected(db, ["c"]) == ["k", "r"]
+
+
+def test_partitions_read_only_the_groups_they_accept(db: Database) -> None:
+    # Two groups of one definition: the claim walks both (one sample each, its first row
+    # in the claim order) and reads only the accepted group's rows.
+    for key, group, priority in [
+        ("x1", "gx", 9),
+        ("x2", "gx", 8),
+        ("y1", "gy", 1),
+        ("y2", "gy", 0),
+    ]:
+        index = RowIndex("t1", "app1", "ready", priority, 1, definition_id="d", claim_group=group)
+        put(db, key, index, n=key)
+    put(db, "z", RowIndex("t2", "app1", "ready", 9, 1, definition_id="d", claim_group="gz"))
+    offered: list[tuple[str, str, str | None]] = []
+
+    def only_gy(definition: str, group: str, sample: Any) -> bool:
+        first = sample()
+        offered.append((definition, group, None if first is None else first.key))
+        return group == "gy"
+
+    seen: list[list[str]] = []
+    db.commit_selected(
+        "work", "t1", "app1", "ready", 100, lambda rows, read: seen.append(keys(rows)),
+        limit=10, partitions=ClaimPartitions(only_gy),
+    )  # fmt: skip
+    assert offered == [("d", "gx", "x1"), ("d", "gy", "y1")]
+    assert seen == [["y1", "y2"]]
+    revision = db.current_revision()
+    assert db.commit_selected_many(
+        "work", "t1", "app1", "ready", 100, lambda rows, read: pytest.fail("not called"),
+        limit=10, partitions=ClaimPartitions(lambda *_: False),
+    ) == []  # fmt: skip
+    assert db.current_revision() == revision
 
 
 def test_concurrent_commit_selected_callers_take_disjoint_rows(target: str) -> None:

@@ -880,6 +880,7 @@ PLAN_PARAMS: dict[str, Any] = {
     "result_id": "r42",
     "definition": "d1",
     "definition_id": "d1",
+    "claim_group": "g1",
     "revision": 100,
     "position": 0,
     "expected_version": 1,
@@ -918,13 +919,13 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
             """
             INSERT INTO rows (collection, key, version, revision, document, tenant_id,
                 application_id, state, priority, created_at, eligible_at, lease_expires_at,
-                deadline_at, result_id, definition_id)
+                deadline_at, result_id, definition_id, claim_group)
             SELECT CASE WHEN n % 4 = 0 THEN 'other' ELSE 'work' END, 'w' || lpad(n::text, 5, '0'),
                 1, n, '{}', 't' || (n % 5), 'app' || (n % 3),
                 (ARRAY['ready', 'claimed', 'succeeded', 'failed'])[1 + n % 4], n % 5, n,
                 CASE WHEN n % 7 = 0 THEN n END, CASE WHEN n % 10 = 1 THEN n END,
                 CASE WHEN n % 10 = 2 THEN n END, CASE WHEN n % 10 = 3 THEN 'r' || n END,
-                'd' || (n % 6)
+                'd' || (n % 6), CASE WHEN n % 4 = 1 THEN 'g' || (n % 8) END
             FROM generate_series(1, 4000) AS n
             """
         )
@@ -951,7 +952,9 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
 
 PLANS: dict[str, str | tuple[str, ...]] = {
     "claimable_rows": "rows_by_state",
-    "claimable_rows_by_definition": "rows_by_definition",
+    "next_claim_group": "rows_ready",
+    "next_claim_definition": "rows_ready",
+    "claimable_rows_in_group": "rows_ready",
     "list_rows_by_state": "rows_by_state",
     "list_rows_by_application": "rows_by_application",
     "page_rows_by_state_same_priority": "rows_by_state",

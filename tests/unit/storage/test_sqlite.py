@@ -27,6 +27,7 @@ from feltdb.storage import (
     RowIndex,
     StorageConflict,
 )
+from feltdb.storage.partitions import ClaimPartitions
 from feltdb.storage.sql import load_queries, load_schema, parse_queries
 from feltdb.storage.sqlite import (
     APPLICATION_ID,
@@ -74,7 +75,7 @@ def test_new_store_is_stamped_with_the_feltdb_application_id_and_schema(
     db: SQLiteDatabase, path: Path
 ) -> None:
     assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID == 0x66656C74
-    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 4
+    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 5
     assert raw_scalar(path, "PRAGMA journal_mode") == "wal"
     assert db.current_revision() == 0
     assert db.target == str(path)
@@ -135,13 +136,13 @@ def test_two_openers_of_a_new_file_create_the_schema_once(tmp_path: Path) -> Non
 def test_refuses_a_store_of_a_newer_schema(path: Path) -> None:
     SQLiteDatabase(path).close()
     connection = raw(path)
-    connection.execute("PRAGMA user_version = 5")
+    connection.execute("PRAGMA user_version = 6")
     connection.close()
     with pytest.raises(WorkloadError) as raised:
         SQLiteDatabase(path)
     assert raised.value.code == STORAGE_FAILURE
-    assert "newer feltdb (schema 5)" in raised.value.message
-    assert "reads schema 4" in raised.value.message
+    assert "newer feltdb (schema 6)" in raised.value.message
+    assert "reads schema 5" in raised.value.message
     assert str(path) in raised.value.message
 
 
@@ -205,11 +206,11 @@ def test_a_schema_1_store_is_upgraded_in_place_when_opened(tmp_path: Path, path:
     make_schema_1_store(path)
     database = SQLiteDatabase(path)
     try:
-        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 4
+        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 5
         assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID
         fresh = tmp_path / "fresh.db"
         SQLiteDatabase(fresh).close()
-        assert schema_of(path) == schema_of(fresh)  # as if created at schema 4
+        assert schema_of(path) == schema_of(fresh)  # as if created at schema 5
         backfilled = raw(path).execute(
             "SELECT collection, key, definition_id FROM rows ORDER BY collection, key"
         )
@@ -230,11 +231,29 @@ def test_a_schema_1_store_is_upgraded_in_place_when_opened(tmp_path: Path, path:
         def look(rows: Any, read: Any) -> None:
             seen.append([row.key for row in rows])
 
-        for served in (["send"], ["bill", "send"], []):
+        # The ready work is in one claim group that says only that it predates groups,
+        # and a selection by partitions reads it.
+        for served in (["send"], ["bill", "send"]):
             database.commit_selected(
-                WORK, "t", "app", "READY", 0, look, limit=5, definitions=served
-            )
-        assert seen == [["w1"], ["w2", "w1"], []]
+                WORK, "t", "app", "READY", 0, look, limit=5,
+                partitions=ClaimPartitions(lambda *_: True, served),
+            )  # fmt: skip
+        assert seen == [["w1"], ["w2", "w1"]]
+        groups = raw(path).execute("SELECT key, claim_group FROM rows ORDER BY key")
+        assert groups.fetchall() == [("o1", None), ("w1", "unsorted"), ("w2", "unsorted")]
+        offered: list[tuple[str, str]] = []
+
+        def accepts(definition: str, group: str, sample: Any) -> bool:
+            offered.append((definition, group))
+            return definition == "send"
+
+        seen.clear()
+        database.commit_selected(
+            WORK, "t", "app", "READY", 0, look, limit=5,
+            partitions=ClaimPartitions(accepts),
+        )  # fmt: skip
+        assert offered == [("bill", "unsorted"), ("send", "unsorted")]
+        assert seen == [["w1"]]
     finally:
         database.close()
     SQLiteDatabase(path).close()  # reopening an upgraded store changes nothing
@@ -393,7 +412,9 @@ def _plan(path: Path, query_name: str) -> list[str]:
     ("query_name", "index"),
     [
         ("claimable_rows", "rows_by_state"),
-        ("claimable_rows_by_definition", "rows_by_definition"),
+        ("next_claim_group", "rows_ready"),
+        ("next_claim_definition", "rows_ready"),
+        ("claimable_rows_in_group", "rows_ready"),
         ("list_rows_by_state", "rows_by_state"),
         ("list_rows_by_application", "rows_by_application"),
         ("page_rows_by_state_same_priority", "rows_by_state"),
@@ -422,23 +443,26 @@ def test_index_queries_never_scan_nor_sort(
     assert not any("TEMP B-TREE" in detail for detail in plan), plan
 
 
-def test_one_definition_s_candidates_are_one_range_of_rows_by_definition(
+def test_one_claim_group_s_candidates_are_one_range_of_rows_ready(
     db: SQLiteDatabase, path: Path
 ) -> None:
-    # Many definitions, most rows of one of them, and statistics to plan with: the
-    # per-definition candidate query still seeks rows_by_definition on every equality
-    # column, definition included, and reads the range in ORDER BY order (no sort).
+    # Many definitions and groups, most rows in one of them, and statistics to plan with:
+    # the candidate query still seeks rows_ready on every equality column, definition and
+    # group included, and reads the range in ORDER BY order (no sort).
     for n in range(300):
-        index = RowIndex("t1", "app1", "ready", n % 5, n, None, definition_id=f"d{min(n % 40, 3)}")
+        index = RowIndex(
+            "t1", "app1", "ready", n % 5, n, None,
+            definition_id=f"d{min(n % 40, 3)}", claim_group=f"g{min(n % 7, 2)}",
+        )  # fmt: skip
         put(db, f"w{n}", index)
     connection = raw(path)
     connection.execute("ANALYZE")
     connection.close()
-    plan = _plan(path, "claimable_rows_by_definition")
+    plan = _plan(path, "claimable_rows_in_group")
     assert len(plan) == 1, plan
     assert re.fullmatch(
-        r"SEARCH rows USING INDEX rows_by_definition \(collection=\? AND tenant_id=\? AND "
-        r"application_id=\? AND state=\? AND definition_id=\?\)",
+        r"SEARCH rows USING INDEX rows_ready \(collection=\? AND tenant_id=\? AND "
+        r"application_id=\? AND definition_id=\? AND claim_group=\?\)",
         plan[0],
     ), plan
 

@@ -156,15 +156,39 @@ ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint
 FOR UPDATE SKIP LOCKED;
 
--- name: claimable_rows_by_definition
--- description: commit_selected with definitions: claimable_rows of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
+-- name: next_claim_definition
+-- description: commit_selected with partitions: the first definition after definition that has claimable rows in one tenant's application; one seek of rows_ready
+SELECT definition_id
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND claim_group IS NOT NULL
+  AND definition_id > %(definition)s
+ORDER BY definition_id
+LIMIT 1;
+
+-- name: next_claim_group
+-- description: commit_selected with partitions: the claim group after claim_group of one definition's claimable rows, and the key of its first row; one seek of rows_ready
+SELECT definition_id, claim_group, key
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND definition_id = %(definition)s
+  AND claim_group > %(claim_group)s
+ORDER BY claim_group
+LIMIT 1;
+
+-- name: claimable_rows_in_group
+-- description: commit_selected with partitions: the rows of one (definition, claim group) eligible at now, in index order (one range of rows_ready), each locked until the transaction ends; rows another transaction holds are skipped
 SELECT collection, key, version, revision, document, priority, created_at
 FROM rows
 WHERE collection = %(collection)s
   AND tenant_id = %(tenant_id)s
   AND application_id = %(application_id)s
-  AND state = %(state)s
   AND definition_id = %(definition)s
+  AND claim_group = %(claim_group)s
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint
@@ -270,13 +294,13 @@ SELECT set_config('array_nulls', 'on', false), set_config('extra_float_digits', 
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id)
+     definition_id, claim_group)
 VALUES
     (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
      %(document)s,
      %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
      %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
+     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s, %(claim_group)s)
 ON CONFLICT (collection, key) DO NOTHING
 RETURNING version;
 
@@ -295,7 +319,8 @@ UPDATE rows SET
     lease_expires_at = %(lease_expires_at)s::bigint,
     deadline_at = %(deadline_at)s::bigint,
     result_id = %(result_id)s,
-    definition_id = %(definition_id)s
+    definition_id = %(definition_id)s,
+    claim_group = %(claim_group)s
 WHERE collection = %(collection)s AND key = %(key)s
   AND version = %(expected_version)s::bigint
 RETURNING version;
@@ -312,13 +337,13 @@ RETURNING version;
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id)
+     definition_id, claim_group)
 VALUES
     (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
      %(document)s,
      %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
      %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s)
+     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s, %(claim_group)s)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = rows.version + 1,
     revision = excluded.revision,
@@ -332,7 +357,8 @@ ON CONFLICT (collection, key) DO UPDATE SET
     lease_expires_at = excluded.lease_expires_at,
     deadline_at = excluded.deadline_at,
     result_id = excluded.result_id,
-    definition_id = excluded.definition_id
+    definition_id = excluded.definition_id,
+    claim_group = excluded.claim_group
 RETURNING version;
 
 -- name: delete_row
@@ -394,7 +420,8 @@ UPDATE rows SET
     lease_expires_at = %(lease_expires_at)s::bigint,
     deadline_at = %(deadline_at)s::bigint,
     result_id = %(result_id)s,
-    definition_id = %(definition_id)s
+    definition_id = %(definition_id)s,
+    claim_group = %(claim_group)s
 WHERE collection = %(collection)s AND key = %(key)s;
 
 -- name: lock_batch_rows
@@ -415,17 +442,20 @@ CROSS JOIN LATERAL (
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id)
+     definition_id, claim_group)
 SELECT u.collection, u.key, 1, pg_current_xact_id()::text::bigint * 1024 + u.position,
        u.document, u.tenant_id, u.application_id, u.state, u.priority, u.created_at,
-       u.eligible_at, u.lease_expires_at, u.deadline_at, u.result_id, u.definition_id
+       u.eligible_at, u.lease_expires_at, u.deadline_at, u.result_id, u.definition_id,
+       u.claim_group
 FROM unnest(%(collection)s::text[], %(key)s::text[], %(position)s::bigint[],
             %(document)s::text[], %(tenant_id)s::text[], %(application_id)s::text[],
             %(state)s::text[], %(priority)s::bigint[], %(created_at)s::bigint[],
             %(eligible_at)s::bigint[], %(lease_expires_at)s::bigint[],
-            %(deadline_at)s::bigint[], %(result_id)s::text[], %(definition_id)s::text[])
+            %(deadline_at)s::bigint[], %(result_id)s::text[], %(definition_id)s::text[],
+            %(claim_group)s::text[])
     AS u(collection, key, position, document, tenant_id, application_id, state, priority,
-         created_at, eligible_at, lease_expires_at, deadline_at, result_id, definition_id)
+         created_at, eligible_at, lease_expires_at, deadline_at, result_id, definition_id,
+         claim_group)
 ORDER BY u.collection COLLATE "C", u.key COLLATE "C"
 ON CONFLICT (collection, key) DO NOTHING
 RETURNING collection, key, version;
@@ -445,16 +475,18 @@ UPDATE rows SET
     lease_expires_at = u.lease_expires_at,
     deadline_at = u.deadline_at,
     result_id = u.result_id,
-    definition_id = u.definition_id
+    definition_id = u.definition_id,
+    claim_group = u.claim_group
 FROM unnest(%(collection)s::text[], %(key)s::text[], %(expected_version)s::bigint[],
             %(position)s::bigint[], %(document)s::text[], %(tenant_id)s::text[],
             %(application_id)s::text[], %(state)s::text[], %(priority)s::bigint[],
             %(created_at)s::bigint[], %(eligible_at)s::bigint[],
             %(lease_expires_at)s::bigint[], %(deadline_at)s::bigint[],
-            %(result_id)s::text[], %(definition_id)s::text[])
+            %(result_id)s::text[], %(definition_id)s::text[],
+            %(claim_group)s::text[])
     AS u(collection, key, expected_version, position, document, tenant_id, application_id,
          state, priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-         definition_id)
+         definition_id, claim_group)
 CROSS JOIN LATERAL (
     SELECT found.ctid AS row_id
     FROM rows AS found

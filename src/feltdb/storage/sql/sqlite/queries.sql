@@ -159,15 +159,39 @@ WHERE collection = :collection
 ORDER BY priority DESC, created_at, key
 LIMIT :limit OFFSET :offset;
 
--- name: claimable_rows_by_definition
--- description: commit_selected with definitions: claimable_rows of one definition, in index order (rows_by_definition), with priority and created_at to merge several definitions by
+-- name: next_claim_definition
+-- description: commit_selected with partitions: the first definition after :definition that has claimable rows in one tenant's application; one seek of rows_ready
+SELECT definition_id
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND claim_group IS NOT NULL
+  AND definition_id > :definition
+ORDER BY definition_id
+LIMIT 1;
+
+-- name: next_claim_group
+-- description: commit_selected with partitions: the claim group after :claim_group of one definition's claimable rows, and the key of its first row; one seek of rows_ready
+SELECT definition_id, claim_group, key
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND definition_id = :definition
+  AND claim_group > :claim_group
+ORDER BY claim_group
+LIMIT 1;
+
+-- name: claimable_rows_in_group
+-- description: commit_selected with partitions: the rows of one (definition, claim group) eligible at :now, in index order (one range of rows_ready), with priority and created_at to merge several groups by
 SELECT collection, key, version, revision, document, priority, created_at
 FROM rows
 WHERE collection = :collection
   AND tenant_id = :tenant_id
   AND application_id = :application_id
-  AND state = :state
   AND definition_id = :definition
+  AND claim_group = :claim_group
   AND (eligible_at IS NULL OR eligible_at <= :now)
 ORDER BY priority DESC, created_at, key
 LIMIT :limit;
@@ -250,12 +274,12 @@ RETURNING commit_revision;
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id)
+     definition_id, claim_group)
 VALUES
     (:collection, :key, 1, (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
      :document, :tenant_id, :application_id, :state,
      :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
-     :definition_id)
+     :definition_id, :claim_group)
 ON CONFLICT (collection, key) DO NOTHING
 RETURNING version;
 
@@ -274,7 +298,8 @@ UPDATE rows SET
     lease_expires_at = :lease_expires_at,
     deadline_at = :deadline_at,
     result_id = :result_id,
-    definition_id = :definition_id
+    definition_id = :definition_id,
+    claim_group = :claim_group
 WHERE collection = :collection AND key = :key
   AND version = :expected_version
 RETURNING version;
@@ -291,12 +316,12 @@ RETURNING version;
 INSERT INTO rows
     (collection, key, version, revision, document, tenant_id, application_id, state,
      priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id)
+     definition_id, claim_group)
 VALUES
     (:collection, :key, 1, (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
      :document, :tenant_id, :application_id, :state,
      :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
-     :definition_id)
+     :definition_id, :claim_group)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = rows.version + 1,
     revision = excluded.revision,
@@ -310,7 +335,8 @@ ON CONFLICT (collection, key) DO UPDATE SET
     lease_expires_at = excluded.lease_expires_at,
     deadline_at = excluded.deadline_at,
     result_id = excluded.result_id,
-    definition_id = excluded.definition_id
+    definition_id = excluded.definition_id,
+    claim_group = excluded.claim_group
 RETURNING version;
 
 -- name: delete_row
@@ -361,7 +387,8 @@ UPDATE rows SET
     lease_expires_at = :lease_expires_at,
     deadline_at = :deadline_at,
     result_id = :result_id,
-    definition_id = :definition_id
+    definition_id = :definition_id,
+    claim_group = :claim_group
 WHERE collection = :collection AND key = :key;
 
 -- The audit chain (feltdb/storage/audit_chain.py). Lists of revisions and of links are

@@ -1,6 +1,6 @@
--- The feltdb store, schema 3. Applied once, in one transaction, to a new or empty file (a file
--- of an older schema is upgraded in place instead, by migrations/0002 and 0003).
--- The two PRAGMAs at the end stamp the file as a feltdb store of schema 3: application_id
+-- The feltdb store, schema 5. Applied once, in one transaction, to a new or empty file (a file
+-- of an older schema is upgraded in place instead, by migrations/0002 to 0005).
+-- The two PRAGMAs at the end stamp the file as a feltdb store of schema 5: application_id
 -- 0x66656C74 is "felt" in ASCII; user_version is feltdb.storage.sqlite.SCHEMA_VERSION.
 
 -- One row per (collection, key). document is the canonical JSON of the row's document
@@ -22,6 +22,7 @@ CREATE TABLE rows (
     deadline_at      INTEGER,
     result_id        TEXT,
     definition_id    TEXT,
+    claim_group      TEXT,
     PRIMARY KEY (collection, key)
 );
 
@@ -32,13 +33,20 @@ CREATE INDEX rows_by_state ON rows (
     collection, tenant_id, application_id, state, priority DESC, created_at, key, eligible_at
 );
 
--- claimable_rows_by_definition: rows_by_state with the definition after the state, so that
--- the work of one definition is one index range, in the same order, however much work of
--- other definitions is ready ahead of it.
+-- count_in_application and oldest_by_definition: rows_by_state with the definition after
+-- the state, so that the counts per state and definition are read from the index alone.
 CREATE INDEX rows_by_definition ON rows (
     collection, tenant_id, application_id, state, definition_id,
     priority DESC, created_at, key, eligible_at
 );
+
+-- Claim partitions (feltdb/storage/partitions.py): only rows with a claim group, one index
+-- range per (definition, group) of an application, each in the claim order. A claim walks
+-- the groups (one seek each) and reads only the ranges it may take.
+CREATE INDEX rows_ready ON rows (
+    collection, tenant_id, application_id, definition_id, claim_group,
+    priority DESC, created_at, key, eligible_at
+) WHERE claim_group IS NOT NULL;
 
 -- list_rows(tenant_id, application_id) without a state: the same order without state.
 CREATE INDEX rows_by_application ON rows (
@@ -91,4 +99,4 @@ CREATE TABLE audit_chain (
 );
 
 PRAGMA application_id = 0x66656C74;  -- "felt"
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;

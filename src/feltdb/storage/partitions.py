@@ -1,0 +1,104 @@
+"""Claim partitions: ready rows grouped by what a claim filters on, one index range each.
+
+A row the caller marks claimable carries a *claim group* in its :class:`RowIndex`
+(``claim_group``): an opaque label the caller derives from the row (the work layer: a
+digest of the workload's environment and capability set). The backend keeps such rows in
+one partial index, ordered by ``(tenant, application, definition, claim group)`` and then
+in :meth:`~feltdb.storage.base.Database.list_rows`'s order, so every distinct
+``(definition, group)`` of an application is one index range.
+
+A selection by partitions (:meth:`~feltdb.storage.base.Database.commit_selected_many`'s
+``partitions``) first walks the distinct groups, one index seek each, and asks
+:attr:`ClaimPartitions.accepts` about each; then it reads only the accepted groups' ranges.
+So ready work that the caller can never take (a capability it does not hold, an
+environment outside its grant) costs it one seek per group, however many rows the group
+holds, and is never read, decoded or locked.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from feltdb.storage.base import StoredRow
+from feltdb.storage.encoding import invalid
+
+GroupSample = Callable[[], "StoredRow | None"]
+"""Reads the first committed row of a group (``None`` if it has gone since)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPartitions:
+    """Which partitions of claimable rows a selection reads.
+
+    ``definitions`` (``None``: every definition) names the definitions whose groups are
+    walked; ``accepts(definition, group, sample)`` answers whether a group's range is read
+    at all. It may call ``sample`` to read one row of the group (a group label it cannot
+    interpret alone); it runs outside the write transaction, so what it sees is a hint: the
+    choice made on the selected rows still decides.
+    """
+
+    accepts: Callable[[str, str, GroupSample], bool]
+    definitions: Collection[str] | None = None
+
+
+MAX_GROUPS_WALKED = 4096
+"""The most index seeks one selection's walk makes (one per definition, one per group, one
+to find each definition's end); past this many, the walk stops, and the groups after them
+(in definition, then group order) are not read by that selection."""
+
+
+NamedRead = Callable[[str, Mapping[str, Any]], list[Any]]
+"""Runs a dialect's named statement as a read of its own and answers the fetched rows."""
+
+
+def accepted_groups(
+    read: NamedRead,
+    sample: Callable[[str], StoredRow | None],
+    scope: Mapping[str, Any],
+    partitions: ClaimPartitions,
+) -> list[tuple[str, str]]:
+    """The ``(definition, group)`` ranges of one tenant's application (``scope``: its
+    ``collection``, ``tenant_id`` and ``application_id``) that ``partitions`` accepts, in
+    index order. Each definition with claimable rows (unless ``partitions`` names them) is
+    found by one seek (``next_claim_definition``), and each of its groups by one more
+    (``next_claim_group``): at most :data:`MAX_GROUPS_WALKED` seeks in all. ``sample(key)``
+    reads a group's first row by key.
+    """
+    accepted: list[tuple[str, str]] = []
+    walked = 0
+    for definition in _definitions(read, scope, partitions.definitions):
+        group = ""
+        while walked < MAX_GROUPS_WALKED:
+            walked += 1
+            found = read(
+                "next_claim_group", {**scope, "definition": definition, "claim_group": group}
+            )
+            if not found:
+                break
+            _, group, key = found[0]
+            if partitions.accepts(definition, group, functools.partial(sample, key)):
+                accepted.append((definition, group))
+    return accepted
+
+
+def _definitions(
+    read: NamedRead, scope: Mapping[str, Any], named: Collection[str] | None
+) -> Iterator[str]:
+    """The definitions whose groups are walked: ``named`` in order, or, when ``None``, each
+    definition that has claimable rows, one seek each.
+    """
+    if named is not None:
+        if isinstance(named, str):
+            raise invalid("definitions must be a collection of definition ids, not one string")
+        yield from sorted(set(named))
+        return
+    definition = ""
+    for _ in range(MAX_GROUPS_WALKED):
+        found = read("next_claim_definition", {**scope, "definition": definition})
+        if not found:
+            return
+        definition = found[0][0]
+        yield definition

@@ -1,0 +1,100 @@
+"""What a claim partitions ready work by: its environment and the capabilities it needs.
+
+Every ready workload's index carries a *claim group* (:func:`claim_group`), a digest of its
+environment and capability set, so the ready work of one definition that needs the same
+things is one index range (:mod:`feltdb.storage.partitions`). A claim walks the groups and
+reads only those whose needs the worker meets (:func:`group_accepted`): a backlog of work
+nobody may take costs it one index seek per group, however large the backlog.
+
+The digest alone does not say what the group needs, so the first row of a group seen for
+the first time is read once and remembered (:data:`MAX_GROUPS_REMEMBERED`, least recently
+used first out). A group label that is not a digest of this kind (``"unsorted"``: written
+before groups, by a migration) is always read, and each row in it checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Collection
+from typing import Final
+
+import orjson
+
+from feltdb.storage.partitions import GroupSample
+
+GROUP_PREFIX: Final = "c1:"
+"""The first characters of every group made by :func:`claim_group` (its version)."""
+
+MAX_GROUPS_REMEMBERED: Final = 4096
+"""The most group digests a process remembers the needs of (each a few hundred bytes)."""
+
+Needs = tuple[str, frozenset[str]]
+"""What a group's work needs of a claim: its environment and its capability set."""
+
+
+def claim_group(environment: str, capabilities: Collection[str]) -> str:
+    """The claim group of work of ``environment`` needing ``capabilities``: a prefix and
+    the first 128 bits of a SHA-256 of both, so an index entry stays small whatever they
+    are. A collision would only make a claim read a range it cannot take from: every
+    candidate is still checked.
+    """
+    digest = hashlib.sha256(orjson.dumps([environment, sorted(capabilities)])).hexdigest()
+    return GROUP_PREFIX + digest[:32]
+
+
+class _Remembered:
+    """Group digests and their needs, bounded, least recently used first out."""
+
+    def __init__(self) -> None:
+        self._needs: OrderedDict[str, Needs] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def needs(self, group: str, sample: GroupSample) -> Needs | None:
+        """``group``'s needs, read from its first row when not remembered; ``None`` when
+        they cannot be known (not a digest of :func:`claim_group`'s, or no row whose own
+        needs make that digest).
+        """
+        if not group.startswith(GROUP_PREFIX):
+            return None
+        with self._lock:
+            known = self._needs.get(group)
+            if known is not None:
+                self._needs.move_to_end(group)
+                return known
+        row = sample()
+        if row is None:
+            return None
+        document = row.document
+        environment, capabilities = document.get("environment"), document.get("capability_snapshot")
+        if not isinstance(environment, str) or not isinstance(capabilities, list):
+            return None
+        if claim_group(environment, capabilities) != group:
+            return None  # its index is stale: the choice checks it
+        needs = (environment, frozenset(capabilities))
+        with self._lock:
+            self._needs[group] = needs
+            while len(self._needs) > MAX_GROUPS_REMEMBERED:
+                self._needs.popitem(last=False)
+        return needs
+
+
+_REMEMBERED: Final = _Remembered()
+
+
+def group_accepted(
+    group: str,
+    sample: GroupSample,
+    held: frozenset[str],
+    environments: frozenset[str] | None,
+) -> bool:
+    """Whether a claim holding ``held`` (in ``environments``; ``None``: any) reads the
+    ``group``'s range: its work needs nothing more and is of an environment it may serve,
+    or its needs cannot be known without reading it.
+    """
+    needs = _REMEMBERED.needs(group, sample)
+    if needs is None:
+        return True
+    environment, capabilities = needs
+    return capabilities <= held and (environments is None or environment in environments)

@@ -1,0 +1,295 @@
+"""Claim partitions: ready work a claim may never take costs it nothing.
+
+A hostile submitter's backlog of high-priority work needing a capability nobody holds (or
+of an environment outside a worker's grant) must neither be paged through by a claim nor
+hold the write lock while another tenant admits work. Both backends.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import pytest
+from support.factories import CAPABILITIES, SIGNER, make_request
+
+from feltdb import CreateWorkload, WorkloadStore
+from feltdb.storage.base import StoredRow
+from feltdb.work import claiming, partitions
+from feltdb.work.partitions import MAX_GROUPS_REMEMBERED, claim_group, group_accepted
+from feltdb.work.scheduling import row_index
+
+BACKLOG = 600
+"""Unclaimable workloads ahead of the one a claim may take: many batches of candidates."""
+
+
+@pytest.fixture
+def target(new_target):
+    return new_target()
+
+
+@pytest.fixture
+def store(target):
+    with WorkloadStore.open(target) as opened:
+        yield opened
+
+
+def _backlog(store: WorkloadStore) -> None:
+    for n in range(BACKLOG):
+        store.create(
+            make_request(
+                idempotency_key=f"sms-{n}",
+                priority=100,
+                capability_snapshot={"sms:send"},
+            )
+        )
+
+
+def _of_tenant(tenant: str) -> CreateWorkload:
+    """The fixture request, by an agent whose grant is of ``tenant``."""
+    request = make_request()
+    grant = request.authorization_snapshot.grant.model_copy(update={"tenant_id": tenant})
+    return make_request(
+        tenant_id=tenant, idempotency_key="theirs", authorization_snapshot=SIGNER.sign(grant)
+    )
+
+
+class Statements:
+    """Every statement the store's database runs while installed, with its parameters."""
+
+    def __init__(self, store: WorkloadStore) -> None:
+        self.store = store
+        self.ran: list[tuple[str, dict[str, Any]]] = []
+        self.rows = 0
+        self.documents: list[str] = []
+        """The key of every row whose document was read."""
+        self.transactions = 0
+
+    def _fetched(self, query: str, params: Any, found: list[Any]) -> None:
+        self.ran.append((query, dict(params)))
+        self.rows += len(found)
+        if "document" in query.split("FROM")[0]:
+            self.documents += [row[1] for row in found]
+
+    def __enter__(self) -> Statements:
+        dialect = self.store.db._dialect  # type: ignore[attr-defined]
+        read, transact = dialect.read, dialect.transact
+        statements = self
+
+        def counted_read(query: str, params: Any) -> Any:
+            found = read(query, params)
+            statements._fetched(query, params, found)
+            return found
+
+        def counted_transact(doing: str, work: Any) -> Any:
+            statements.transactions += 1
+
+            class Watched:
+                def __init__(self, session: Any) -> None:
+                    self.session = session
+
+                def execute(self, query: str, params: Any) -> Any:
+                    cursor = self.session.execute(query, params)
+                    if not query.lstrip().upper().startswith("SELECT"):
+                        statements.ran.append((query, dict(params)))
+                        return cursor
+                    found = cursor.fetchall()
+                    statements._fetched(query, params, found)
+                    return _Fetched(found, cursor)
+
+            return transact(doing, lambda session: work(Watched(session)))
+
+        dialect.read, dialect.transact = counted_read, counted_transact
+        self._restore = (dialect, read, transact)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dialect, read, transact = self._restore
+        dialect.read, dialect.transact = read, transact
+
+
+class _Fetched:
+    def __init__(self, found: list[Any], cursor: Any) -> None:
+        self._found, self._cursor = found, cursor
+
+    def fetchall(self) -> list[Any]:
+        return self._found
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._cursor.rowcount)
+
+
+def _plans(target: str, ran: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The plan of each SELECT of rows that ran, explained on the store as it is now."""
+    plans = []
+    for query, params in ran:
+        if not query.lstrip().upper().startswith("SELECT") or "FROM rows" not in query:
+            continue
+        if target.startswith("postgresql"):
+            import psycopg
+
+            with psycopg.connect(target, cursor_factory=psycopg.ClientCursor) as connection:
+                explained = connection.execute("EXPLAIN " + query, params).fetchall()
+            plans.append("\n".join(row[0] for row in explained))
+        else:
+            import sqlite3
+
+            connection = sqlite3.connect(target)
+            try:
+                explained = connection.execute("EXPLAIN QUERY PLAN " + query, params).fetchall()
+            finally:
+                connection.close()
+            plans.append("\n".join(row[3] for row in explained))
+    return plans
+
+
+def test_a_claim_behind_unclaimable_work_reads_one_range_and_none_of_that_work(store, target):
+    _backlog(store)
+    wanted = store.create(make_request(idempotency_key="email", priority=0))
+    with Statements(store) as statements:
+        claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11)
+    assert claim is not None and claim.workload_id == wanted.workload_id
+    # Read: the definition, the two groups' heads, a group's first row when this process
+    # has not seen the group before, and the claimable group's one candidate.
+    backlog = set(statements.documents) - {wanted.workload_id}
+    assert len(backlog) <= 1, backlog  # at most the backlog group's first row, once
+    assert statements.rows <= 7, statements.rows
+    with Statements(store) as again:
+        assert store.claim_next("t", "app", "w", CAPABILITIES, now=11) is None
+    assert again.documents == []  # both groups remembered: only their heads are sought
+    assert again.rows == 2  # the definition and the backlog's group; the claimed work left
+    plans = _plans(target, statements.ran)
+    assert plans and all(
+        "rows_ready" in plan or "pkey" in plan or "autoindex" in plan for plan in plans
+    ), plans
+    assert not any(re.search(r"\bSCAN\b|Seq Scan", plan) for plan in plans), plans
+    # The claimable range is read by equality on every column before the claim order.
+    [ranged] = [p for (q, _), p in zip(statements.ran, plans, strict=False) if "claim_group =" in q]
+    assert "rows_ready" in ranged
+
+
+def test_a_claim_with_nothing_it_may_take_opens_no_write_transaction(store):
+    _backlog(store)
+    revision = store.db.current_revision()
+    with Statements(store) as statements:
+        assert store.claim_next("t", "app", "w", CAPABILITIES, now=11) is None
+    assert statements.transactions == 0  # no write lock taken, nothing written or logged
+    assert statements.rows <= 3  # the definition, the backlog's group, its first row once
+    assert store.db.current_revision() == revision
+
+
+def test_another_tenant_admits_while_a_claim_walks_a_backlog(store, monkeypatch):
+    # The walk runs outside the write transaction: an admission made while it is under
+    # way commits at once. (Were the claim holding the write lock, the admission would
+    # wait for it, and the claim waits for the admission: the handshake times out.)
+    _backlog(store)
+    wanted = store.create(make_request(idempotency_key="email", priority=0))
+    walking, admitted = threading.Event(), threading.Event()
+    handshakes: list[bool] = []
+    accepted = claiming.group_accepted
+
+    def slow_walk(*args: Any) -> bool:
+        if not walking.is_set():
+            walking.set()
+            handshakes.append(admitted.wait(timeout=20))
+        return accepted(*args)
+
+    monkeypatch.setattr(claiming, "group_accepted", slow_walk)
+    claims: list[Any] = []
+    claimer = threading.Thread(
+        target=lambda: claims.append(store.claim_next("t", "app", "w", CAPABILITIES, now=11))
+    )
+    claimer.start()
+    assert walking.wait(timeout=20)
+    other = store.create(_of_tenant("other"))
+    admitted.set()
+    claimer.join(timeout=60)
+    assert handshakes == [True]
+    assert claims[0] is not None and claims[0].workload_id == wanted.workload_id
+    assert store.get(other.workload_id).tenant_id == "other"
+
+
+def test_a_grant_narrowed_to_an_environment_skips_other_environments_backlogs(store):
+    for n in range(BACKLOG // 3):
+        store.create(
+            make_request(idempotency_key=f"staging-{n}", environment="staging", priority=9)
+        )
+    wanted = store.create(make_request(idempotency_key="prod", priority=0))
+    with Statements(store) as statements:
+        claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11, environments=["production"])
+    assert claim is not None and claim.workload_id == wanted.workload_id
+    assert len(set(statements.documents) - {wanted.workload_id}) <= 1
+
+
+def test_work_leaves_its_partition_when_it_leaves_ready(store):
+    created = store.create(make_request())
+    assert row_index(store.get(created.workload_id)).claim_group == claim_group(
+        "production", CAPABILITIES
+    )
+    store.claim_next("t", "app", "w", CAPABILITIES, now=11)
+    assert row_index(store.get(created.workload_id)).claim_group is None
+
+
+# --- the groups, and what is remembered of them (pure) ---------------------------------
+
+
+def test_a_group_is_one_label_per_environment_and_capability_set():
+    assert claim_group("prod", ["b", "a"]) == claim_group("prod", {"a", "b"})
+    labels = {
+        claim_group("prod", ["a"]),
+        claim_group("prod", ["a", "b"]),
+        claim_group("staging", ["a"]),
+        claim_group("prod", []),
+        claim_group("prod", ["a,b"]),
+    }
+    assert len(labels) == 5
+    assert all(label.startswith("c1:") and len(label) == 35 for label in labels)
+
+
+def _row(environment: str, capabilities: list[str]) -> StoredRow:
+    document = {"environment": environment, "capability_snapshot": capabilities}
+    return StoredRow("work", "k", 1, 1, {**document, "__version": 1})
+
+
+def test_a_group_is_accepted_by_its_needs_read_once():
+    group = claim_group("prod", ["sms:send", "email:send"])
+    reads: list[int] = []
+
+    def sample() -> StoredRow:
+        reads.append(1)
+        return _row("prod", ["email:send", "sms:send"])
+
+    assert not group_accepted(group, sample, frozenset({"email:send"}), None)
+    assert group_accepted(group, sample, frozenset({"email:send", "sms:send", "x"}), None)
+    assert not group_accepted(
+        group, sample, frozenset({"email:send", "sms:send"}), frozenset({"dev"})
+    )
+    assert group_accepted(group, sample, frozenset({"email:send", "sms:send"}), frozenset({"prod"}))
+    assert reads == [1]  # remembered after the first
+
+
+def test_a_group_whose_needs_cannot_be_known_is_read_and_not_remembered():
+    held = frozenset({"email:send"})
+    assert group_accepted("unsorted", lambda: pytest.fail("not sampled"), held, None)
+    stale = claim_group("prod", ["sms:send"])
+    reads: list[int] = []
+
+    def other_needs() -> StoredRow:
+        reads.append(1)
+        return _row("prod", ["email:send"])  # its own needs make another group's digest
+
+    assert group_accepted(stale, other_needs, held, None)
+    assert group_accepted(stale, other_needs, held, None)
+    assert reads == [1, 1]
+    assert group_accepted(claim_group("gone", ["a"]), lambda: None, held, None)
+
+
+def test_what_is_remembered_of_groups_is_bounded(monkeypatch):
+    remembered = partitions._Remembered()
+    for n in range(MAX_GROUPS_REMEMBERED + 50):
+        group = claim_group("prod", [f"cap-{n}"])
+        assert remembered.needs(group, lambda n=n: _row("prod", [f"cap-{n}"])) is not None
+    assert len(remembered._needs) == MAX_GROUPS_REMEMBERED
+    assert claim_group("prod", ["cap-0"]) not in remembered._needs  # the oldest went first
