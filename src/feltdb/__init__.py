@@ -1,53 +1,114 @@
 """feltdb: a durable workload authority.
 
-The public surface is exactly the names of ``API.md``; everything else is internal.
+The public surface is exactly the names of the API contract (docs/api.md); everything else
+is internal. Each name is imported when first used, so ``import feltdb`` (and the command
+line's ``--version``) costs nothing of the authority it does not use.
 """
 
-# Errors
-# Authorization
-from feltdb.auth import (
-    Grant,
-    GrantConstraints,
-    GrantSigner,
-    GrantStatus,
-    ResourceScope,
-    ResourceScopeKind,
-    SignedGrant,
-    Subject,
-)
-from feltdb.errors import WorkloadError
+import importlib as _importlib
+import typing as _typing
 
-# Storage
-from feltdb.storage import CommittedTransaction
-from feltdb.storage.targets import open_database
-
-# The authority
-from feltdb.work.batches import Completion, Heartbeat
-from feltdb.work.deadlines import deadline_breach
-from feltdb.work.models import (
-    DEADLINE_CONTRACT_VERSION,
-    DURABLE_WORK_COLLECTION,
-    WORKLOAD_CONTRACT_VERSION,
-    ApprovalDecision,
-    ApprovalPolicy,
-    CreateWorkload,
-    Workload,
-    WorkloadApproval,
-    WorkloadAttempt,
-    WorkloadCheckpoint,
-    WorkloadClaim,
-    WorkloadDependency,
-    WorkloadEvent,
-    WorkloadExecutionContext,
-    WorkloadResult,
-    WorkloadRetryPolicy,
-    WorkloadTimeouts,
-)
-from feltdb.work.states import ApprovalOutcome, AttemptStatus, BackoffPolicy, WorkloadState
-from feltdb.work.store import WorkloadStore
-from feltdb.work.transitions import can_transition
+if _typing.TYPE_CHECKING:
+    from feltdb.auth import (
+        Grant,
+        GrantConstraints,
+        GrantSigner,
+        GrantStatus,
+        ResourceScope,
+        ResourceScopeKind,
+        SignedGrant,
+        Subject,
+    )
+    from feltdb.errors import (
+        WorkloadError,
+    )
+    from feltdb.storage import (
+        CommittedTransaction,
+    )
+    from feltdb.storage.targets import (
+        open_database,
+    )
+    from feltdb.work.batches import (
+        Completion,
+        Heartbeat,
+    )
+    from feltdb.work.deadlines import (
+        deadline_breach,
+    )
+    from feltdb.work.models import (
+        DEADLINE_CONTRACT_VERSION,
+        DURABLE_WORK_COLLECTION,
+        WORKLOAD_CONTRACT_VERSION,
+        ApprovalDecision,
+        ApprovalPolicy,
+        CreateWorkload,
+        Workload,
+        WorkloadApproval,
+        WorkloadAttempt,
+        WorkloadCheckpoint,
+        WorkloadClaim,
+        WorkloadDependency,
+        WorkloadEvent,
+        WorkloadExecutionContext,
+        WorkloadResult,
+        WorkloadRetryPolicy,
+        WorkloadTimeouts,
+    )
+    from feltdb.work.states import (
+        ApprovalOutcome,
+        AttemptStatus,
+        BackoffPolicy,
+        WorkloadState,
+    )
+    from feltdb.work.store import (
+        WorkloadStore,
+    )
+    from feltdb.work.transitions import (
+        can_transition,
+    )
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Grant": "feltdb.auth",
+    "GrantConstraints": "feltdb.auth",
+    "GrantSigner": "feltdb.auth",
+    "GrantStatus": "feltdb.auth",
+    "ResourceScope": "feltdb.auth",
+    "ResourceScopeKind": "feltdb.auth",
+    "SignedGrant": "feltdb.auth",
+    "Subject": "feltdb.auth",
+    "WorkloadError": "feltdb.errors",
+    "CommittedTransaction": "feltdb.storage",
+    "open_database": "feltdb.storage.targets",
+    "Completion": "feltdb.work.batches",
+    "Heartbeat": "feltdb.work.batches",
+    "deadline_breach": "feltdb.work.deadlines",
+    "DEADLINE_CONTRACT_VERSION": "feltdb.work.models",
+    "DURABLE_WORK_COLLECTION": "feltdb.work.models",
+    "WORKLOAD_CONTRACT_VERSION": "feltdb.work.models",
+    "ApprovalDecision": "feltdb.work.models",
+    "ApprovalPolicy": "feltdb.work.models",
+    "CreateWorkload": "feltdb.work.models",
+    "Workload": "feltdb.work.models",
+    "WorkloadApproval": "feltdb.work.models",
+    "WorkloadAttempt": "feltdb.work.models",
+    "WorkloadCheckpoint": "feltdb.work.models",
+    "WorkloadClaim": "feltdb.work.models",
+    "WorkloadDependency": "feltdb.work.models",
+    "WorkloadEvent": "feltdb.work.models",
+    "WorkloadExecutionContext": "feltdb.work.models",
+    "WorkloadResult": "feltdb.work.models",
+    "WorkloadRetryPolicy": "feltdb.work.models",
+    "WorkloadTimeouts": "feltdb.work.models",
+    "ApprovalOutcome": "feltdb.work.states",
+    "AttemptStatus": "feltdb.work.states",
+    "BackoffPolicy": "feltdb.work.states",
+    "WorkloadState": "feltdb.work.states",
+    "WorkloadStore": "feltdb.work.store",
+    "can_transition": "feltdb.work.transitions",
+}
+"""Where each public name is defined."""
 
 __all__ = [
     "DEADLINE_CONTRACT_VERSION",
@@ -88,3 +149,17 @@ __all__ = [
     "deadline_breach",
     "open_database",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """The public name ``name``, imported from its module on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'feltdb' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later uses find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,4 +1,4 @@
-"""The public surface is the list API.md promises, and the names behave as it says."""
+"""The public surface is the list docs/api.md promises, and the names behave as it says."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from feltdb import (
     WorkloadState,
 )
 
-# Taken literally from API.md: the store and its opener, the error, every type of the Types
+# Taken literally from docs/api.md: the store and its opener, the error, every type of the Types
 # section and of its Records list, the constants and functions, and the authorization types.
 API_NAMES = {
     # the store, the storage layer alone, the error
@@ -409,3 +409,30 @@ def test_the_output_hash_is_the_canonical_hash(store):
         now=13,
     )
     assert result.output_hash == sha256('{"a":null,"z":1}')
+
+
+def test_every_public_name_is_exported_from_where_it_is_defined():
+    import feltdb
+
+    assert sorted(feltdb._EXPORTS) == sorted(
+        name for name in feltdb.__all__ if name != "__version__"
+    )
+    for name in feltdb.__all__:
+        assert getattr(feltdb, name) is not None
+
+
+def test_importing_feltdb_or_asking_its_version_loads_nothing_of_the_authority():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "sys.argv = ['feltdb', '--version']\n"
+        "from feltdb.cli import main\n"
+        "main()\n"
+        "loaded = [m for m in ('pydantic', 'typer', 'rich', 'feltdb.work.store', 'sqlite3')"
+        " if m in sys.modules]\n"
+        "print(loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [f"feltdb {__import__('feltdb').__version__}", "[]"]

@@ -1,11 +1,5 @@
-"""The ``feltdb`` command: parse, call the library, render. No logic of its own.
-
-One module per group of commands: :mod:`~feltdb.cli.grants` (``keys``, ``grant``),
-:mod:`~feltdb.cli.submit`, :mod:`~feltdb.cli.work` (``ls``, ``inbox``, ``dead``, ``show``,
-``approve``, ``reject``, ``cancel``, ``retry``), :mod:`~feltdb.cli.audit`,
-:mod:`~feltdb.cli.migrate`, :mod:`~feltdb.cli.worker`, :mod:`~feltdb.cli.serve` (``serve``,
-``demo``); the operator commands reach the authority through :mod:`~feltdb.cli.targets`
-and show what it answers with :mod:`~feltdb.cli.render`.
+"""The ``feltdb`` command put together: every group of commands under one typer app, and
+the one place that turns a refusal or a usage error into a line and an exit code.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from feltdb.auth.keyrings import (
     load_or_create_keyring,
 )
 from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
+from feltdb.heap import settle_heap
 from feltdb.storage.targets import sqlite_path
 
 
@@ -111,6 +112,7 @@ def serve(
         reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         say(f"dashboard at http://{reachable}:{port}/ui/ (sign in with a token, or a link")
         say(f"  from: feltdb grant issue --admin --login --server http://{reachable}:{port})")
+        settle_heap()  # what start-up made, frozen out of the collector's walks
         uvicorn.Server(
             uvicorn.Config(
                 api,
