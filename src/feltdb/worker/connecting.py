@@ -15,6 +15,7 @@ from feltdb.auth.policy import CLAIM, worker_name
 from feltdb.auth.tokens import decode_token
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.heap import settle_heap
 
 log = logging.getLogger("feltdb.worker")
 
@@ -64,12 +65,15 @@ def check_token(token: str, capabilities: Iterable[str] | None) -> None:
         log.warning("the token of worker %s lacks %s: it can claim nothing", name, CLAIM)
 
 
-def install_signals(on_signal: Callable[[str], None]) -> Callable[[], None]:
-    """Call ``on_signal(NAME)`` on SIGTERM and SIGINT; the function that puts the previous
-    handlers back. Only from the main thread (elsewhere nothing is installed).
+def own_process(on_signal: Callable[[str], None]) -> Callable[[], None]:
+    """Take the process over for a worker that runs until signalled: call
+    ``on_signal(NAME)`` on SIGTERM and SIGINT, and settle the heap
+    (:func:`feltdb.heap.settle_heap`); answer the function that puts the previous signal
+    handlers back. Only from the main thread (elsewhere nothing is done).
     """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
+    settle_heap()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     def handle(signum: int, frame: FrameType | None) -> None:

@@ -41,7 +41,7 @@ from feltdb.work.claimed import ClaimedWork
 from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
 from feltdb.worker.attempt import Attempt, Backoff, heartbeat_interval_s
 from feltdb.worker.completer import DEFAULT_BATCH_ITEMS, DEFAULT_BATCH_WAIT_S, batch_completer
-from feltdb.worker.connecting import install_signals, server_client
+from feltdb.worker.connecting import own_process, server_client
 from feltdb.worker.failures import is_transient
 from feltdb.worker.handlers import Handler, HandlerLoop
 from feltdb.worker.reports import NO_HANDLER_KIND, AttemptRunner
@@ -227,13 +227,14 @@ class Worker:
         report those still running failed (``worker_failure``, effect ``unknown``). A second
         signal skips the rest of the grace period.
 
-        Signal handlers are installed only when called from the main thread.
+        Called from the main thread, it owns the process: it installs signal handlers and
+        settles the heap (:func:`~feltdb.worker.connecting.own_process`); elsewhere neither.
 
         Raises:
             WorkloadError: the authority refused the worker itself (e.g. its token), or
                 there is no authority to work for.
         """
-        restore = install_signals(self._on_signal)
+        restore = own_process(self._on_signal)
         try:
             self._serve(until_idle=False)
         finally:
