@@ -67,6 +67,21 @@ def stored_json(value: Any) -> str:
     return encoded.decode()
 
 
+def float_free_json(value: list[str] | dict[str, str | int | bool | None]) -> str:
+    """:func:`canonical_json` of a list of strings, or of an object whose values are
+    strings, integers, booleans or null: the same text byte for byte, by orjson alone
+    (no float, so nothing it could write otherwise; a value orjson refuses, such as a
+    lone surrogate or an integer beyond 64 bits, is made by :func:`canonical_json`).
+
+    Raises:
+        ValueError: the value is not JSON (as :func:`canonical_json`).
+    """
+    try:
+        return orjson.dumps(value, option=_OPTIONS).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return canonical_json(value)
+
+
 def _may_differ(encoded: bytes) -> bool:
     """Whether orjson's ``encoded`` text may write a float otherwise than ``json.dumps``.
 

@@ -24,7 +24,7 @@ from feltdb.storage.base import (
     StorageConflict,
     StoredRow,
 )
-from feltdb.storage.canonical import canonical_json, stored_json
+from feltdb.storage.canonical import canonical_json, float_free_json
 
 PROVENANCE_FIELDS: Final = ("work_id", "agent_id", "session_id", "delegator_id")
 """Audit fields the log also keeps as the transaction's own provenance."""
@@ -70,13 +70,13 @@ _FLAT: Final = frozenset({str, int, bool, type(None)})
 
 def audit_json(audit: Mapping[str, Any]) -> str:
     """The stored text of an audit record: its canonical JSON, made by
-    :func:`~feltdb.storage.canonical.stored_json` when every value is a string, an integer,
+    :func:`~feltdb.storage.canonical.float_free_json` when every value is a string, an integer,
     a boolean or null (as the work layer's are: no float, so no NaN), else by
     :func:`to_json`, which refuses what is not JSON.
     """
     if type(audit) is dict and all(type(value) in _FLAT for value in audit.values()):
         try:
-            return stored_json(audit)
+            return float_free_json(audit)
         except ValueError as error:  # a key that is not a string, say
             raise invalid(f"the audit record is not JSON: {error}") from error
     return to_json(audit, "the audit record")

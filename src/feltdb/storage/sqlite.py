@@ -25,7 +25,7 @@ from typing import Any, Final, LiteralString, TypeVar
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import storage_failure
-from feltdb.storage.canonical import canonical_json
+from feltdb.storage.canonical import float_free_json
 from feltdb.storage.dialect import ErrorTranslation, Session
 from feltdb.storage.encoding import invalid
 from feltdb.storage.engine import SQLEngine
@@ -232,8 +232,8 @@ class _SQLiteDialect:
                     attempt += 1
 
     def stored_list(self, values: list[str]) -> str:
-        """See :meth:`Dialect.stored_list`: JSON text."""
-        return canonical_json(values)
+        """See :meth:`Dialect.stored_list`: JSON text (canonical, made by orjson)."""
+        return float_free_json(values)
 
     def loaded_list(self, stored: Any) -> list[str]:
         """See :meth:`Dialect.loaded_list`."""

@@ -92,15 +92,10 @@ class Record(BaseModel, metaclass=_RecordMeta):
 
 
 class MutableRecord(Record):
-    """A record the authority edits in place; assignments are validated too."""
-
-    model_config = ConfigDict(validate_assignment=True)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        try:
-            super().__setattr__(name, value)
-        except ValidationError as error:
-            raise invalid_input(type(self).__name__, error) from error
+    """A record the authority edits in place. Validated where it enters (constructed,
+    parsed); an assignment is the authority's own, made by its transition functions, and
+    not validated again (it cost a validation per assigned field on every commit).
+    """
 
 
 class FrozenRecord(Record):

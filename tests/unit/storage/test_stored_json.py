@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feltdb.storage.canonical import canonical_json, stored_json
+from feltdb.storage.canonical import canonical_json, float_free_json, stored_json
 
 SCALARS = (
     st.none()
@@ -90,3 +90,22 @@ def test_what_canonical_json_refuses_is_refused(value: Any) -> None:
 
 def test_a_subclass_of_a_json_type_is_written_as_canonical_json_writes_it() -> None:
     assert stored_json({"k": _Text("v")}) == canonical_json({"k": _Text("v")}) == '{"k":"v"}'
+
+
+FLAT = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.text(alphabet=st.characters(codec="utf-8"))
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.text()) | st.dictionaries(st.text(alphabet=st.characters(codec="utf-8")), FLAT))
+def test_float_free_text_is_canonical_json_byte_for_byte(value: Any) -> None:
+    assert float_free_json(value) == canonical_json(value)
+
+
+def test_float_free_text_orjson_refuses_is_made_by_canonical_json() -> None:
+    for value in (["\ud800"], {"k": "a\udfff"}, {"n": 2**64}, {"n": -(2**63) - 1}):
+        assert float_free_json(value) == canonical_json(value)  # type: ignore[arg-type]
