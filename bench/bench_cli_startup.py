@@ -1,6 +1,6 @@
-"""How long the ``feltdb`` command takes to start and answer: ``feltdb --help``, and
-``feltdb ls`` on a store file of 10 workloads. Wall seconds per run, median of N runs, each
-a new process (so import time is counted, as a person waits for it).
+"""How long the ``feltdb`` command takes to start and answer: ``feltdb --version``,
+``feltdb --help``, and ``feltdb ls`` on a store file of 10 workloads. Wall seconds per run,
+median of N runs, each a new process (so import time is counted, as a person waits for it).
 
 Usage: python bench/bench_cli_startup.py [--runs 11] [--out FILE]
 """
@@ -43,6 +43,7 @@ def main() -> None:
             )
         figures = {
             "python_s": median_s([sys.executable, "-c", "pass"], args.runs),
+            "version_s": median_s([*FELTDB, "--version"], args.runs),
             "help_s": median_s([*FELTDB, "--help"], args.runs),
             "ls_db_s": median_s([*FELTDB, "ls", "--db", db], args.runs),
             "import_feltdb_s": median_s([sys.executable, "-c", "import feltdb"], args.runs),

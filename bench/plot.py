@@ -25,7 +25,7 @@ TITLES = {
     "sqlite": "SQLite (WAL, synchronous=FULL)",
     "postgres": "PostgreSQL (synchronous_commit=on)",
 }
-STYLES = {"feltdb-store": "o-", "feltdb-worker": "s-", "feltdb-http": "^-"}
+STYLES = {"feltdb-store": "o-", "feltdb-batches": "d-", "feltdb-worker": "s-", "feltdb-http": "^-"}
 
 
 def throughput(results: dict, out: Path) -> Path:  # type: ignore[type-arg]

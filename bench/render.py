@@ -14,6 +14,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import render_goals
 from harness import summary
 
 BENCH = Path(__file__).resolve().parent
@@ -211,7 +212,7 @@ def ratio_tables(drains: dict[Any, Any], backend: str, counts: list[int]) -> lis
     if not peers:
         return []
     rows = []
-    for ours in ("feltdb-store", "feltdb-worker"):
+    for ours in ("feltdb-store", "feltdb-batches", "feltdb-worker"):
         for peer in peers:
             cells = [
                 fmt_ratio(ratio(rate(drains, backend, ours, p), rate(drains, backend, peer, p)))
@@ -325,87 +326,6 @@ def nearest(counts: list[int], wanted: int) -> int | None:
     return min(counts, key=lambda p: (abs(p - wanted), p)) if counts else None
 
 
-def goals_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
-    rows: list[list[str]] = []
-
-    def add(what: str, measured: float | None, shown: str, goal: str, met: bool | None) -> None:
-        verdict = "not measured" if measured is None else ("met" if met else "missed")
-        rows.append([what, shown if measured is not None else "—", goal, verdict])
-
-    def pair(backend: str, ours: str, theirs: str) -> tuple[float | None, int | None]:
-        p = nearest(summary.procs(drains, backend), 2)
-        if p is None:
-            return None, None
-        return ratio(rate(drains, backend, ours, p), rate(drains, backend, theirs, p)), p
-
-    value, p = pair("sqlite", "feltdb-store", "huey")
-    worker, _ = pair("sqlite", "feltdb-worker", "huey")
-    add(
-        f"embedded SQLite, {p} procs: feltdb store loop / huey",
-        value,
-        f"{fmt_ratio(value)} (worker runtime: {fmt_ratio(worker)})",
-        "≥ 2×",
-        value is not None and value >= 2,
-    )
-    value, p = pair("postgres", "feltdb-store", "pgqueuer")
-    worker, _ = pair("postgres", "feltdb-worker", "pgqueuer")
-    add(
-        f"PostgreSQL, {p} procs: feltdb store loop / pgqueuer",
-        value,
-        f"{fmt_ratio(value)} (worker runtime: {fmt_ratio(worker)})",
-        "≥ 1.5×",
-        value is not None and value >= 1.5,
-    )
-    many = [
-        v["per_s"]
-        for k, v in results.get("admit", {}).get("sqlite", {}).items()
-        if k.startswith("admit_many")
-    ]
-    best = max(many) if many else None
-    add(
-        "`admit_many` on SQLite (best batch)",
-        best,
-        f"{fmt_rate(best)}/s",
-        "≥ 40,000/s",
-        best is not None and best >= 40_000,
-    )
-    value, p = pair("sqlite", "feltdb-http", "feltdb-worker")
-    add(
-        f"HTTP worker runtime / embedded worker runtime (SQLite, {p} procs)",
-        value,
-        fmt_ratio(value),
-        "≥ 0.5×",
-        value is not None and value >= 0.5,
-    )
-    f = drains.get(("sqlite", "feltdb-store", 1))
-    cpu = None if f is None else f["cpu_us"]
-    w = drains.get(("sqlite", "feltdb-worker", 1))
-    note = "" if w is None else f" (worker runtime: {w['cpu_us']:,.0f} µs)"
-    add(
-        "CPU per lifecycle (SQLite store loop, 1 proc)",
-        cpu,
-        f"{cpu or 0:,.0f} µs{note}",
-        "≤ 150 µs",
-        cpu is not None and cpu <= 150,
-    )
-    claims = {
-        r["ready_backlog"]: r for r in results.get("claim_latency", []) if r["backend"] == "sqlite"
-    }
-    largest = max(claims) if claims else None
-    value = None
-    if largest and 1000 in claims and largest > 1000:
-        value = claims[largest]["median_ms"] / claims[1000]["median_ms"]
-    capped = "" if largest == 1_000_000 else " (capped by --max-backlog)"
-    add(
-        f"`claim_next` median at {largest or 0:,}{capped} / at 1,000 (SQLite)",
-        value,
-        fmt_ratio(value),
-        "≤ 1.5×",
-        value is not None and value <= 1.5,
-    )
-    return ["## Goals", "", *table(["goal", "measured", "target", "verdict"], rows)]
-
-
 def wakeups_section(results: dict[str, Any]) -> list[str]:
     measured = results.get("wakeups")
     if not measured:
@@ -471,12 +391,15 @@ def render(results: dict[str, Any]) -> str:
         "hand: re-render with `python bench/render.py`.",
         "",
     ]
-    lines += goals_section(results, drains)
+    lines += render_goals.goals_section(results, drains)
     lines += machine_section(results["meta"])
     lines += admit_section(results)
     lines += drain_section(results, drains)
     lines += cpu_section(results, drains)
     lines += claim_section(results)
+    lines += render_goals.unclaimable_section(results)
+    lines += render_goals.profile_section(results)
+    lines += render_goals.startup_section(results)
     lines += wakeups_section(results)
     lines += notes_section(results)
     return "\n".join(lines).rstrip() + "\n"

@@ -254,6 +254,57 @@ def measure_wakeups(run: Run, options: argparse.Namespace, backends: list[str]) 
     run.save()
 
 
+def measure_unclaimable(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
+    """``bench_unclaimable.py``: claims and another tenant's admissions behind 15,000
+    ready workloads nobody may take, against an empty store, on each backend.
+    """
+    log("claims behind unclaimable work …")
+    out = BENCH / "results" / "unclaimable.json"
+    subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_unclaimable.py"),
+            "--backends",
+            ",".join(backends),
+            "--out",
+            str(out),
+        ],
+        check=True,
+    )
+    run.data["unclaimable"] = json.loads(out.read_text())["results"]
+    run.save()
+
+
+def measure_startup(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
+    """``bench_cli_startup.py``: ``feltdb --version``, ``--help`` and ``ls`` as a person
+    waits for them.
+    """
+    log("command start-up …")
+    out = BENCH / "results" / "cli_startup.json"
+    subprocess.run(
+        [sys.executable, str(BENCH / "bench_cli_startup.py"), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    run.data["startup"] = json.loads(out.read_text())
+    run.save()
+
+
+def measure_cpu_profile(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
+    """``bench_cpu_profile.py``: CPU per lifecycle on the batch path, settled and not, and
+    where it goes.
+    """
+    log("CPU per lifecycle, batch path, and its profile …")
+    out = BENCH / "results" / "cpu_profile.json"
+    subprocess.run(
+        [sys.executable, str(BENCH / "bench_cpu_profile.py"), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    run.data["cpu_profile"] = json.loads(out.read_text())
+    run.save()
+
+
 def render(options: argparse.Namespace) -> None:
     subprocess.run(
         [sys.executable, str(BENCH / "render.py"), "--results", options.out, "--doc", options.doc],
@@ -305,6 +356,9 @@ def main() -> None:
     measure_drains(run, options, backends)
     measure_claims(run, options, backends)
     measure_wakeups(run, options, backends)
+    measure_unclaimable(run, options, backends)
+    measure_startup(run, options, backends)
+    measure_cpu_profile(run, options, backends)
     run.data["meta"]["seconds"] = time.time() - began
     run.data["meta"]["load_average_at_end"] = os.getloadavg()
     run.save()

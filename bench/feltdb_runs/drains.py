@@ -1,7 +1,8 @@
 """The driver's side of feltdb's drains: prepare a target, load it, run a fleet, verify.
 
-Systems: ``feltdb-store`` (the library loop), ``feltdb-worker`` (the embedded worker
-runtime), ``feltdb-http`` (worker runtime processes against a ``feltdb serve`` process).
+Systems: ``feltdb-store`` (the library loop), ``feltdb-batches`` (the library's batch calls),
+``feltdb-worker`` (the embedded worker runtime), ``feltdb-http`` (worker runtime processes
+against a ``feltdb serve`` process).
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ from feltdb_runs import backlog
 
 BENCH = Path(__file__).resolve().parents[1]
 ROOT = BENCH.parent
-MODES = {"feltdb-store": "store", "feltdb-worker": "worker", "feltdb-http": "http"}
+MODES = {
+    "feltdb-store": "store",
+    "feltdb-batches": "batches",
+    "feltdb-worker": "worker",
+    "feltdb-http": "http",
+}
 SERVER_ARGS = ("--log-level", "warning")
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-FELTDB_SYSTEMS = ("feltdb-store", "feltdb-worker", "feltdb-http")
+FELTDB_SYSTEMS = ("feltdb-store", "feltdb-batches", "feltdb-worker", "feltdb-http")
 LABELS = {
     "feltdb-store": "feltdb store loop",
+    "feltdb-batches": "feltdb batch calls",
     "feltdb-worker": "feltdb worker (embedded)",
     "feltdb-http": "feltdb worker over HTTP",
 }

@@ -1,0 +1,168 @@
+"""Where the CPU of one workload's lifecycle goes, on the library's batch path.
+
+One process, embedded SQLite on a RAM disk when there is one (/dev/shm), so the disk's
+sync is not what is measured: ``admit_many`` → ``claim_work`` (claimed and started) →
+``complete_many``, 100 workloads a batch, the requests built before the clock starts.
+
+- ``cpu_us``: process CPU per lifecycle (``time.process_time``), with the heap settled as
+  ``feltdb worker`` settles it (``feltdb.heap.settle_heap``) and, beside it, without;
+- ``gc_us``: of that, the time spent in the cyclic garbage collector (``gc.callbacks``);
+- ``buckets_us``: a second run under ``cProfile``, each function's own time (tottime)
+  summed by where it is spent (the SQLite driver, pydantic, JSON encoders, hashing,
+  feltdb's work/ and storage/ modules, the rest), scaled to the unprofiled ``cpu_us``:
+  the profiler's overhead falls on every call alike, so the shares are what to read.
+
+Usage: python bench/bench_cpu_profile.py [--workloads 5000] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from support.factories import CAPABILITIES, make_request
+
+from feltdb import Completion, CreateWorkload, WorkloadStore
+from feltdb.heap import settle_heap
+
+BATCH = 100
+BUCKETS = (
+    ("sqlite", ("sqlite3", "storage/sqlite")),
+    ("pydantic", ("pydantic",)),
+    ("json", ("json", "orjson", "canonical.py")),
+    ("hashing", ("_hashlib", "hashlib", "hmac")),
+    ("feltdb work/", ("feltdb/work/",)),
+    ("feltdb storage/", ("feltdb/storage/",)),
+    ("feltdb auth/", ("feltdb/auth/",)),
+)
+
+
+def requests(first: int, n: int) -> list[CreateWorkload]:
+    return [make_request(idempotency_key=f"k{i}", input={"n": i}) for i in range(first, first + n)]
+
+
+def lifecycles(store: WorkloadStore, batch: list[CreateWorkload]) -> None:
+    for first in range(0, len(batch), BATCH):
+        store.admit_many(batch[first : first + BATCH])
+        claimed = store.claim_work("t", "app", "w", CAPABILITIES, BATCH, now=11)
+        store.complete_many(
+            [
+                Completion(
+                    work.claim.workload_id,
+                    work.claim.claim_id,
+                    "w",
+                    work.claim.fencing_token,
+                    f"r-{work.claim.workload_id}",
+                    {"ok": 1},
+                )
+                for work in claimed
+            ],
+            now=12,
+        )
+
+
+def bucket_of(filename: str, name: str) -> str:
+    where = f"{filename} {name}"
+    for bucket, marks in BUCKETS:
+        if any(mark in where for mark in marks):
+            return bucket
+    return "other"
+
+
+def one_run(n: int, settle: bool, profile: bool) -> dict[str, Any]:
+    """One process's figures (run in a child, so each starts from a fresh heap)."""
+    home = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(dir=home) as scratch:
+        store = WorkloadStore.open(Path(scratch) / "work.db")
+        lifecycles(store, requests(0, 2 * BATCH))  # warm
+        batch = requests(1_000_000, n)
+        if settle:
+            settle_heap()
+        spent = [0.0]
+        began_at: list[float] = []
+
+        def timing(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                began_at.append(time.perf_counter())
+            elif began_at:
+                spent[0] += time.perf_counter() - began_at.pop()
+
+        gc.callbacks.append(timing)
+        profiler = cProfile.Profile() if profile else None
+        began = time.process_time()
+        if profiler is not None:
+            profiler.enable()
+        lifecycles(store, batch)
+        if profiler is not None:
+            profiler.disable()
+        cpu = time.process_time() - began
+        gc.callbacks.remove(timing)
+        store.close()
+    figures: dict[str, Any] = {"cpu_us": cpu / n * 1e6, "gc_us": spent[0] / n * 1e6}
+    if profiler is not None:
+        stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+        buckets: dict[str, float] = {}
+        for (filename, _line, name), (_cc, _nc, tottime, _ct, _callers) in stats.items():
+            key = bucket_of(filename, name)
+            buckets[key] = buckets.get(key, 0.0) + tottime
+        figures["buckets_s"] = buckets
+    return figures
+
+
+def in_child(n: int, settle: bool, profile: bool) -> dict[str, Any]:
+    code = (
+        "import json, sys; sys.path.insert(0, 'bench'); from bench_cpu_profile import one_run; "
+        f"print(json.dumps(one_run({n}, {settle}, {profile})))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=root
+    )
+    figures: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--out", default=str(Path(__file__).parent / "results" / "cpu_profile.json")
+    )
+    args = parser.parse_args()
+    settled = [in_child(args.workloads, True, False) for _ in range(args.rounds)]
+    unsettled = [in_child(args.workloads, False, False) for _ in range(args.rounds)]
+    profiled = in_child(args.workloads, True, True)
+    cpu = sorted(r["cpu_us"] for r in settled)[len(settled) // 2]
+    total = sum(profiled["buckets_s"].values())
+    result = {
+        "workloads": args.workloads,
+        "batch": BATCH,
+        "cpu_us": round(cpu, 1),
+        "cpu_us_rounds": [round(r["cpu_us"], 1) for r in settled],
+        "gc_us": round(sorted(r["gc_us"] for r in settled)[len(settled) // 2], 1),
+        "unsettled_cpu_us": round(sorted(r["cpu_us"] for r in unsettled)[len(unsettled) // 2], 1),
+        "unsettled_gc_us": round(sorted(r["gc_us"] for r in unsettled)[len(unsettled) // 2], 1),
+        "buckets_us": {
+            key: round(value / total * cpu, 1)
+            for key, value in sorted(profiled["buckets_s"].items(), key=lambda kv: -kv[1])
+        },
+    }
+    print(json.dumps(result, indent=2))
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""The goals table and the hot path's sections of docs/benchmarks.md (used by render.py).
+
+The goals are the lean hot path's: CPU per lifecycle, throughput against the peers in the
+same run, admission, a claim behind work nobody may take, and the command's start-up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+LABEL_OF_BUCKET = {
+    "sqlite": "SQLite driver (statements, fetches)",
+    "pydantic": "pydantic (validation, serialization)",
+    "json": "JSON (orjson, the standard library's)",
+    "hashing": "SHA-256, HMAC",
+    "feltdb work/": "feltdb's work/ (decisions, batches, audit records)",
+    "feltdb storage/": "feltdb's storage/ (plans, guards, the log)",
+    "feltdb auth/": "feltdb's auth/",
+    "other": "the rest (builtins, enum, dataclasses, the collector's callbacks)",
+}
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*out, ""]
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def _shown(value: float | None, fmt: str) -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def _rate(drains: dict[Any, Any], backend: str, system: str, p: int) -> float | None:
+    figures = drains.get((backend, system, p))
+    return None if figures is None else float(figures["per_s"])
+
+
+def _behind(results: dict[str, Any], backend: str, field: str) -> tuple[float | None, int]:
+    rows = [r for r in results.get("unclaimable", []) if r["backend"] == backend]
+    if not rows:
+        return None, 0
+    largest = max(rows, key=lambda r: r["unclaimable"])
+    return largest[field], largest["unclaimable"]
+
+
+def goals_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
+    rows: list[list[str]] = []
+
+    def add(what: str, measured: float | None, shown: str, goal: str, met: bool) -> None:
+        verdict = "not measured" if measured is None else ("met" if met else "missed")
+        rows.append([what, shown if measured is not None else "—", goal, verdict])
+
+    profile = results.get("cpu_profile", {})
+    cpu = profile.get("cpu_us")
+    unsettled = _shown(profile.get("unsettled_cpu_us"), ",.0f")
+    add(
+        "CPU per lifecycle, SQLite, batches of 100 (one process, RAM disk)",
+        cpu,
+        f"{_shown(cpu, ',.0f')} µs (heap not settled: {unsettled} µs)",
+        "≤ 250 µs",
+        cpu is not None and cpu <= 250,
+    )
+    worker = drains.get(("sqlite", "feltdb-worker", 1))
+    worker_cpu = None if worker is None else worker["cpu_us"]
+    add(
+        "CPU per lifecycle, embedded worker runtime (SQLite drain, 1 process)",
+        worker_cpu,
+        f"{_shown(worker_cpu, ',.0f')} µs",
+        "≤ 400 µs",
+        worker_cpu is not None and worker_cpu <= 400,
+    )
+    for backend, peer, target in (("sqlite", "huey", 2.0), ("postgres", "pgqueuer", 1.5)):
+        theirs = _rate(drains, backend, peer, 2)
+        batches = _ratio(_rate(drains, backend, "feltdb-batches", 2), theirs)
+        runtime = _ratio(_rate(drains, backend, "feltdb-worker", 2), theirs)
+        worst = None if batches is None or runtime is None else min(batches, runtime)
+        add(
+            f"full lifecycle, {NAMES[backend]}, 2 processes: feltdb / {peer}",
+            worst,
+            f"batches {_shown(batches, '.2f')}×, worker {_shown(runtime, '.2f')}×",
+            f"≥ {target:g}× both",
+            worst is not None and worst >= target,
+        )
+    many = [
+        v["per_s"]
+        for k, v in results.get("admit", {}).get("sqlite", {}).items()
+        if k.startswith("admit_many")
+    ]
+    best = max(many) if many else None
+    add(
+        "`admit_many`, SQLite (best batch)",
+        best,
+        f"{_shown(best, ',.0f')}/s",
+        "≥ 25,000/s",
+        best is not None and best >= 25_000,
+    )
+    for backend in ("sqlite", "postgres"):
+        ratio, behind = _behind(results, backend, "claim_vs_empty")
+        add(
+            f"claim behind {behind:,} unclaimable top-priority workloads / on an empty store "
+            f"({NAMES[backend]})",
+            ratio,
+            f"{_shown(ratio, '.2f')}×",
+            "≤ 2×",
+            ratio is not None and ratio <= 2,
+        )
+        worst, _ = _behind(results, backend, "admit_max_ms")
+        add(
+            f"another tenant's admission during that claim, worst ({NAMES[backend]})",
+            worst,
+            f"{_shown(worst, '.1f')} ms",
+            "≤ 50 ms",
+            worst is not None and worst <= 50,
+        )
+    version = results.get("startup", {}).get("version_s")
+    add(
+        "`feltdb --version`",
+        version,
+        f"{_shown(version, '.2f')} s",
+        "≤ 0.15 s",
+        version is not None and version <= 0.15,
+    )
+    http = _ratio(
+        _rate(drains, "sqlite", "feltdb-http", 2), _rate(drains, "sqlite", "feltdb-worker", 2)
+    )
+    add(
+        "HTTP worker runtime / embedded worker runtime (SQLite, 2 processes)",
+        http,
+        f"{_shown(http, '.2f')}×",
+        "≥ 0.5×",
+        http is not None and http >= 0.5,
+    )
+    return ["## Goals", "", *table(["goal", "measured", "target", "verdict"], rows)]
+
+
+def unclaimable_section(results: dict[str, Any]) -> list[str]:
+    rows = [
+        [
+            r["backend"],
+            f"{r['unclaimable']:,}",
+            f"{r['claim_ms']:.2f}",
+            f"{r['claim_vs_empty']:.2f}×",
+            f"{r['idle_claim_ms']:.2f}",
+            f"{r['idle_claim_vs_empty']:.2f}×",
+            f"{r['admit_ms']:.2f} / {r['admit_max_ms']:.2f}",
+        ]
+        for r in results.get("unclaimable", [])
+    ]
+    if not rows:
+        return []
+    return [
+        "## A claim behind work nobody may take",
+        "",
+        "`bench/bench_unclaimable.py`: ready workloads at the highest priority needing a "
+        "capability no worker holds, then a worker's `claim_next` that finds one workload it "
+        "may take (median), the same claim when it finds none (an idle long-poll's look), and "
+        "another tenant's admissions while a thread claims in a loop (median / worst). Each "
+        "ratio is against the empty store of the same backend in the same run. A claim walks "
+        "the claim groups of ready work (one index seek per definition and group), outside "
+        "the write transaction, and reads only the groups it may take "
+        "(`storage/partitions.py`).",
+        "",
+        *table(
+            [
+                "backend",
+                "unclaimable",
+                "claim ms",
+                "vs empty",
+                "idle claim ms",
+                "vs empty",
+                "other tenant's admission ms",
+            ],
+            rows,
+        ),
+    ]
+
+
+def startup_section(results: dict[str, Any]) -> list[str]:
+    startup = results.get("startup")
+    if not startup:
+        return []
+    labels = {
+        "python_s": "`python -c pass` (the floor)",
+        "version_s": "`feltdb --version`",
+        "import_feltdb_s": "`python -c 'import feltdb'`",
+        "help_s": "`feltdb --help`",
+        "ls_db_s": "`feltdb ls --db` (10 workloads)",
+    }
+    rows = [[label, f"{startup[key]:.3f} s"] for key, label in labels.items() if key in startup]
+    return [
+        "## Start-up",
+        "",
+        "`bench/bench_cli_startup.py`: wall seconds per command, a new process each, median "
+        "of 11. `feltdb` exports its names lazily and `--version` answers before the command "
+        "line is imported; `--help` and commands still import it all.",
+        "",
+        *table(["command", "median"], rows),
+    ]
+
+
+def profile_section(results: dict[str, Any]) -> list[str]:
+    profile = results.get("cpu_profile")
+    if not profile:
+        return []
+    rows = [
+        [LABEL_OF_BUCKET.get(key, key), f"{value:,.0f}"]
+        for key, value in profile["buckets_us"].items()
+    ]
+    return [
+        "## Where a lifecycle's CPU goes",
+        "",
+        f"`bench/bench_cpu_profile.py`: {profile['workloads']:,} lifecycles in one process "
+        f"(`admit_many` → `claim_work` → `complete_many`, {profile['batch']} a batch, SQLite "
+        "on a RAM disk). CPU per lifecycle with the heap settled as `feltdb worker` settles "
+        f"it: **{profile['cpu_us']:,.0f} µs** (rounds: "
+        f"{', '.join(f'{v:,.0f}' for v in profile['cpu_us_rounds'])}), of which the "
+        f"collector {profile['gc_us']:,.0f} µs; not settled: "
+        f"{profile['unsettled_cpu_us']:,.0f} µs, of which the collector "
+        f"{profile['unsettled_gc_us']:,.0f} µs. The buckets are each function's own time "
+        "under cProfile, summed by where it is spent and scaled to the settled figure.",
+        "",
+        *table(["where", "µs per lifecycle"], rows),
+    ]
