@@ -74,7 +74,7 @@ def audit_json(audit: Mapping[str, Any]) -> str:
     a boolean or null (as the work layer's are: no float, so no NaN), else by
     :func:`to_json`, which refuses what is not JSON.
     """
-    if type(audit) is dict and all(type(value) in _FLAT for value in audit.values()):
+    if type(audit) is dict and _FLAT.issuperset(map(type, audit.values())):
         try:
             return float_free_json(audit)
         except ValueError as error:  # a key that is not a string, say
