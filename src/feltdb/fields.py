@@ -42,6 +42,12 @@ MAX_SAFE_INTEGER = 2**53 - 1
 ``Number.MAX_SAFE_INTEGER``). Every integer feltdb stores is within it, so sums such as
 ``now + lease_ms // 1000`` stay far inside SQLite's and PostgreSQL's 64-bit integers."""
 
+MAX_NOW = MAX_SAFE_INTEGER - MAX_SAFE_INTEGER // 1000
+"""The latest instant the authority accepts as ``now``: every instant it derives from one
+(``now`` plus a lease, a backoff delay or an extension, each at most
+:data:`MAX_SAFE_INTEGER` milliseconds) is then a storable :data:`Instant` too. About the
+year 285,000,000."""
+
 Instant = Annotated[StrictInt, Ge(-MAX_SAFE_INTEGER), Le(MAX_SAFE_INTEGER)]
 """Unix time in whole seconds."""
 

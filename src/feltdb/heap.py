@@ -6,10 +6,11 @@ A workload's lifecycle makes a few hundred short-lived objects (a decoded record
 events, a log entry), all freed by reference counting; almost none is in a cycle. The
 cyclic collector still counts them, and by default runs a young collection every 700
 allocations and, every so often, a full one that walks every object the process ever
-kept: the modules, the validators, the app. Profiled before this module, that was about a
-fifth of a batched lifecycle's CPU, mostly full collections. ``gc.freeze()`` moves what
-start-up made into a generation the collector never walks; the higher first threshold
-lets cycles still be found, in batches.
+kept: the modules, the validators, the app. Measured on the batch path
+(``bench/bench_cpu_profile.py``), that was a third of a lifecycle's CPU, mostly full
+collections. ``gc.freeze()`` moves what start-up made into a generation the collector
+never walks; the higher first threshold lets cycles still be found, in batches. Nothing
+here is undone: the process is taken to be feltdb's from then on.
 """
 
 from __future__ import annotations

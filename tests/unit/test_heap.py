@@ -15,11 +15,9 @@ def test_settling_freezes_what_start_up_made_and_raises_the_young_threshold():
         "settle_heap()\n"
         "after = (gc.get_freeze_count(), gc.get_threshold())\n"
         "print(before[0], after[0] > 10_000, after[1] == (YOUNG_THRESHOLD, *before[1][1:]))\n"
-        "gc.collect()\n"
-        "print(gc.get_freeze_count() == after[0])\n"  # a full collection walks none of it
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["0", "True", "True", "True"]
+    assert done.stdout.split() == ["0", "True", "True"]
 
 
 def test_a_worker_run_outside_the_main_thread_leaves_the_collector_alone():

@@ -412,13 +412,22 @@ def test_the_output_hash_is_the_canonical_hash(store):
 
 
 def test_every_public_name_is_exported_from_where_it_is_defined():
+    import ast
+    import inspect
+
     import feltdb
 
-    assert sorted(feltdb._EXPORTS) == sorted(
-        name for name in feltdb.__all__ if name != "__version__"
-    )
-    for name in feltdb.__all__:
-        assert getattr(feltdb, name) is not None
+    assert sorted(feltdb._EXPORTS) == sorted(feltdb.__all__)
+    for name, module in feltdb._EXPORTS.items():
+        assert getattr(feltdb, name) is getattr(importlib.import_module(module), name)
+    # What the type checker is shown (the TYPE_CHECKING imports) is what runs.
+    shown = {
+        alias.name: node.module
+        for node in ast.walk(ast.parse(inspect.getsource(feltdb)))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert shown == feltdb._EXPORTS
 
 
 def test_importing_feltdb_or_asking_its_version_loads_nothing_of_the_authority():

@@ -88,8 +88,7 @@ class RowIndex:
     """The earliest instant at which a deadline of the row falls (``None``: none)."""
     result_id: str | None = None
     definition_id: str | None = None
-    """What kind of work the row is, so that a worker serving some definitions selects
-    them by index range (see :meth:`Database.commit_selected`'s ``definitions``)."""
+    """What kind of work the row is: with ``claim_group``, the index range a claim reads."""
     claim_group: str | None = None
     """Only while claimable: its partition of ready work (:mod:`feltdb.storage.partitions`)."""
 
@@ -285,14 +284,12 @@ class Database(ChainLog, IndexCounts, Protocol):
         with row locks skips rows another transaction holds, so concurrent callers get
         disjoint rows; one with a single writer holds its write lock throughout).
 
-        ``definitions`` (``None``: any) selects only rows of those index ``definition_id``,
-        in the same order and paged over that set: one index range per definition (each
-        read to ``offset + limit`` rows and merged), never a filter over other definitions'
-        rows. An empty collection selects nothing (``choose`` is called with no rows).
-
-        ``partitions`` (:mod:`~feltdb.storage.partitions`) instead selects the rows of the
-        claim groups it accepts, whatever their state, one range per group, merged as above
-        (none accepted: no transaction, ``choose`` not called, ``[]``).
+        ``partitions`` (:mod:`~feltdb.storage.partitions`) selects instead the rows in
+        ``state`` of the claim groups it accepts (of the definitions it names): one index
+        range per group, each read to ``offset + limit`` rows, merged in the same order and
+        paged over that set, never a filter over other groups' rows. None accepted: no
+        transaction, ``choose`` is not called, ``[]``. Too many groups to walk: as without
+        ``partitions`` (so ``choose`` must still check each row's definition and group).
 
         Raises:
             StorageConflict: a precondition of the plan failed; nothing was written.

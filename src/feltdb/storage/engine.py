@@ -369,9 +369,10 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
 
     def _walk(
         self, params: Mapping[str, Any], partitions: ClaimPartitions
-    ) -> list[tuple[str, str]]:
+    ) -> list[tuple[str, str]] | None:
         # The groups are walked before the write transaction, by reads of their own: on a
         # backend with one writer, ready work nobody here may take never holds its lock.
+        # None: too many groups to walk; the selection is by state instead.
         collection = params["collection"]
         return accepted_groups(
             lambda name, named: self._dialect.read(self._queries[name], named),

@@ -45,9 +45,11 @@ class ClaimPartitions:
 
 
 MAX_GROUPS_WALKED = 4096
-"""The most index seeks one selection's walk makes (one per definition, one per group, one
-to find each definition's end); past this many, the walk stops, and the groups after them
-(in definition, then group order) are not read by that selection."""
+"""The most index seeks one selection's walk makes (one per definition with ready work, one
+per group, one to find where each ends). A walk that would need more is abandoned, and that
+selection reads the application's ready rows in claim order instead, paged, as a selection
+by state does (:func:`accepted_groups` answers ``None``): slower past that many groups, but
+it never leaves claimable work unread."""
 
 
 NamedRead = Callable[[str, Mapping[str, Any]], list[Any]]
@@ -59,34 +61,43 @@ def accepted_groups(
     sample: Callable[[str], StoredRow | None],
     scope: Mapping[str, Any],
     partitions: ClaimPartitions,
-) -> list[tuple[str, str]]:
+) -> list[tuple[str, str]] | None:
     """The ``(definition, group)`` ranges of one tenant's application (``scope``: its
     ``collection``, ``tenant_id`` and ``application_id``) that ``partitions`` accepts, in
-    index order. Each definition with claimable rows (unless ``partitions`` names them) is
-    found by one seek (``next_claim_definition``), and each of its groups by one more
-    (``next_claim_group``): at most :data:`MAX_GROUPS_WALKED` seeks in all. ``sample(key)``
-    reads a group's first row by key.
+    index order; ``None`` when that takes more than :data:`MAX_GROUPS_WALKED` seeks. Each
+    definition with claimable rows (unless ``partitions`` names them) is found by one seek
+    (``next_claim_definition``), and each of its groups by one more (``next_claim_group``).
+    ``sample(key)`` reads a group's first row by key.
     """
     accepted: list[tuple[str, str]] = []
-    walked = 0
-    for definition in _definitions(read, scope, partitions.definitions):
-        group = ""
-        while walked < MAX_GROUPS_WALKED:
-            walked += 1
-            found = read(
-                "next_claim_group", {**scope, "definition": definition, "claim_group": group}
-            )
-            if not found:
-                break
-            _, group, key = found[0]
-            if partitions.accepts(definition, group, functools.partial(sample, key)):
-                accepted.append((definition, group))
+    seeks = 0
+
+    def seek(name: str, params: Mapping[str, Any]) -> list[Any]:
+        nonlocal seeks
+        seeks += 1
+        if seeks > MAX_GROUPS_WALKED:
+            raise _TooMany
+        return read(name, {**scope, **params})
+
+    try:
+        for definition in _definitions(seek, partitions.definitions):
+            group = ""
+            while found := seek(
+                "next_claim_group", {"definition": definition, "claim_group": group}
+            ):
+                _, group, key = found[0]
+                if partitions.accepts(definition, group, functools.partial(sample, key)):
+                    accepted.append((definition, group))
+    except _TooMany:
+        return None
     return accepted
 
 
-def _definitions(
-    read: NamedRead, scope: Mapping[str, Any], named: Collection[str] | None
-) -> Iterator[str]:
+class _TooMany(Exception):
+    """The walk needs more than :data:`MAX_GROUPS_WALKED` seeks."""
+
+
+def _definitions(seek: NamedRead, named: Collection[str] | None) -> Iterator[str]:
     """The definitions whose groups are walked: ``named`` in order, or, when ``None``, each
     definition that has claimable rows, one seek each.
     """
@@ -96,9 +107,6 @@ def _definitions(
         yield from sorted(set(named))
         return
     definition = ""
-    for _ in range(MAX_GROUPS_WALKED):
-        found = read("next_claim_definition", {**scope, "definition": definition})
-        if not found:
-            return
+    while found := seek("next_claim_definition", {"definition": definition}):
         definition = found[0][0]
         yield definition

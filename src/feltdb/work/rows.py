@@ -14,12 +14,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_SAFE_INTEGER
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
 from feltdb.storage.canonical import stored_json
 from feltdb.work.audit import audit_record
 from feltdb.work.models import DURABLE_WORK_COLLECTION, CreateWorkload, Workload
 from feltdb.work.scheduling import row_index
 from feltdb.work.states import WorkloadState
+
+_COUNTERS = ("fencing_token", "attempt_count", "retry_count")
+"""What a transition adds one to (a claim, an attempt, a retry)."""
 
 CREATED = "workload.created"
 """The audit kind of an admission."""
@@ -73,6 +77,15 @@ def planned_commit(
     was read at (``None``: it must not exist yet). ``action`` is the audit kind, ``operation``
     the store operation that made the change (``Operation``'s value, e.g. ``"complete"``).
     """
+    for counter in _COUNTERS:
+        if getattr(workload, counter) > MAX_SAFE_INTEGER:
+            # The one number a transition adds to with no bound of its own: refused here,
+            # for records are not validated again on assignment.
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"workload {workload.workload_id}: {counter} would pass {MAX_SAFE_INTEGER}",
+                {"fields": [counter]},
+            )
     document = workload.to_json()
     text = stored_text(workload.workload_id, document)
     operation_id = "work_tx_" + secrets.token_hex(12)

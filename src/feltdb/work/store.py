@@ -24,7 +24,7 @@ from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.policy import covers, within_constraints, workload_uri
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_PATH_CHARS, iso_instant
+from feltdb.fields import MAX_NOW, MAX_PATH_CHARS, iso_instant
 from feltdb.storage import audit_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.storage.base import (
@@ -1446,7 +1446,10 @@ def _decision_inputs(
 
 
 def _now(now: int | None) -> int:
-    """The one place the authority reads the clock: ``now``, or the current unix second."""
+    """The one place the authority reads the clock: ``now``, or the current unix second.
+    A given ``now`` is at most :data:`~feltdb.fields.MAX_NOW`, so nothing derived from it
+    overflows what a record stores (records are not validated again on assignment).
+    """
     if now is None:
         return int(time.time())
-    return inputs.integer(now, "now", 0)
+    return inputs.integer(now, "now", 0, MAX_NOW)

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import re
 import threading
+import uuid
 from typing import Any
 
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_request
 
-from feltdb import CreateWorkload, WorkloadStore
+from feltdb import CreateWorkload, WorkloadState, WorkloadStore
 from feltdb.storage.base import StoredRow
 from feltdb.work import claiming, partitions
 from feltdb.work.partitions import MAX_GROUPS_REMEMBERED, claim_group, group_accepted
-from feltdb.work.scheduling import row_index
 
 BACKLOG = 600
 """Unclaimable workloads ahead of the one a claim may take: many batches of candidates."""
@@ -121,11 +121,15 @@ class _Fetched:
         return int(self._cursor.rowcount)
 
 
+def _is_row_select(query: str) -> bool:
+    return query.lstrip().upper().startswith("SELECT") and "FROM rows" in query
+
+
 def _plans(target: str, ran: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """The plan of each SELECT of rows that ran, explained on the store as it is now."""
     plans = []
     for query, params in ran:
-        if not query.lstrip().upper().startswith("SELECT") or "FROM rows" not in query:
+        if not _is_row_select(query):
             continue
         if target.startswith("postgresql"):
             import psycopg
@@ -166,7 +170,8 @@ def test_a_claim_behind_unclaimable_work_reads_one_range_and_none_of_that_work(s
     ), plans
     assert not any(re.search(r"\bSCAN\b|Seq Scan", plan) for plan in plans), plans
     # The claimable range is read by equality on every column before the claim order.
-    [ranged] = [p for (q, _), p in zip(statements.ran, plans, strict=False) if "claim_group =" in q]
+    selects = [q for q, _ in statements.ran if _is_row_select(q)]
+    [ranged] = [p for q, p in zip(selects, plans, strict=True) if "claim_group =" in q]
     assert "rows_ready" in ranged
 
 
@@ -223,13 +228,68 @@ def test_a_grant_narrowed_to_an_environment_skips_other_environments_backlogs(st
     assert len(set(statements.documents) - {wanted.workload_id}) <= 1
 
 
-def test_work_leaves_its_partition_when_it_leaves_ready(store):
+def _stored_group(target: str, key: str) -> str | None:
+    """The claim_group column of a row, as the database holds it."""
+    query = "SELECT claim_group FROM rows WHERE key = "
+    if target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(target) as connection:
+            found = connection.execute(query + "%s", (key,)).fetchall()
+    else:
+        import sqlite3
+
+        connection = sqlite3.connect(target)
+        try:
+            found = connection.execute(query + "?", (key,)).fetchall()
+        finally:
+            connection.close()
+    [(group,)] = found
+    return group  # type: ignore[no-any-return]
+
+
+def test_work_leaves_its_partition_when_it_leaves_ready_and_rejoins_on_retry(store, target):
     created = store.create(make_request())
-    assert row_index(store.get(created.workload_id)).claim_group == claim_group(
-        "production", CAPABILITIES
+    group = claim_group("production", CAPABILITIES)
+    assert _stored_group(target, created.workload_id) == group
+    claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11)
+    assert claim is not None
+    assert _stored_group(target, created.workload_id) is None
+    store.fail(
+        created.workload_id, claim.claim_id, "w", claim.fencing_token, "timeout", "slow", now=12
     )
-    store.claim_next("t", "app", "w", CAPABILITIES, now=11)
-    assert row_index(store.get(created.workload_id)).claim_group is None
+    assert store.get(created.workload_id).state is WorkloadState.READY
+    assert _stored_group(target, created.workload_id) == group
+
+
+def test_several_groups_a_worker_may_take_are_claimed_in_one_claim_order(store):
+    # Two capability sets the worker holds both: their ranges are merged by priority and
+    # age, as if they were one.
+    held = {"email:send", "sms:send"}
+    order = []
+    for n, (caps, priority) in enumerate([({"email:send"}, 5), ({"sms:send"}, 9),
+                                          ({"email:send"}, 7), ({"sms:send"}, 1)]):  # fmt: skip
+        made = store.create(
+            make_request(idempotency_key=f"m{n}", capability_snapshot=caps, priority=priority)
+        )
+        order.append((priority, made.workload_id))
+    claimed = store.claim_many("t", "app", "w", held, 4, now=11)
+    assert [c.workload_id for c in claimed] == [wid for _, wid in sorted(order, reverse=True)]
+
+
+def test_past_the_walk_s_bound_the_claim_still_finds_claimable_work(store, monkeypatch):
+    # More groups than a walk may seek: the claim reads the ready rows in claim order
+    # instead, and still finds the one it may take behind them.
+    from feltdb.storage import partitions as storage_partitions
+
+    for n in range(6):
+        store.create(
+            make_request(idempotency_key=f"x{n}", capability_snapshot={f"x:{n}"}, priority=9)
+        )
+    wanted = store.create(make_request(idempotency_key="mine", priority=0))
+    monkeypatch.setattr(storage_partitions, "MAX_GROUPS_WALKED", 1)
+    claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11)
+    assert claim is not None and claim.workload_id == wanted.workload_id
 
 
 # --- the groups, and what is remembered of them (pure) ---------------------------------
@@ -273,7 +333,7 @@ def test_a_group_is_accepted_by_its_needs_read_once():
 def test_a_group_whose_needs_cannot_be_known_is_read_and_not_remembered():
     held = frozenset({"email:send"})
     assert group_accepted("unsorted", lambda: pytest.fail("not sampled"), held, None)
-    stale = claim_group("prod", ["sms:send"])
+    stale = claim_group(f"env-{uuid.uuid4()}", ["sms:send"])
     reads: list[int] = []
 
     def other_needs() -> StoredRow:
@@ -286,7 +346,7 @@ def test_a_group_whose_needs_cannot_be_known_is_read_and_not_remembered():
     assert group_accepted(claim_group("gone", ["a"]), lambda: None, held, None)
 
 
-def test_what_is_remembered_of_groups_is_bounded(monkeypatch):
+def test_what_is_remembered_of_groups_is_bounded():
     remembered = partitions._Remembered()
     for n in range(MAX_GROUPS_REMEMBERED + 50):
         group = claim_group("prod", [f"cap-{n}"])
