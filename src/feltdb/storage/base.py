@@ -284,8 +284,8 @@ class Database(ChainLog, IndexCounts, Protocol):
         with row locks skips rows another transaction holds, so concurrent callers get
         disjoint rows; one with a single writer holds its write lock throughout).
 
-        ``partitions`` (:mod:`~feltdb.storage.partitions`) selects instead the rows in
-        ``state`` of the claim groups it accepts (of the definitions it names): one index
+        ``partitions`` (:mod:`~feltdb.storage.partitions`) selects instead the rows, whatever
+        their state, of the claim groups it accepts (of the definitions it names): one index
         range per group, each read to ``offset + limit`` rows, merged in the same order and
         paged over that set, never a filter over other groups' rows. None accepted: no
         transaction, ``choose`` is not called, ``[]``. Too many groups to walk: as without

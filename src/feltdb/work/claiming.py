@@ -23,6 +23,7 @@ from feltdb.work.models import Workload, WorkloadClaim
 from feltdb.work.partitions import group_accepted
 from feltdb.work.rows import MUTATED, LoadedWorkload, dependency_state, planned_commit, workload_of
 from feltdb.work.scheduling import dependencies_satisfied
+from feltdb.work.states import WorkloadState
 
 
 @dataclass(slots=True)
@@ -87,7 +88,11 @@ class CandidateChoice:
         return plans
 
     def _candidate(self, workload: Workload, read: RowReader) -> bool:
-        # The definitions are a guard only: the selection already holds nothing else.
+        # The definitions, the environment and the state are guards only: the selection
+        # holds nothing else, but for rows an older release's writer left in a group (their
+        # group column is not written by it), which must not be timed out from here.
+        if workload.state is not WorkloadState.READY:
+            return False
         if (self.definitions is not None and workload.definition_id not in self.definitions) or (
             self.environments is not None and workload.environment not in self.environments
         ):

@@ -1089,9 +1089,7 @@ def three_definitions(db: Database) -> Database:
     ready(db, "none", 7)  # no definition: selected only without definitions
     later = RowIndex("t1", "app1", "ready", 8, 1, 500, definition_id="b", claim_group="g")
     put(db, "b-later", later)
-    # Done, but its claim group left behind (as a writer of an older release would):
-    # selected by state all the same, never as claimable.
-    put(db, "b-done", RowIndex("t1", "app1", "done", 8, 1, definition_id="b", claim_group="g"))
+    put(db, "b-done", RowIndex("t1", "app1", "done", 8, 1, definition_id="b"))
     put(db, "b-elsewhere", RowIndex("t2", "app1", "ready", 8, 1, definition_id="b"))
     return db
 

@@ -7,6 +7,7 @@ hold the write lock while another tenant admits work. Both backends.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import uuid
@@ -15,10 +16,17 @@ from typing import Any
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_request
 
-from feltdb import CreateWorkload, WorkloadState, WorkloadStore
+from feltdb import (
+    DURABLE_WORK_COLLECTION,
+    CreateWorkload,
+    WorkloadState,
+    WorkloadStore,
+    WorkloadTimeouts,
+)
 from feltdb.storage.base import StoredRow
 from feltdb.work import claiming, partitions
 from feltdb.work.partitions import MAX_GROUPS_REMEMBERED, claim_group, group_accepted
+from feltdb.work.scheduling import row_index
 
 BACKLOG = 600
 """Unclaimable workloads ahead of the one a claim may take: many batches of candidates."""
@@ -353,3 +361,19 @@ def test_what_is_remembered_of_groups_is_bounded():
         assert remembered.needs(group, lambda n=n: _row("prod", [f"cap-{n}"])) is not None
     assert len(remembered._needs) == MAX_GROUPS_REMEMBERED
     assert claim_group("prod", ["cap-0"]) not in remembered._needs  # the oldest went first
+
+
+def test_a_row_an_older_writer_left_in_a_group_is_passed_over(store):
+    # A writer of an older release claims without clearing the group column, so the row
+    # stays in rows_ready: a claim neither takes it nor times it out from the claim path.
+    created = store.create(make_request(timeouts=WorkloadTimeouts(claim_ms=1000)))
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11) is not None
+    left = dataclasses.replace(
+        row_index(store.get(created.workload_id)),
+        claim_group=claim_group("production", CAPABILITIES),
+    )
+    assert store.db.update_index(DURABLE_WORK_COLLECTION, created.workload_id, left)
+    revision = store.db.current_revision()
+    assert store.claim_next("t", "app", "w2", CAPABILITIES, now=50) is None
+    assert store.get(created.workload_id).state is WorkloadState.CLAIMED
+    assert store.db.current_revision() == revision

@@ -181,7 +181,7 @@ ORDER BY claim_group
 LIMIT 1;
 
 -- name: claimable_rows_in_group
--- description: commit_selected with partitions: the rows of one (definition, claim group) in the state (a filter on the entries of the range) and eligible at now, in index order (one range of rows_ready), each locked until the transaction ends; rows another transaction holds are skipped
+-- description: commit_selected with partitions: the rows of one (definition, claim group), whatever their state, eligible at now, in index order (one range of rows_ready), each locked until the transaction ends; rows another transaction holds are skipped
 SELECT collection, key, version, revision, document, priority, created_at
 FROM rows
 WHERE collection = %(collection)s
@@ -189,7 +189,6 @@ WHERE collection = %(collection)s
   AND application_id = %(application_id)s
   AND definition_id = %(definition)s
   AND claim_group = %(claim_group)s
-  AND state = %(state)s
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint

@@ -184,7 +184,7 @@ ORDER BY claim_group
 LIMIT 1;
 
 -- name: claimable_rows_in_group
--- description: commit_selected with partitions: the rows of one (definition, claim group) in the state (a filter on the entries of the range) and eligible at :now, in index order (one range of rows_ready), with priority and created_at to merge several groups by
+-- description: commit_selected with partitions: the rows of one (definition, claim group), whatever their state, eligible at :now, in index order (one range of rows_ready), with priority and created_at to merge several groups by
 SELECT collection, key, version, revision, document, priority, created_at
 FROM rows
 WHERE collection = :collection
@@ -192,7 +192,6 @@ WHERE collection = :collection
   AND application_id = :application_id
   AND definition_id = :definition
   AND claim_group = :claim_group
-  AND state = :state
   AND (eligible_at IS NULL OR eligible_at <= :now)
 ORDER BY priority DESC, created_at, key
 LIMIT :limit;
