@@ -254,24 +254,25 @@ def measure_wakeups(run: Run, options: argparse.Namespace, backends: list[str]) 
     run.save()
 
 
+def script_figures(script: str, results: str, *args: str) -> Any:
+    """Run ``bench/<script>`` with ``--out bench/results/<results>`` (and ``args``), and
+    answer the figures it wrote.
+    """
+    out = BENCH / "results" / results
+    command = [sys.executable, str(BENCH / script), *args, "--out", str(out)]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
 def measure_unclaimable(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
     """``bench_unclaimable.py``: claims and another tenant's admissions behind 15,000
     ready workloads nobody may take, against an empty store, on each backend.
     """
     log("claims behind unclaimable work …")
-    out = BENCH / "results" / "unclaimable.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "bench_unclaimable.py"),
-            "--backends",
-            ",".join(backends),
-            "--out",
-            str(out),
-        ],
-        check=True,
+    figures = script_figures(
+        "bench_unclaimable.py", "unclaimable.json", "--backends", ",".join(backends)
     )
-    run.data["unclaimable"] = json.loads(out.read_text())["results"]
+    run.data["unclaimable"] = figures["results"]
     run.save()
 
 
@@ -280,13 +281,7 @@ def measure_startup(run: Run, options: argparse.Namespace, backends: list[str]) 
     waits for them.
     """
     log("command start-up …")
-    out = BENCH / "results" / "cli_startup.json"
-    subprocess.run(
-        [sys.executable, str(BENCH / "bench_cli_startup.py"), "--out", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    run.data["startup"] = json.loads(out.read_text())
+    run.data["startup"] = script_figures("bench_cli_startup.py", "cli_startup.json")
     run.save()
 
 
@@ -295,13 +290,7 @@ def measure_cpu_profile(run: Run, options: argparse.Namespace, backends: list[st
     where it goes.
     """
     log("CPU per lifecycle, batch path, and its profile …")
-    out = BENCH / "results" / "cpu_profile.json"
-    subprocess.run(
-        [sys.executable, str(BENCH / "bench_cpu_profile.py"), "--out", str(out)],
-        check=True,
-        capture_output=True,
-    )
-    run.data["cpu_profile"] = json.loads(out.read_text())
+    run.data["cpu_profile"] = script_figures("bench_cpu_profile.py", "cpu_profile.json")
     run.save()
 
 
