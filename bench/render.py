@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import render_goals
 from harness import summary
+from harness.summary import rate, ratio, table
 
 BENCH = Path(__file__).resolve().parent
 
@@ -50,12 +51,6 @@ def fmt_rate(value: float | None) -> str:
 
 def fmt_ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"
-
-
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return [*lines, ""]
 
 
 def machine_section(meta: dict[str, Any]) -> list[str]:
@@ -196,15 +191,6 @@ def worker_options_line(drains: dict[Any, Any]) -> str:
         )
     shown = ", ".join(sorted({f"`{k}={v!r}`" for options in used for k, v in options.items()}))
     return f"The worker runtime ran with these options: {shown}."
-
-
-def rate(drains: dict[Any, Any], backend: str, system: str, p: int) -> float | None:
-    figures = drains.get((backend, system, p))
-    return None if figures is None else figures["per_s"]
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b == 0 else a / b
 
 
 def ratio_tables(drains: dict[Any, Any], backend: str, counts: list[int]) -> list[str]:

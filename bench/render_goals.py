@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.summary import rate, ratio, table
+
 NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
 
 LABEL_OF_BUCKET = {
@@ -22,23 +24,8 @@ LABEL_OF_BUCKET = {
 }
 
 
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    return [*out, ""]
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b == 0 else a / b
-
-
 def _shown(value: float | None, fmt: str) -> str:
     return "—" if value is None else format(value, fmt)
-
-
-def _rate(drains: dict[Any, Any], backend: str, system: str, p: int) -> float | None:
-    figures = drains.get((backend, system, p))
-    return None if figures is None else float(figures["per_s"])
 
 
 def _behind(results: dict[str, Any], backend: str, field: str) -> tuple[float | None, int]:
@@ -76,9 +63,9 @@ def goals_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
         worker_cpu is not None and worker_cpu <= 400,
     )
     for backend, peer, target in (("sqlite", "huey", 2.0), ("postgres", "pgqueuer", 1.5)):
-        theirs = _rate(drains, backend, peer, 2)
-        batches = _ratio(_rate(drains, backend, "feltdb-batches", 2), theirs)
-        runtime = _ratio(_rate(drains, backend, "feltdb-worker", 2), theirs)
+        theirs = rate(drains, backend, peer, 2)
+        batches = ratio(rate(drains, backend, "feltdb-batches", 2), theirs)
+        runtime = ratio(rate(drains, backend, "feltdb-worker", 2), theirs)
         worst = None if batches is None or runtime is None else min(batches, runtime)
         add(
             f"full lifecycle, {NAMES[backend]}, 2 processes: feltdb / {peer}",
@@ -101,14 +88,14 @@ def goals_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
         best is not None and best >= 25_000,
     )
     for backend in ("sqlite", "postgres"):
-        ratio, behind = _behind(results, backend, "claim_vs_empty")
+        behind_ratio, behind = _behind(results, backend, "claim_vs_empty")
         add(
             f"claim behind {behind:,} unclaimable top-priority workloads / on an empty store "
             f"({NAMES[backend]})",
-            ratio,
-            f"{_shown(ratio, '.2f')}×",
+            behind_ratio,
+            f"{_shown(behind_ratio, '.2f')}×",
             "≤ 2×",
-            ratio is not None and ratio <= 2,
+            behind_ratio is not None and behind_ratio <= 2,
         )
         worst, _ = _behind(results, backend, "admit_max_ms")
         add(
@@ -126,8 +113,8 @@ def goals_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
         "≤ 0.15 s",
         version is not None and version <= 0.15,
     )
-    http = _ratio(
-        _rate(drains, "sqlite", "feltdb-http", 2), _rate(drains, "sqlite", "feltdb-worker", 2)
+    http = ratio(
+        rate(drains, "sqlite", "feltdb-http", 2), rate(drains, "sqlite", "feltdb-worker", 2)
     )
     add(
         "HTTP worker runtime / embedded worker runtime (SQLite, 2 processes)",

@@ -54,3 +54,21 @@ def procs(summary: dict[Key, Any], backend: str) -> list[int]:
 
 def label(system: str) -> str:
     return LABELS.get(system, system)
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table, and the blank line after it."""
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*lines, ""]
+
+
+def rate(drains: dict[Key, dict[str, Any]], backend: str, system: str, p: int) -> float | None:
+    """The median workloads per second of one drain, if it ran."""
+    figures = drains.get((backend, system, p))
+    return None if figures is None else float(figures["per_s"])
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``, or ``None`` when either is missing (or ``b`` is 0)."""
+    return None if a is None or b is None or b == 0 else a / b
