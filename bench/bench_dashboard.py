@@ -38,6 +38,7 @@ from feltdb import Subject, WorkloadStore
 from feltdb.auth.policy import ALL_CAPABILITIES, application_grant
 from feltdb.auth.tokens import Keyring
 from feltdb.server.app import create_app
+from feltdb.server.ui import overview
 
 
 def fill(store: WorkloadStore, workloads: int) -> None:
@@ -82,9 +83,9 @@ def main() -> None:
         results["log_entries"] = store.db.current_revision()
         now = int(time.time())
         reads = {
-            "summary": lambda: store.summary("t", "app"),
-            "recent (last hour)": lambda: store.recent("t", "app", now),
-            "audit_before (50)": lambda: store.audit_before("t", "app", limit=50),
+            "summary": lambda: overview.summarize(store.db, "t", "app", None),
+            "recent (last hour)": lambda: overview.recent(store.db, "t", "app", now),
+            "audit_before (50)": lambda: store.audit.before("t", "app", limit=50),
             "page (50)": lambda: store.page("t", "app", limit=50),
         }
         for name, call in reads.items():

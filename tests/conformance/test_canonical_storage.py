@@ -168,7 +168,7 @@ def test_derived_indexes_rebuild_exclusively_from_canonical_work(store, open_sto
     # Clear every derived index: nothing that needs them finds the work any more.
     for workload_id in (workload.workload_id, waiting.workload_id):
         assert store.db.update_index(DURABLE_WORK_COLLECTION, workload_id, RowIndex())
-    assert store._workload_for_result("result-rebuilt", waiting) is None
+    assert store.unit.result_owner("result-rebuilt", waiting) is None
     assert store.claim_next("t", "app", "worker", CAPABILITIES, now=14, lease_ms=10_000) is None
 
     # Rebuilt from the canonical documents alone.
@@ -179,7 +179,7 @@ def test_derived_indexes_rebuild_exclusively_from_canonical_work(store, open_sto
     assert rebuilt.get(workload_id_for("t", "app", workload.requested_by, "one")).workload_id == (
         workload.workload_id
     )
-    assert rebuilt._workload_for_result("result-rebuilt", waiting) == workload.workload_id
+    assert rebuilt.unit.result_owner("result-rebuilt", waiting) == workload.workload_id
     row = rebuilt.db.get_row(DURABLE_WORK_COLLECTION, workload.workload_id)
     assert row is not None
     assert row.version > 1

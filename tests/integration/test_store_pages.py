@@ -110,11 +110,11 @@ def test_audit_after_keeps_only_the_tenant_s_application_entries(store):
     )
     store.db.commit("no-audit", [Mutation("x", "c", {})])
     second = admit(store, 2)
-    entries, after = store.audit_after("t", "app", start)
+    entries, after = store.audit.after("t", "app", start)
     assert [e.work_id for e in entries] == [first, second]
     assert after == entries[-1].commit_revision
-    assert store.audit_after("t", "app", after) == ([], after)
-    assert store.audit_after("t2", "app", start)[0][0].operation_ids == ["foreign"]
+    assert store.audit.after("t", "app", after) == ([], after)
+    assert store.audit.after("t2", "app", start)[0][0].operation_ids == ["foreign"]
 
 
 def test_audit_after_pages_without_skipping_and_bounds_its_scan(store):
@@ -123,29 +123,29 @@ def test_audit_after_pages_without_skipping_and_bounds_its_scan(store):
     for n in range(7):
         store.db.commit(f"f{n}", [Mutation("x", f"{n}", {})], audit={"tenant": "t2"})
     last = admit(store, 9)
-    entries, after = store.audit_after("t", "app", start, limit=2)
+    entries, after = store.audit.after("t", "app", start, limit=2)
     assert [e.work_id for e in entries] == ids[:2]
-    entries, after = store.audit_after("t", "app", after, limit=2)
+    entries, after = store.audit.after("t", "app", after, limit=2)
     assert [e.work_id for e in entries] == ids[2:4]
     # A scan of 3 log entries reads the fifth workload and two foreign entries, no more.
-    entries, after = store.audit_after("t", "app", after, limit=10, scan=3)
+    entries, after = store.audit.after("t", "app", after, limit=10, scan=3)
     assert [e.work_id for e in entries] == ids[4:]
-    entries, after = store.audit_after("t", "app", after, limit=10, scan=3)
+    entries, after = store.audit.after("t", "app", after, limit=10, scan=3)
     assert entries == []  # three foreign entries: nothing found, but progress made
-    entries, after = store.audit_after("t", "app", after, limit=10)
+    entries, after = store.audit.after("t", "app", after, limit=10)
     assert [e.work_id for e in entries] == [last]
     assert after == store.db.current_revision()
 
 
 def test_a_revocation_is_scoped_idempotent_and_logged(store):
     start = store.db.current_revision()
-    assert not store.is_grant_revoked("g1", tenant_id="t", application_id="app")
-    assert store.revoke_grant("g1", "human:ops", 50, tenant_id="t", application_id="app")
-    assert store.is_grant_revoked("g1", tenant_id="t", application_id="app")
-    assert not store.is_grant_revoked("g1", tenant_id="t2", application_id="app")
-    assert not store.is_grant_revoked("g1", tenant_id="t", application_id="app2")
-    assert not store.is_grant_revoked("g2", tenant_id="t", application_id="app")
-    assert not store.revoke_grant("g1", "human:other", 60, tenant_id="t", application_id="app")
+    assert not store.grants.is_revoked("g1", tenant_id="t", application_id="app")
+    assert store.grants.revoke("g1", "human:ops", 50, tenant_id="t", application_id="app")
+    assert store.grants.is_revoked("g1", tenant_id="t", application_id="app")
+    assert not store.grants.is_revoked("g1", tenant_id="t2", application_id="app")
+    assert not store.grants.is_revoked("g1", tenant_id="t", application_id="app2")
+    assert not store.grants.is_revoked("g2", tenant_id="t", application_id="app")
+    assert not store.grants.revoke("g1", "human:other", 60, tenant_id="t", application_id="app")
     row = store.db.get_row(REVOKED_GRANTS_COLLECTION, revoked_grant_key("t", "app", "g1"))
     assert row is not None
     assert row.document["revoked_by"] == "human:ops"
@@ -154,7 +154,7 @@ def test_a_revocation_is_scoped_idempotent_and_logged(store):
     assert entry.audit is not None
     assert entry.audit["kind"] == "grant.revoked"
     assert entry.audit["grant_id"] == "g1"
-    assert store.audit_after("t", "app", start)[0] == [entry]
+    assert store.audit.after("t", "app", start)[0] == [entry]
 
 
 def test_concurrent_revocations_commit_once(store):
@@ -166,7 +166,7 @@ def test_concurrent_revocations_commit_once(store):
         try:
             barrier.wait(timeout=JOIN_TIMEOUT_S)
             results.append(
-                store.revoke_grant("g", f"human:{n}", tenant_id="t", application_id="app")
+                store.grants.revoke("g", f"human:{n}", tenant_id="t", application_id="app")
             )
         except (WorkloadError, threading.BrokenBarrierError) as error:
             errors.append(error)
@@ -194,5 +194,5 @@ def test_bad_revocations_are_invalid(store, bad):
     arguments = {"grant_id": "g", "actor": "a", "tenant_id": "t", "application_id": "app"}
     arguments.update(bad)
     with pytest.raises(WorkloadError) as raised:
-        store.revoke_grant(**arguments)
+        store.grants.revoke(**arguments)
     assert raised.value.code == "WORKLOAD_INVALID"

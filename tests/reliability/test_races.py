@@ -67,7 +67,7 @@ from support.race_window import SweepPausedAfterRead, row_locked, wait_for_lock_
 from support.server import WORK_CAPABILITY, Server, start_server, stop, wait_until_healthy
 from support.soak import SOAK, record, scaled
 
-import feltdb.work.store
+import feltdb.work.sweeps
 from feltdb import (
     DURABLE_WORK_COLLECTION,
     ApprovalOutcome,
@@ -331,7 +331,7 @@ def test_racing_claim_next_and_claim_many_claim_each_workload_once_per_fence(
 SWEEPS = {"recover_expired": "lease_expires_at", "enforce_deadlines": "deadline_at"}
 WINDOW_TIMEOUT_S = 30
 PAGE = 8
-"""The sweeps' page (``feltdb.work.store.MAINTENANCE_BATCH``) in the paging test."""
+"""The sweeps' page (``feltdb.work.sweeps.MAINTENANCE_BATCH``) in the paging test."""
 
 
 def sweep(store: WorkloadStore, name: str, now: int) -> list[str]:
@@ -456,7 +456,7 @@ def test_a_completion_in_a_sweeps_window_makes_it_miss_no_other_due_work(
     the next: losing a race may leave the lost workload to the next pass, never an
     innocent one.
     """
-    monkeypatch.setattr(feltdb.work.store, "MAINTENANCE_BATCH", PAGE)
+    monkeypatch.setattr(feltdb.work.sweeps, "MAINTENANCE_BATCH", PAGE)
     size = 2 * PAGE
     target = new_target("pages")
     with WorkloadStore.open(target) as store:

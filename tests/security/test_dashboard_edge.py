@@ -52,9 +52,9 @@ from feltdb.auth.sessions import (
 )
 from feltdb.auth.tokens import Keyring, decode_token, encode_token
 from feltdb.server.ui.render import UI_CSP
+from feltdb.server.ui.sessions import SESSION_LIFETIME_S, SESSIONS_COLLECTION
 from feltdb.server.ui.viewer import COOKIE, MAX_FORM_FIELDS, SIGN_IN_COOKIE
 from feltdb.storage.canonical import canonical_json
-from feltdb.work.sessions import SESSION_LIFETIME_S, SESSIONS_COLLECTION
 
 EVIL = "http://evil.example"
 INVALID = 422

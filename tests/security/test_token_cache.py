@@ -77,7 +77,7 @@ def test_a_grant_revoked_in_the_store_by_another_process_is_refused_within_the_b
     token = server.keyring.sign(grant)
     warm(http, token)
     with WorkloadStore.open(server.target) as store:  # behind the server's back
-        assert store.revoke_grant(
+        assert store.grants.revoke(
             grant.id, "human:ops", int(time.time()), tenant_id="t", application_id=app
         )
     time.sleep(REVOCATION_BOUND_S + MARGIN_S)
@@ -267,7 +267,7 @@ def test_a_revocation_written_elsewhere_is_in_force_once_the_bound_has_passed(
     grant = admin_grant()
     token = served.keyring.sign(grant)
     assert served.lists(token) == [(200, {"items": [], "next_cursor": None})]
-    served.store.revoke_grant(grant.id, "human:ops", NOW, tenant_id="t", application_id="app")
+    served.store.grants.revoke(grant.id, "human:ops", NOW, tenant_id="t", application_id="app")
     # Within the bound the check of a moment ago stands: this is the documented bound.
     served.monotonic.at += REVOCATION_BOUND_S / 2
     assert served.lists(token)[0][0] == 200

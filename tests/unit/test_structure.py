@@ -17,6 +17,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "feltdb"
 MAX_MODULE_LINES = 420
 """About 400: a module past this does more than one job."""
 MAX_FUNCTION_LINES = 60
+MAX_FACADE_LINES = 600
+"""A facade documents every operation it offers, and decides none of them."""
 
 FACADES = {
     "work/store.py": "WorkloadStore, the authority's facade: one documented method per"
@@ -53,6 +55,21 @@ def test_a_module_does_one_job(path):
         return
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_MODULE_LINES, f"{relative(path)} has {lines} lines"
+
+
+@pytest.mark.parametrize("name", sorted(FACADES))
+def test_a_facade_is_thin(name):
+    """Its methods hand each call to the modules that decide it: it has no loop, no
+    ``try`` and no branch of its own, and fits in :data:`MAX_FACADE_LINES` lines.
+    """
+    text = (SRC / name).read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= MAX_FACADE_LINES
+    logic = [
+        f"{type(node).__name__} at line {node.lineno}"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.For | ast.While | ast.Try | ast.If | ast.With)
+    ]
+    assert logic == []
 
 
 @pytest.mark.parametrize("path", sources(), ids=relative)

@@ -1,7 +1,7 @@
 """The dashboard's credentials: session cookies, CSRF tokens and one-time sign-in links.
 
 Pure: a keyring and text in, text or a refusal out. What a session *is* (its grant, when it
-ends) is kept in the store (:mod:`feltdb.work.sessions`); what the browser holds is only:
+ends) is kept in the store (:mod:`feltdb.server.ui.sessions`); what the browser holds is only:
 
 - **a session cookie**, ``fgs1.<session id>.<key id>.<signature>``: a random 256-bit id,
   signed (:data:`~feltdb.auth.signing.SESSION_DOMAIN`) so a guessed or altered cookie is
@@ -14,7 +14,7 @@ ends) is kept in the store (:mod:`feltdb.work.sessions`); what the browser holds
 - **a sign-in link**'s ticket, ``fgl1.<base64url JSON>``: a grant, a nonce and an expiry
   signed in :data:`~feltdb.auth.signing.LOGIN_DOMAIN`. It is not a bearer token (no route
   of ``/v1`` accepts it) and it opens one session once: the store records its nonce as
-  spent (:func:`feltdb.work.sessions.spend_ticket`).
+  spent (:func:`feltdb.server.ui.sessions.spend_ticket`).
 """
 
 from __future__ import annotations

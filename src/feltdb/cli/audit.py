@@ -166,7 +166,7 @@ def verify(
         if isinstance(client, LocalClient):
             # The local operator holds the store itself: the whole report, unredacted.
             noted = None if anchor is None else anchor_of(anchor)
-            report = client.store.verify_audit(anchor=noted)
+            report = client.store.audit.verify(anchor=noted)
         else:
             report = client.verify_audit(anchor=anchor)
     if json_output:

@@ -195,7 +195,7 @@ class LocalClient(LocalBatches, WorkloadClient):
     def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
         """See :meth:`WorkloadClient.audit`."""
         self._whole_application("the audit is the whole application's")
-        items, next_after = self.store.audit_after(
+        items, next_after = self.store.audit.after(
             self.scope.tenant_id, self.scope.application_id, after, limit
         )
         return AuditPage(items, next_after)
@@ -204,18 +204,18 @@ class LocalClient(LocalBatches, WorkloadClient):
         """See :meth:`WorkloadClient.verify_audit`."""
         self._whole_application("the audit is the whole application's")
         noted = None if anchor is None else anchor_of(anchor)
-        return self.store.verify_audit(
+        return self.store.audit.verify(
             self.scope.tenant_id, self.scope.application_id, anchor=noted
         )
 
     def revocations(self) -> builtins.list[dict[str, Any]]:
         """See :meth:`WorkloadClient.revocations`."""
-        return self.store.revocations(self.scope.tenant_id, self.scope.application_id)
+        return self.store.grants.listed(self.scope.tenant_id, self.scope.application_id)
 
     def revoke_grant(self, grant_id: str) -> bool:
         """See :meth:`WorkloadClient.revoke_grant`."""
         self._whole_application("revoking reaches every grant of the application")
-        return self.store.revoke_grant(
+        return self.store.grants.revoke(
             grant_id,
             self.actor,
             self._now(),

@@ -204,7 +204,7 @@ class WorkloadClient(Protocol):
         report names the first transaction altered, removed or reordered, told only by its
         kind and revision when it is another application's. ``anchor``: ``REVISION:LINK``,
         an earlier report's ``head_revision`` and ``head_link``, which the chain must
-        still hold. See :func:`feltdb.work.audit.verification`.
+        still hold. See :func:`feltdb.work.audit.AuditTrail.verify`.
         """
         ...
 

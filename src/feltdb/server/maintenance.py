@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.ui import sessions
 from feltdb.work.store import WorkloadStore
 
 log = logging.getLogger("feltdb.server.maintenance")
@@ -50,8 +51,8 @@ class Maintenance:
         """
         timed_out = self.store.enforce_deadlines(now)
         recovered = self.store.recover_expired(now)
-        self.store.seal_audit(SEAL_PER_PASS)
-        self.store.prune_sessions(now)
+        self.store.audit.seal(SEAL_PER_PASS)
+        sessions.prune_expired(self.store.db, now)
         return timed_out, recovered
 
     def start(self, interval_s: float = 1.0) -> None:

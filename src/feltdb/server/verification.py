@@ -45,7 +45,7 @@ def verify_chain(
         )
     started = time.monotonic()
     try:
-        return store.verify_audit(grant.tenant_id, grant.application_id, anchor=anchor)
+        return store.audit.verify(grant.tenant_id, grant.application_id, anchor=anchor)
     finally:
         _last_verification_s[0] = time.monotonic() - started
         _VERIFYING.release()

@@ -1,9 +1,9 @@
 """The audit trail: what each commit records of who acted, and reading it back by tenant.
 
 Every commit of a workload logs one audit record (:func:`audit_record`) in the same
-transaction as the row, so the log and the work never disagree. :func:`audit_after` reads
+transaction as the row, so the log and the work never disagree. :meth:`AuditTrail.after` reads
 one tenant's application's entries back, in commit order, at a bounded cost per call.
-:func:`verification` checks the whole log's audit chain
+:meth:`AuditTrail.verify` checks the whole log's audit chain
 (:mod:`feltdb.storage.audit_chain`), and says as much of it as one application's reader
 may know.
 """
@@ -14,16 +14,17 @@ import json
 import re
 from typing import Any
 
-from feltdb.storage.audit_chain import ChainReport, verify
+from feltdb.storage import audit_chain
+from feltdb.storage.audit_chain import ChainReport
 from feltdb.storage.base import CommittedTransaction, Database
 from feltdb.storage.canonical import sha256_hex
 from feltdb.work import inputs
 from feltdb.work.models import Workload
 
 AUDIT_SCAN = 1000
-"""Log entries one :func:`audit_after` call reads at most, whatever it finds."""
+"""Log entries one :meth:`AuditTrail.after` call reads at most, whatever it finds."""
 AUDIT_BATCH = 250
-"""Log entries :func:`audit_after` reads per query."""
+"""Log entries :meth:`AuditTrail.after` reads per query."""
 MIGRATION = "workload_migration"
 """The audit kind of a legacy record's import."""
 
@@ -69,97 +70,6 @@ def audit_record(
     }
 
 
-def audit_after(
-    db: Database,
-    tenant_id: str,
-    application_id: str,
-    after: int = 0,
-    limit: int = 100,
-    *,
-    scan: int = AUDIT_SCAN,
-) -> tuple[list[CommittedTransaction], int]:
-    """Committed transactions after revision ``after`` whose audit record names this
-    tenant and application (``"tenant"``, ``"application"``), oldest first, at most
-    ``limit``; and the revision to continue after.
-
-    The log is one sequence for every tenant, so this reads it in order and keeps the
-    matching entries; one call reads at most ``scan`` log entries (a bounded cost
-    however sparse the tenant's entries are). The revision answered is the last
-    returned entry's when the page is full, otherwise the last entry read (or
-    ``after`` when none was): passing it back never skips nor repeats an entry.
-
-    Raises:
-        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
-    """
-    tenant_id = inputs.identifier(tenant_id, "tenant_id")
-    application_id = inputs.identifier(application_id, "application_id")
-    after = inputs.integer(after, "after", 0)
-    limit = inputs.integer(limit, "limit", 1)
-    budget = inputs.integer(scan, "scan", 1)
-    found: list[CommittedTransaction] = []
-    cursor = after
-    while budget > 0:
-        batch = db.committed_transactions_after(cursor, min(budget, AUDIT_BATCH))
-        if not batch:
-            break
-        budget -= len(batch)
-        for transaction in batch:
-            cursor = transaction.commit_revision
-            audit = transaction.audit or {}
-            if audit.get("tenant") == tenant_id and audit.get("application") == application_id:
-                found.append(transaction)
-                if len(found) == limit:
-                    return found, cursor
-    return found, cursor
-
-
-def audit_before(
-    db: Database,
-    tenant_id: str,
-    application_id: str,
-    before: int | None = None,
-    limit: int = 50,
-    *,
-    work_id: str | None = None,
-    subject: str | None = None,
-    scan: int = AUDIT_SCAN,
-) -> tuple[list[CommittedTransaction], int | None]:
-    """This tenant's application's committed transactions before revision ``before``
-    (``None``: the newest), newest first, at most ``limit``, keeping only those of
-    workload ``work_id`` and of ``subject`` (the requester or the actor) when given; and
-    the revision to continue before, ``None`` when the log's start was reached.
-
-    Reads at most ``scan`` log entries however few match, as :func:`audit_after` does.
-
-    Raises:
-        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
-    """
-    tenant_id = inputs.identifier(tenant_id, "tenant_id")
-    application_id = inputs.identifier(application_id, "application_id")
-    limit = inputs.integer(limit, "limit", 1)
-    budget = inputs.integer(scan, "scan", 1)
-    cursor = db.current_revision() + 1 if before is None else inputs.integer(before, "before", 1)
-    found: list[CommittedTransaction] = []
-    while budget > 0:
-        batch = db.committed_transactions_before(cursor, min(budget, AUDIT_BATCH))
-        if not batch:
-            return found, None
-        budget -= len(batch)
-        for transaction in batch:
-            cursor = transaction.commit_revision
-            record = transaction.audit or {}
-            if (
-                record.get("tenant") == tenant_id
-                and record.get("application") == application_id
-                and (work_id is None or record.get("work_id") == work_id)
-                and (subject is None or subject in (record.get("subject"), record.get("actor")))
-            ):
-                found.append(transaction)
-                if len(found) == limit:
-                    return found, cursor
-    return found, cursor if cursor > 1 else None
-
-
 ANCHOR = re.compile(r"([1-9][0-9]{0,18}):([0-9a-f]{64})")
 """An anchor as written: ``REVISION:LINK``, a report's ``head_revision`` and ``head_link``."""
 
@@ -181,51 +91,16 @@ def anchor_of(text: Any) -> tuple[int, str]:
     return int(found[1]), found[2]
 
 
-def verification(
-    db: Database,
-    tenant_id: str | None = None,
-    application_id: str | None = None,
-    anchor: tuple[int, str] | None = None,
-) -> ChainReport:
-    """Seal and verify the audit chain (:func:`feltdb.storage.audit_chain.verify`).
-
-    The chain is one for every tenant, and so is its verdict. Given a tenant and an
-    application, the first problem names its transaction and row, and says what it is,
-    only if it is this application's (a row's problem: the row's; a transaction's: its
-    audit record's); otherwise only its kind and revision are told (a revision names no
-    work). The counts are the store's, as the log's revisions already are.
-
-    Raises:
-        WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
-    """
-    if tenant_id is not None or application_id is not None:
-        tenant_id = inputs.identifier(tenant_id, "tenant_id")
-        application_id = inputs.identifier(application_id, "application_id")
-    report = verify(db, anchor=anchor)
-    problem = report.problem
-    if problem is None or tenant_id is None:
-        return report
-    if problem.address is not None:  # a row's problem is the row's application's
-        collection, _, key = problem.address.partition("/")
-        row = db.get_row(collection, key)
-        document = {} if row is None else row.document
-        ours = (document.get("tenant_id"), document.get("application_id")) == (
-            tenant_id,
-            application_id,
-        )
-    else:
-        ours = _of(db, problem.revision, tenant_id, application_id)
-    if ours:
-        return report
-    hidden = problem.model_copy(
-        update={
-            "transaction_id": None,
-            "address": None,
-            "message": f"the audit chain fails its check ({problem.kind.replace('_', ' ')}) "
-            f"at revision {problem.revision}, a transaction of another application",
-        }
+def _reading(
+    tenant_id: str, application_id: str, limit: int, scan: int
+) -> tuple[str, str, int, int]:
+    """The checked tenant, application, page size and scan budget of a reading of the log."""
+    return (
+        inputs.identifier(tenant_id, "tenant_id"),
+        inputs.identifier(application_id, "application_id"),
+        inputs.integer(limit, "limit", 1),
+        inputs.integer(scan, "scan", 1),
     )
-    return report.model_copy(update={"problem": hidden})
 
 
 def _of(db: Database, revision: int, tenant_id: str, application_id: str | None) -> bool:
@@ -242,3 +117,158 @@ def _of(db: Database, revision: int, tenant_id: str, application_id: str | None)
         and record.get("tenant") == tenant_id
         and record.get("application") == application_id
     )
+
+
+class AuditTrail:
+    """The audit of one store (``WorkloadStore.audit``): its log read back by tenant and
+    application at a bounded cost per call, and its hash chain sealed and verified.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def after(
+        self,
+        tenant_id: str,
+        application_id: str,
+        after: int = 0,
+        limit: int = 100,
+        *,
+        scan: int = AUDIT_SCAN,
+    ) -> tuple[list[CommittedTransaction], int]:
+        """Committed transactions after revision ``after`` whose audit record names this
+        tenant and application (``"tenant"``, ``"application"``), oldest first, at most
+        ``limit``; and the revision to continue after.
+
+        The log is one sequence for every tenant, so this reads it in order and keeps the
+        matching entries; one call reads at most ``scan`` log entries (a bounded cost
+        however sparse the tenant's entries are). The revision answered is the last
+        returned entry's when the page is full, otherwise the last entry read (or
+        ``after`` when none was): passing it back never skips nor repeats an entry.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id, application_id, limit, budget = _reading(tenant_id, application_id, limit, scan)
+        after = inputs.integer(after, "after", 0)
+        found: list[CommittedTransaction] = []
+        cursor = after
+        while budget > 0:
+            batch = self._db.committed_transactions_after(cursor, min(budget, AUDIT_BATCH))
+            if not batch:
+                break
+            budget -= len(batch)
+            for transaction in batch:
+                cursor = transaction.commit_revision
+                audit = transaction.audit or {}
+                if audit.get("tenant") == tenant_id and audit.get("application") == application_id:
+                    found.append(transaction)
+                    if len(found) == limit:
+                        return found, cursor
+        return found, cursor
+
+    def before(
+        self,
+        tenant_id: str,
+        application_id: str,
+        before: int | None = None,
+        limit: int = 50,
+        *,
+        work_id: str | None = None,
+        subject: str | None = None,
+        scan: int = AUDIT_SCAN,
+    ) -> tuple[list[CommittedTransaction], int | None]:
+        """This tenant's application's committed transactions before revision ``before``
+        (``None``: the newest), newest first, at most ``limit``, keeping only those of
+        workload ``work_id`` and of ``subject`` (the requester or the actor) when given; and
+        the revision to continue before, ``None`` when the log's start was reached.
+
+        Reads at most ``scan`` log entries however few match, as :meth:`AuditTrail.after` does.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id, application_id, limit, budget = _reading(tenant_id, application_id, limit, scan)
+        cursor = (
+            self._db.current_revision() + 1
+            if before is None
+            else inputs.integer(before, "before", 1)
+        )
+        found: list[CommittedTransaction] = []
+        while budget > 0:
+            batch = self._db.committed_transactions_before(cursor, min(budget, AUDIT_BATCH))
+            if not batch:
+                return found, None
+            budget -= len(batch)
+            for transaction in batch:
+                cursor = transaction.commit_revision
+                record = transaction.audit or {}
+                if (
+                    record.get("tenant") == tenant_id
+                    and record.get("application") == application_id
+                    and (work_id is None or record.get("work_id") == work_id)
+                    and (subject is None or subject in (record.get("subject"), record.get("actor")))
+                ):
+                    found.append(transaction)
+                    if len(found) == limit:
+                        return found, cursor
+        return found, cursor if cursor > 1 else None
+
+    def seal(self, limit: int | None = None) -> int:
+        """Seal the log entries that are final into the audit chain, oldest first (at most
+        ``limit``; ``None``: all); how many were sealed. The server does it on every
+        maintenance pass: see :mod:`feltdb.storage.audit_chain`.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        return audit_chain.seal(self._db, limit=limit)
+
+    def verify(
+        self,
+        tenant_id: str | None = None,
+        application_id: str | None = None,
+        *,
+        anchor: tuple[int, str] | None = None,
+    ) -> ChainReport:
+        """Seal what is final, then verify the audit chain and every row against the
+        transaction that wrote it (:func:`feltdb.storage.audit_chain.verify`); ``anchor``:
+        an earlier report's ``(head_revision, head_link)``, which the chain must still hold.
+
+        The chain is one for every tenant, and so is its verdict. Given a tenant and an
+        application, the first problem names its transaction and row, and says what it is,
+        only if it is this application's (a row's problem: the row's; a transaction's: its
+        audit record's); otherwise only its kind and revision are told (a revision names no
+        work). The counts are the store's, as the log's revisions already are.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        if tenant_id is not None or application_id is not None:
+            tenant_id = inputs.identifier(tenant_id, "tenant_id")
+            application_id = inputs.identifier(application_id, "application_id")
+        report = audit_chain.verify(self._db, anchor=anchor)
+        problem = report.problem
+        if problem is None or tenant_id is None:
+            return report
+        if problem.address is not None:  # a row's problem is the row's application's
+            collection, _, key = problem.address.partition("/")
+            row = self._db.get_row(collection, key)
+            document = {} if row is None else row.document
+            ours = (document.get("tenant_id"), document.get("application_id")) == (
+                tenant_id,
+                application_id,
+            )
+        else:
+            ours = _of(self._db, problem.revision, tenant_id, application_id)
+        if ours:
+            return report
+        hidden = problem.model_copy(
+            update={
+                "transaction_id": None,
+                "address": None,
+                "message": f"the audit chain fails its check ({problem.kind.replace('_', ' ')}) "
+                f"at revision {problem.revision}, a transaction of another application",
+            }
+        )
+        return report.model_copy(update={"problem": hidden})

@@ -8,6 +8,7 @@ it is refused from then on (the server checks each request with one keyed read).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from feltdb.storage.base import Database, Mutation, Precondition, StorageConflict
@@ -106,3 +107,45 @@ def is_grant_revoked(db: Database, grant_id: str, *, tenant_id: str, application
     """
     key = revoked_grant_key(tenant_id, application_id, grant_id)
     return db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None
+
+
+class Revocations:
+    """The revoked grants of one store (``WorkloadStore.grants``): the functions above,
+    over its database, with ``now`` resolved by the store's clock.
+    """
+
+    def __init__(self, db: Database, clock: Callable[[int | None], int]) -> None:
+        self._db, self._clock = db, clock
+
+    def revoke(
+        self,
+        grant_id: str,
+        actor: str,
+        now: int | None = None,
+        *,
+        tenant_id: str,
+        application_id: str,
+    ) -> bool:
+        """Revoke a grant of ``tenant_id``'s ``application_id``: from now on
+        :meth:`is_revoked` answers ``True`` for it. ``True`` when this call revoked it,
+        ``False`` when it already was (see :func:`revoke_grant`).
+        """
+        at = self._clock(now)
+        return revoke_grant(
+            self._db, grant_id, actor, at, tenant_id=tenant_id, application_id=application_id
+        )
+
+    def listed(self, tenant_id: str, application_id: str) -> list[dict[str, Any]]:
+        """The grants revoked in ``tenant_id``'s ``application_id``, oldest first:
+        ``{"grant_id", "revoked_by", "revoked_at"}`` each. Minted grants are not recorded,
+        so revocations are what a store can list.
+        """
+        return revocations(self._db, tenant_id, application_id)
+
+    def is_revoked(self, grant_id: str, *, tenant_id: str, application_id: str) -> bool:
+        """Whether this grant of ``tenant_id``'s ``application_id`` was revoked: one keyed
+        read of the store.
+        """
+        return is_grant_revoked(
+            self._db, grant_id, tenant_id=tenant_id, application_id=application_id
+        )

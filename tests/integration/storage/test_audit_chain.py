@@ -70,22 +70,22 @@ def test_an_untouched_store_verifies_and_every_entry_and_row_is_covered(
     store: WorkloadStore,
 ) -> None:
     drive(store)
-    report = store.verify_audit()
+    report = store.audit.verify()
     logged = revisions(store)
     assert report.ok and report.problem is None
     assert report.transactions == report.sealed == len(logged)
     assert report.rows == len(store.db.list_rows(WORK)) == 6
     assert report.rows_not_covered == 0
     assert report.head_revision == logged[-1]
-    assert store.seal_audit() == 0  # sealing again seals nothing
-    assert store.verify_audit() == report
+    assert store.audit.seal() == 0  # sealing again seals nothing
+    assert store.audit.verify() == report
 
 
 def test_the_chain_links_each_entry_to_the_one_before_from_genesis(
     store: WorkloadStore,
 ) -> None:
     drive(store, 2)
-    store.seal_audit()
+    store.audit.seal()
     entries = store.db.chain_entries_after(0, 1000)
     links = store.db.chain_links_between(0, entries[-1].commit_revision)
     assert [link.commit_revision for link in links] == [e.commit_revision for e in entries]
@@ -109,7 +109,7 @@ def test_each_entry_logs_the_hash_of_every_row_it_wrote(store: WorkloadStore) ->
 
 def sealed_entry(store: WorkloadStore, place: int = 2) -> tuple[int, str]:
     """The revision and transaction id of a sealed entry of the middle of the log."""
-    store.seal_audit()
+    store.audit.seal()
     entry = store.db.committed_transactions_after(0)[place]
     return entry.commit_revision, entry.transaction_id
 
@@ -123,7 +123,7 @@ def test_an_edited_audit_record_is_named(store: WorkloadStore, target: str) -> N
         "WHERE commit_revision = ?",
         (revision,),
     )
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert not report.ok and report.problem is not None
     assert report.problem.kind == "altered"
     assert (report.problem.revision, report.problem.transaction_id) == (revision, transaction_id)
@@ -139,7 +139,7 @@ def test_an_edited_key_list_is_named(store: WorkloadStore, target: str) -> None:
     else:
         raw(target, "UPDATE transactions SET keys = 'not json' WHERE commit_revision = ?",
             (revision,))  # fmt: skip
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert (report.problem.kind, report.problem.revision) == ("altered", revision)
 
@@ -148,7 +148,7 @@ def test_a_deleted_entry_is_named(store: WorkloadStore, target: str) -> None:
     drive(store)
     revision, _ = sealed_entry(store)
     raw(target, "DELETE FROM transactions WHERE commit_revision = ?", (revision,))
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert (report.problem.kind, report.problem.revision) == ("removed", revision)
 
@@ -161,7 +161,7 @@ def test_an_entry_deleted_with_its_link_is_named_by_the_entry_after_it(
     after = revisions(store)[3]
     for table in ("transactions", "audit_chain"):
         raw(target, f"DELETE FROM {table} WHERE commit_revision = ?", (revision,))
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert (report.problem.kind, report.problem.revision) == ("removed", after)
     assert f"at revision {revision}" in report.problem.message
@@ -169,7 +169,7 @@ def test_an_entry_deleted_with_its_link_is_named_by_the_entry_after_it(
 
 def test_two_entries_swapped_are_named_by_the_first(store: WorkloadStore, target: str) -> None:
     drive(store)
-    store.seal_audit()
+    store.audit.seal()
     first, second = revisions(store)[1], revisions(store)[4]
     # Swap their contents: every column but the revisions (SQLite checks base = revision - 1).
     columns = "transaction_id, committed_at, operation_ids, keys, audit, row_hashes"
@@ -183,7 +183,7 @@ def test_two_entries_swapped_are_named_by_the_first(store: WorkloadStore, target
         assignments = ", ".join(f"{c.strip()} = ?" for c in columns.split(","))
         raw(target, f"UPDATE transactions SET {assignments} WHERE commit_revision = ?",
             (*rows[source], into))  # fmt: skip
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert (report.problem.kind, report.problem.revision) == ("altered", first)
     assert "moved there from another revision" in report.problem.message
@@ -193,7 +193,7 @@ def test_an_entry_inserted_below_the_sealed_head_is_named(
     store: WorkloadStore, target: str
 ) -> None:
     drive(store)
-    store.seal_audit()
+    store.audit.seal()
     logged = revisions(store)
     # A revision between two sealed ones: PostgreSQL's are sparse, SQLite's dense (make room
     # by cutting the first entry out of the chain and the log, and logging a forged one).
@@ -206,7 +206,7 @@ def test_an_entry_inserted_below_the_sealed_head_is_named(
         raw(target, "DELETE FROM audit_chain WHERE commit_revision = ?", (forged,))
         raw(target, "UPDATE transactions SET transaction_id = 'tx_forged' "
             "WHERE commit_revision = ?", (forged,))  # fmt: skip
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert (report.problem.kind, report.problem.revision) == ("inserted", forged)
 
@@ -215,7 +215,7 @@ def test_an_edited_link_is_named(store: WorkloadStore, target: str) -> None:
     drive(store)
     revision, _ = sealed_entry(store)
     raw(target, "UPDATE audit_chain SET link = ? WHERE commit_revision = ?", ("0" * 64, revision))
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert (report.problem.kind, report.problem.revision) == ("chain_altered", revision)
 
@@ -232,10 +232,10 @@ def test_an_edited_row_is_named_with_the_transaction_that_wrote_it(
     store: WorkloadStore, target: str, edit: str
 ) -> None:
     drive(store)
-    store.seal_audit()
+    store.audit.seal()
     victim = store.db.list_rows(WORK)[0]
     raw(target, edit, (victim.key,))
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert report.problem.kind == "row_altered"
     assert report.problem.address == f"{WORK}/{victim.key}"
@@ -245,12 +245,12 @@ def test_an_edited_row_is_named_with_the_transaction_that_wrote_it(
 
 def test_a_row_moved_to_another_revision_is_named(store: WorkloadStore, target: str) -> None:
     drive(store)
-    store.seal_audit()
+    store.audit.seal()
     victim = store.db.list_rows(WORK)[-1]
     other = revisions(store)[0]
     assert other != victim.revision
     raw(target, "UPDATE rows SET revision = ? WHERE key = ?", (other, victim.key))
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None
     assert (report.problem.kind, report.problem.address) == ("row_unlogged", f"{WORK}/{victim.key}")
 
@@ -259,22 +259,22 @@ def test_an_anchor_finds_a_log_cut_back_or_rewritten_with_new_hashes(
     store: WorkloadStore, target: str
 ) -> None:
     drive(store)
-    noted = store.verify_audit()
+    noted = store.audit.verify()
     anchor = (noted.head_revision, noted.head_link)
-    assert store.verify_audit(anchor=anchor).ok
+    assert store.audit.verify(anchor=anchor).ok
     # Cut the last entry, its link and the rows it wrote back to nothing: without the
     # anchor the shorter chain is consistent; with it, the cut is found.
     last = noted.head_revision
     for table in ("transactions", "audit_chain", "rows"):
         column = "revision" if table == "rows" else "commit_revision"
         raw(target, f"DELETE FROM {table} WHERE {column} = ?", (last,))
-    assert store.verify_audit().ok
-    cut = store.verify_audit(anchor=anchor)
+    assert store.audit.verify().ok
+    cut = store.audit.verify(anchor=anchor)
     assert cut.problem is not None
     assert (cut.problem.kind, cut.problem.revision) == ("anchor_mismatch", last)
     # An entry rewritten and the whole chain sealed anew: only an anchor finds it.
     drive(store, 2, prefix="later")
-    noted = store.verify_audit()
+    noted = store.audit.verify()
     anchor = (noted.head_revision, noted.head_link)
     raw(
         target,
@@ -282,8 +282,8 @@ def test_an_anchor_finds_a_log_cut_back_or_rewritten_with_new_hashes(
         (revisions(store)[0],),
     )
     raw(target, "DELETE FROM audit_chain")
-    assert store.verify_audit().ok
-    rewritten = store.verify_audit(anchor=anchor)
+    assert store.audit.verify().ok
+    rewritten = store.audit.verify(anchor=anchor)
     assert rewritten.problem is not None and rewritten.problem.kind == "anchor_mismatch"
 
 
@@ -294,7 +294,7 @@ def test_entries_logged_without_row_hashes_are_counted_not_covered(
     if target.startswith("postgresql"):  # its fence refuses such an UPDATE too
         raw(target, "ALTER TABLE transactions DROP CONSTRAINT transactions_row_hashes_check")
     raw(target, "UPDATE transactions SET row_hashes = NULL")  # as before the chain existed
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.ok
     assert report.rows_not_covered == report.rows == 6
 
@@ -306,14 +306,14 @@ def test_an_application_reader_learns_only_the_kind_and_revision_of_another_ones
     revision, transaction_id = sealed_entry(store)
     raw(target, "UPDATE transactions SET committed_at = 2.0 WHERE commit_revision = ?",
         (revision,))  # fmt: skip
-    own = store.verify_audit("t", "app").problem
+    own = store.audit.verify("t", "app").problem
     assert own is not None and own.transaction_id == transaction_id
-    other = store.verify_audit("t2", "app").problem
+    other = store.audit.verify("t2", "app").problem
     assert other is not None
     assert (other.kind, other.revision, other.transaction_id) == ("altered", revision, None)
     assert "another application" in other.message
     with pytest.raises(WorkloadError) as refused:
-        store.verify_audit("", "app")
+        store.audit.verify("", "app")
     assert refused.value.code == ErrorCode.WORKLOAD_INVALID
 
 
@@ -337,7 +337,7 @@ def test_concurrent_writers_and_sealers_make_one_chain_in_revision_order(
         try:
             with WorkloadStore.open(target) as own:
                 while not writers_done.is_set():
-                    own.seal_audit()
+                    own.audit.seal()
         except BaseException as error:
             errors.append(error)
 
@@ -351,7 +351,7 @@ def test_concurrent_writers_and_sealers_make_one_chain_in_revision_order(
     for thread in sealers:
         thread.join(timeout=120)
     assert not errors, errors
-    report = store.verify_audit()
+    report = store.audit.verify()
     logged = revisions(store)
     assert report.ok, report.problem
     assert report.transactions == report.sealed == len(logged) == 3 * 15 * 7
@@ -371,7 +371,7 @@ def test_completions_in_a_batch_are_hashed_as_written(store: WorkloadStore) -> N
         now=21,
     )
     assert [type(answer).__name__ for answer in answers] == ["WorkloadResult"] * 6, answers
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.ok and report.rows == 6 and report.rows_not_covered == 0
 
 
@@ -388,14 +388,14 @@ def test_an_open_transaction_holds_back_the_seal_until_it_ends(
         with psycopg.connect(url) as holder:  # a transaction begun, holding an older id
             holder.execute("SELECT pg_current_xact_id()")
             store.admit(make_request(idempotency_key="after"))
-            store.seal_audit()
+            store.audit.seal()
             head = store.db.chain_head()
             assert head is not None and head.commit_revision == first
             holder.rollback()
-        store.seal_audit()
+        store.audit.seal()
         head = store.db.chain_head()
         assert head is not None and head.commit_revision == store.db.current_revision() > first
-        assert store.verify_audit().ok
+        assert store.audit.verify().ok
 
 
 def test_a_database_of_schema_3_is_migrated_and_its_old_rows_counted_not_covered(
@@ -429,7 +429,7 @@ def test_a_database_of_schema_3_is_migrated_and_its_old_rows_counted_not_covered
         )
     with WorkloadStore.open(url) as store:  # migrates to the newest schema
         store.admit(make_request(idempotency_key="new"))
-        report = store.verify_audit()
+        report = store.audit.verify()
     assert report.ok, report.problem
     assert report.transactions == report.sealed == 2
     assert (report.rows, report.rows_not_covered) == (2, 1)
@@ -461,7 +461,7 @@ def test_an_entry_without_row_hashes_as_an_older_release_logs_one_is_refused(
     assert "row_hashes" in str(raised.value) or "row hashes" in str(raised.value)
     assert revisions(store) == before
     store.admit(make_request(idempotency_key="after"))  # the store's own commits pass
-    assert store.verify_audit().ok
+    assert store.audit.verify().ok
 
 
 def test_a_session_that_rounds_floats_reads_the_chain_as_sealed(
@@ -474,9 +474,9 @@ def test_a_session_that_rounds_floats_reads_the_chain_as_sealed(
     rounding = f"{url}{separator}options=-c%20extra_float_digits%3D0"
     with WorkloadStore.open(url) as store:
         drive(store, 2)
-        assert store.verify_audit().ok
+        assert store.audit.verify().ok
     with WorkloadStore.open(rounding) as store:
-        report = store.verify_audit()
+        report = store.audit.verify()
     assert report.ok, report.problem
 
 
@@ -484,7 +484,7 @@ def test_a_row_pointed_at_an_entry_the_walk_never_verified_is_unlogged(
     store: WorkloadStore, target: str
 ) -> None:
     drive(store)
-    store.seal_audit()
+    store.audit.seal()
     victim = store.db.list_rows(WORK)[0]
     # A forged entry outside the walk (SQLite: revision 0; PostgreSQL: far above every
     # transaction id), claiming to have written the row as it is edited.
@@ -501,7 +501,7 @@ def test_a_row_pointed_at_an_entry_the_walk_never_verified_is_unlogged(
             "NULL, ?)", (forged, f'["{address}"]', f'["{hashes[0]}"]'))  # fmt: skip
     raw(target, "UPDATE rows SET document = ?, revision = ? WHERE key = ?",
         (edited, forged, victim.key))  # fmt: skip
-    report = store.verify_audit()
+    report = store.audit.verify()
     if target.startswith("postgresql"):
         # Above every transaction id: not final, so pending, and said so.
         assert report.ok and report.rows_pending == 1
@@ -524,7 +524,7 @@ def test_a_link_edited_to_anything_is_reported_not_raised(
     drive(store)
     revision, _ = sealed_entry(store)
     raw(target, edit, (revision,))
-    report = store.verify_audit()
+    report = store.audit.verify()
     assert report.problem is not None and report.problem.revision == revision
     assert report.problem.kind in ("chain_altered", "altered")
 
@@ -545,7 +545,7 @@ def test_a_sqlite_column_edited_to_another_type_is_reported_not_raised(
         drive(store, 2)
         victim = store.db.list_rows(WORK)[0]
         raw(target, edit, (victim.key,))
-        report = store.verify_audit()
+        report = store.audit.verify()
     assert report.problem is not None
     assert report.problem.kind in ("row_unlogged", "row_altered")
     assert report.problem.address == f"{WORK}/{victim.key}"

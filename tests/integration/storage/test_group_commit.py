@@ -145,7 +145,7 @@ def test_store_operations_of_eight_threads_on_one_workload(
     with WorkloadStore.open(new_target()) as plain:
         gate = HeldFirstGroup(plain.db)
         store = WorkloadStore(gate)  # type: ignore[arg-type]
-        assert store._group is not None
+        assert store.unit.group is not None
         workloads = [
             store.admit(make_request(idempotency_key=f"k{n}"))[0] for n in range(THREADS // 2)
         ]
@@ -159,7 +159,7 @@ def test_store_operations_of_eight_threads_on_one_workload(
             (lambda c=c: store.start(c.workload_id, c.claim_id, "worker:w", c.fencing_token, NOW))
             for c in claims + claims
         ]
-        answers = in_one_group(store._group, gate, calls)
+        answers = in_one_group(store.unit.group, gate, calls)
         assert gate.groups == [1, THREADS]
         refused = [a for a in answers if isinstance(a, WorkloadError)]
         assert len(refused) == THREADS // 2

@@ -13,7 +13,7 @@ from feltdb import (
     WorkloadStore,
     WorkloadTimeouts,
 )
-from feltdb.work.store import CANDIDATE_BATCH
+from feltdb.work.claim_loop import CANDIDATE_BATCH
 
 
 @pytest.fixture

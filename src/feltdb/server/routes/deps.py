@@ -138,7 +138,7 @@ def unrevoked(store: WorkloadStore, grant: Grant, key_id: str) -> Caller:
         WorkloadError: ``WORKLOAD_UNAUTHORIZED`` for a revoked grant;
             ``WORKLOAD_STORAGE_FAILURE`` when the revocations cannot be read.
     """
-    revoked = store.is_grant_revoked(
+    revoked = store.grants.is_revoked(
         grant.id, tenant_id=grant.tenant_id, application_id=grant.application_id
     )
     if revoked:

@@ -127,7 +127,7 @@ def audit(  # noqa: D103
 ) -> JSONResponse:
     grant = caller.grant
     authorize_audit(grant)
-    entries, next_after = store.audit_after(grant.tenant_id, grant.application_id, after, limit)
+    entries, next_after = store.audit.after(grant.tenant_id, grant.application_id, after, limit)
     return JSONResponse(
         {"items": [e.model_dump(mode="json") for e in entries], "next_after": next_after}
     )

@@ -82,7 +82,7 @@ def decide(  # noqa: D103
 def revocations(caller: Auth, store: Store) -> JSONResponse:  # noqa: D103
     grant = caller.grant
     authorize_application(grant, REVOKE)
-    return JSONResponse({"items": store.revocations(grant.tenant_id, grant.application_id)})
+    return JSONResponse({"items": store.grants.listed(grant.tenant_id, grant.application_id)})
 
 
 @router.post(
@@ -102,7 +102,7 @@ def revoke(  # noqa: D103
 ) -> JSONResponse:
     grant = caller.grant
     authorize_revoke(grant)
-    revoked = store.revoke_grant(
+    revoked = store.grants.revoke(
         grant_id, str(grant.subject), now,
         tenant_id=grant.tenant_id, application_id=grant.application_id,
     )  # fmt: skip

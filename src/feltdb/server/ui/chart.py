@@ -1,6 +1,6 @@
 """The overview's chart: completions and failures per minute, as server-rendered SVG.
 
-Pure geometry: a :class:`~feltdb.work.overview.Throughput` in, bars out. The template
+Pure geometry: a :class:`~feltdb.server.ui.overview.Throughput` in, bars out. The template
 draws them; no script is needed. Completions are drawn above the axis and failures below
 it, so the two are told apart by position (and each bar's title), not by colour alone.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from feltdb.work.overview import Throughput
+from feltdb.server.ui.overview import Throughput
 
 WIDTH: Final = 600
 """The chart's width in SVG units (it scales to the page)."""

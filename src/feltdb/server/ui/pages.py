@@ -36,6 +36,7 @@ from feltdb.auth.policy import (
 )
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS, MAX_SUBJECT_CHARS
+from feltdb.server.ui import overview as dashboard_overview
 from feltdb.server.ui.chart import chart_of
 from feltdb.server.ui.render import page
 from feltdb.server.ui.routing import PageRoute
@@ -93,9 +94,11 @@ def overview(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
     now = state.clock()
     summary = recent = None
     if offers.workloads:
-        summary = store.summary(grant.tenant_id, grant.application_id, scope=viewer.caller.scope)
+        summary = dashboard_overview.summarize(
+            store.db, grant.tenant_id, grant.application_id, viewer.caller.scope
+        )
     if offers.audit or offers.dead_letters:
-        recent = store.recent(grant.tenant_id, grant.application_id, now)
+        recent = dashboard_overview.recent(store.db, grant.tenant_id, grant.application_id, now)
     throughput = recent.throughput if recent is not None and offers.audit else None
     dead = None
     if recent is not None and offers.dead_letters:
@@ -311,7 +314,7 @@ def audit_page(
     work_id = _text(request, "workload", MAX_ID_CHARS)
     subject = _text(request, "subject", MAX_SUBJECT_CHARS)
     before = _revision(_text(request, "before", MAX_REVISION_DIGITS))
-    entries, older = server_of(request).store.audit_before(
+    entries, older = server_of(request).store.audit.before(
         grant.tenant_id, grant.application_id, before, PAGE_SIZE,
         work_id=work_id, subject=subject,
     )  # fmt: skip

@@ -4,7 +4,7 @@ Sign in with a pasted token, or with a one-time link that ``feltdb grant issue -
 prints (``/ui/login#ticket=fgl1.…``: the ticket rides in the fragment, which browsers never
 send, so it is in no server's log; the page's script posts it). Either way the grant is
 verified exactly as a bearer token's is (signature, validity, revocation), a session is
-opened in the store (:mod:`feltdb.work.sessions`), and the browser gets a signed cookie
+opened in the store (:mod:`feltdb.server.ui.sessions`), and the browser gets a signed cookie
 naming it: HTTP-only, ``SameSite=Strict``, scoped to ``/ui``, ``Secure`` over HTTPS, and
 holding no token. Signing out ends the session in the store, for every server.
 
@@ -33,6 +33,7 @@ from feltdb.auth.sessions import (
 from feltdb.auth.tokens import decode_token
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.routes.deps import ServerState, unrevoked
+from feltdb.server.ui import sessions
 from feltdb.server.ui.render import UI_HEADERS, page
 from feltdb.server.ui.routing import PageRoute
 from feltdb.server.ui.viewer import (
@@ -82,7 +83,7 @@ def _signed_in_with(state: ServerState, secret: str, at: int) -> tuple[str, int]
         ticket = verify_ticket(state.keyring, secret, at)
         grant, key_id = ticket.grant, ticket.key_id
         unrevoked(state.store, grant, key_id)
-        if not state.store.spend_ticket(ticket.nonce, ticket.expires_at, at):
+        if not sessions.spend_ticket(state.store.db, ticket.nonce, ticket.expires_at, at):
             raise WorkloadError(
                 ErrorCode.WORKLOAD_UNAUTHORIZED,
                 "this sign-in link was used already: each link signs in once",
@@ -92,7 +93,9 @@ def _signed_in_with(state: ServerState, secret: str, at: int) -> tuple[str, int]
         grant, key_id = state.keyring.verify_signed(signed, at), signed.key_id
         unrevoked(state.store, grant, key_id)
     session_id = new_session_id()
-    ends = state.store.open_session(session_id, state.keyring.evidence(grant, key_id), at)
+    ends = sessions.open_session(
+        state.store.db, session_id, state.keyring.evidence(grant, key_id), at
+    )
     return session_id, ends
 
 
@@ -178,7 +181,7 @@ async def sign_out(request: Request) -> Response:
     viewer = await run_in_threadpool(viewer_of, request)
     check_form(request, viewer, form)
     state = server_of(request)
-    await run_in_threadpool(state.store.end_session, viewer.session_id, state.clock())
+    await run_in_threadpool(sessions.end_session, state.store.db, viewer.session_id, state.clock())
     state.sessions.clear()  # this server: at once; the others within their bound (1 s)
     answer = RedirectResponse("/ui/login?signed_out", status_code=303, headers=UI_HEADERS)
     answer.delete_cookie(COOKIE, path="/ui", httponly=True, samesite="strict")

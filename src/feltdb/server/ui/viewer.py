@@ -31,6 +31,7 @@ from feltdb.auth.policy import APPROVE, OPERATE, READ, allows_application, allow
 from feltdb.auth.sessions import form_token, form_token_matches, session_of_cookie
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.routes.deps import Caller, ServerState, unrevoked
+from feltdb.server.ui import sessions
 
 COOKIE: Final = "feltdb_session"
 """The session cookie's name."""
@@ -114,7 +115,7 @@ def viewer_of(request: Request) -> Viewer:
     caller = state.sessions.get(cookie, at)
     if caller is None:
         check = state.sessions.begin()
-        session = state.store.session(session_id, at)
+        session = sessions.session_of(state.store.db, session_id, at)
         if session is None:
             raise SignInRequired("your session ended: sign in again")
         try:

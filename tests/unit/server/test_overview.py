@@ -10,9 +10,9 @@ from support.factories import CAPABILITIES, SIGNER, make_request
 
 from feltdb import ResourceScope, ResourceScopeKind, WorkloadStore
 from feltdb.auth.scope import Scope
+from feltdb.server.ui import overview
 from feltdb.server.ui.chart import HALF, chart_of
-from feltdb.work import overview
-from feltdb.work.overview import Minute, Throughput
+from feltdb.server.ui.overview import Minute, Throughput, summarize
 from feltdb.work.search import search
 from feltdb.work.states import WorkloadState
 
@@ -73,7 +73,7 @@ def filled(store: WorkloadStore) -> WorkloadStore:
 
 
 def test_the_summary_counts_each_state_per_definition(filled: WorkloadStore) -> None:
-    summary = filled.summary("t", "app")
+    summary = summarize(filled.db, "t", "app")
     assert summary.complete
     counts = {c.definition_id: c.by_state for c in summary.definitions}
     assert counts == {
@@ -83,17 +83,17 @@ def test_the_summary_counts_each_state_per_definition(filled: WorkloadStore) -> 
     oldest = {c.definition_id: c.oldest_ready_at for c in summary.definitions}
     assert oldest == {"report": 70, "send": 50}
     assert summary.total(WorkloadState.READY) == 3
-    assert filled.summary("t", "elsewhere").total(WorkloadState.READY) == 1
-    assert filled.summary("t", "nothing").definitions == []
+    assert summarize(filled.db, "t", "elsewhere").total(WorkloadState.READY) == 1
+    assert summarize(filled.db, "t", "nothing").definitions == []
 
 
 def test_a_narrowed_scope_counts_only_what_it_sees(filled: WorkloadStore) -> None:
-    by_definition = filled.summary(
-        "t", "app", scope=Scope("t", "app", definitions=frozenset({"send"}))
+    by_definition = summarize(
+        filled.db, "t", "app", scope=Scope("t", "app", definitions=frozenset({"send"}))
     )
     assert [c.definition_id for c in by_definition.definitions] == ["send"]
-    by_environment = filled.summary(
-        "t", "app", scope=Scope("t", "app", environments=frozenset({"staging"}))
+    by_environment = summarize(
+        filled.db, "t", "app", scope=Scope("t", "app", environments=frozenset({"staging"}))
     )
     assert by_environment.complete
     assert [(c.definition_id, c.by_state) for c in by_environment.definitions] == [
@@ -107,29 +107,29 @@ def test_counting_by_reading_stops_at_its_bound_of_work_read_seen_or_not(
     monkeypatch.setattr(overview, "MAX_COUNTED", 3)
     monkeypatch.setattr(overview, "COUNTED_PAGE", 2)
     production = Scope("t", "app", environments=frozenset({"production"}))
-    bounded = filled.summary("t", "app", scope=production)
+    bounded = summarize(filled.db, "t", "app", scope=production)
     assert not bounded.complete
     assert 0 < sum(c.total for c in bounded.definitions) <= 3
     # A reader who sees none of the work still reads no more than the bound.
-    blind = filled.summary("t", "app", scope=Scope("t", "app", environments=frozenset({"x"})))
+    blind = summarize(filled.db, "t", "app", scope=Scope("t", "app", environments=frozenset({"x"})))
     assert (blind.definitions, blind.complete) == ([], False)
     monkeypatch.setattr(overview, "MAX_COUNTED", 5)  # exactly the application's five
-    whole = filled.summary("t", "app", scope=production)
+    whole = summarize(filled.db, "t", "app", scope=production)
     assert whole.complete and sum(c.total for c in whole.definitions) == 4
 
 
 def test_throughput_counts_completions_and_failures_per_minute(filled: WorkloadStore) -> None:
     now = int(time.time())
-    counted = filled.recent("t", "app", now).throughput
+    counted = overview.recent(filled.db, "t", "app", now).throughput
     assert len(counted.minutes) == 60
     assert counted.minutes[-1].start == now - now % 60
     assert (counted.completions, counted.failures) == (1, 1)
-    [dead] = filled.recent("t", "app", now).dead_lettered
+    [dead] = overview.recent(filled.db, "t", "app", now).dead_lettered
     assert filled.get(dead).state is WorkloadState.DEAD_LETTER
     assert counted.covered_since == counted.minutes[0].start
-    assert filled.recent("t", "elsewhere", now).throughput.completions == 0
+    assert overview.recent(filled.db, "t", "elsewhere", now).throughput.completions == 0
     # An hour later, those minutes are out of the window.
-    assert filled.recent("t", "app", now + 7200).throughput.completions == 0
+    assert overview.recent(filled.db, "t", "app", now + 7200).throughput.completions == 0
 
 
 def test_throughput_says_how_far_back_a_bounded_read_reached(filled: WorkloadStore) -> None:
@@ -172,21 +172,21 @@ def test_a_search_matches_ids_and_idempotency_keys_within_its_bound(store: Workl
 
 
 def test_the_audit_reads_newest_first_with_filters(filled: WorkloadStore) -> None:
-    entries, older = filled.audit_before("t", "app", limit=3)
+    entries, older = filled.audit.before("t", "app", limit=3)
     revisions = [e.commit_revision for e in entries]
     assert revisions == sorted(revisions, reverse=True) and len(entries) == 3
     assert all(e.audit and e.audit["application"] == "app" for e in entries)
     assert older == revisions[-1]
-    following, _ = filled.audit_before("t", "app", older, limit=100)
+    following, _ = filled.audit.before("t", "app", older, limit=100)
     assert max(e.commit_revision for e in following) < older
-    whole, end = filled.audit_before("t", "app", limit=1000)
+    whole, end = filled.audit.before("t", "app", limit=1000)
     assert end is None
     one = whole[0].audit["work_id"]
-    of_one, _ = filled.audit_before("t", "app", work_id=one, limit=1000)
+    of_one, _ = filled.audit.before("t", "app", work_id=one, limit=1000)
     assert {e.audit["work_id"] for e in of_one} == {one}
-    by_worker, _ = filled.audit_before("t", "app", subject="w1", limit=1000)
+    by_worker, _ = filled.audit.before("t", "app", subject="w1", limit=1000)
     assert by_worker and all(e.audit["actor"] == "w1" for e in by_worker)
-    assert filled.audit_before("t", "app", subject="nobody")[0] == []
+    assert filled.audit.before("t", "app", subject="nobody")[0] == []
 
 
 def test_the_chart_scales_to_the_peak_and_puts_failures_below_the_axis() -> None:

@@ -1,4 +1,4 @@
-"""Dashboard sessions and spent sign-in tickets as rows of the store (feltdb.work.sessions):
+"""Dashboard sessions and spent sign-in tickets as rows of the store (feltdb.server.ui.sessions):
 what is kept (evidence, never a token or a session id), when they end, and their pruning."""
 
 from __future__ import annotations
@@ -7,7 +7,12 @@ from feltdb import Subject, WorkloadStore
 from feltdb.auth.policy import application_grant
 from feltdb.auth.sessions import new_session_id, session_key
 from feltdb.auth.tokens import Keyring
-from feltdb.work.sessions import SESSION_LIFETIME_S, SESSIONS_COLLECTION, SPENT_TICKETS_COLLECTION
+from feltdb.server.ui import sessions
+from feltdb.server.ui.sessions import (
+    SESSION_LIFETIME_S,
+    SESSIONS_COLLECTION,
+    SPENT_TICKETS_COLLECTION,
+)
 
 NOW = 1_800_000_000
 RING = Keyring({"k1": bytes([7] * 32)}, "k1")
@@ -23,13 +28,13 @@ def evidence(lifetime: int = 86_400):
 
 def test_a_session_is_kept_under_a_digest_with_its_grant_as_evidence(store: WorkloadStore) -> None:
     session_id, signed = new_session_id(), evidence()
-    ends = store.open_session(session_id, signed, NOW)
+    ends = sessions.open_session(store.db, session_id, signed, NOW)
     assert ends == NOW + SESSION_LIFETIME_S
     row = store.db.get_row(SESSIONS_COLLECTION, session_key(session_id))
     assert row is not None
     text = str(row.document)
     assert session_id not in text and "fgt2." not in text
-    opened = store.session(session_id, NOW + 5)
+    opened = sessions.session_of(store.db, session_id, NOW + 5)
     assert opened is not None and opened.evidence == signed and opened.expires_at == ends
     # The evidence verifies as evidence, never as a token.
     assert RING.verify_evidence(opened.evidence, NOW).subject == Subject.human("ada")
@@ -40,33 +45,33 @@ def test_a_session_is_kept_under_a_digest_with_its_grant_as_evidence(store: Work
 
 def test_a_session_ends_by_its_end_its_grants_or_signing_out(store: WorkloadStore) -> None:
     session_id = new_session_id()
-    store.open_session(session_id, evidence(), NOW)
-    assert store.session(session_id, NOW + SESSION_LIFETIME_S) is None
+    sessions.open_session(store.db, session_id, evidence(), NOW)
+    assert sessions.session_of(store.db, session_id, NOW + SESSION_LIFETIME_S) is None
     short = new_session_id()
-    assert store.open_session(short, evidence(lifetime=60), NOW) == NOW + 60
-    assert store.session(short, NOW + 60) is None
-    assert store.session(new_session_id(), NOW) is None  # never opened
-    assert store.end_session(session_id, NOW) is True
-    assert store.session(session_id, NOW) is None
-    assert store.end_session(session_id, NOW) is False  # ended already
+    assert sessions.open_session(store.db, short, evidence(lifetime=60), NOW) == NOW + 60
+    assert sessions.session_of(store.db, short, NOW + 60) is None
+    assert sessions.session_of(store.db, new_session_id(), NOW) is None  # never opened
+    assert sessions.end_session(store.db, session_id, NOW) is True
+    assert sessions.session_of(store.db, session_id, NOW) is None
+    assert sessions.end_session(store.db, session_id, NOW) is False  # ended already
 
 
 def test_a_ticket_is_spent_once(store: WorkloadStore) -> None:
-    assert store.spend_ticket("a" * 32, NOW + 600, NOW) is True
-    assert store.spend_ticket("a" * 32, NOW + 600, NOW + 1) is False
-    assert store.spend_ticket("b" * 32, NOW + 600, NOW) is True
+    assert sessions.spend_ticket(store.db, "a" * 32, NOW + 600, NOW) is True
+    assert sessions.spend_ticket(store.db, "a" * 32, NOW + 600, NOW + 1) is False
+    assert sessions.spend_ticket(store.db, "b" * 32, NOW + 600, NOW) is True
 
 
 def test_pruning_deletes_only_what_has_ended(store: WorkloadStore) -> None:
     lasting, short = new_session_id(), new_session_id()
-    store.open_session(lasting, evidence(), NOW)
-    store.open_session(short, evidence(lifetime=60), NOW)
-    store.spend_ticket("c" * 32, NOW + 600, NOW)
-    assert store.prune_sessions(NOW + 59) == 0
-    assert store.prune_sessions(NOW + 60) == 1
+    sessions.open_session(store.db, lasting, evidence(), NOW)
+    sessions.open_session(store.db, short, evidence(lifetime=60), NOW)
+    sessions.spend_ticket(store.db, "c" * 32, NOW + 600, NOW)
+    assert sessions.prune_expired(store.db, NOW + 59) == 0
+    assert sessions.prune_expired(store.db, NOW + 60) == 1
     assert store.db.get_row(SESSIONS_COLLECTION, session_key(short)) is None
-    assert store.session(lasting, NOW + 60) is not None
-    assert store.prune_sessions(NOW + 600) == 0  # kept past its end: clocks differ
-    assert store.prune_sessions(NOW + 900) == 1  # the ticket, refused everywhere by now
+    assert sessions.session_of(store.db, lasting, NOW + 60) is not None
+    assert sessions.prune_expired(store.db, NOW + 600) == 0  # kept past its end: clocks differ
+    assert sessions.prune_expired(store.db, NOW + 900) == 1  # the ticket, refused everywhere by now
     assert store.db.list_rows(SPENT_TICKETS_COLLECTION) == []
-    assert store.prune_sessions(NOW + 900) == 0
+    assert sessions.prune_expired(store.db, NOW + 900) == 0

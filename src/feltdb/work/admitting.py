@@ -1,0 +1,146 @@
+"""Admission through the unit of work: decide each request (a new workload, or the replay
+of one already admitted under the same key), commit the new ones, and converge on what
+another writer committed when it admitted the same identity first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from feltdb.auth.policy import covers, within_constraints, workload_uri
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.base import StorageConflict
+from feltdb.work import inputs
+from feltdb.work.admission import new_workload, replay, validate_admission
+from feltdb.work.batches import Step
+from feltdb.work.changes import Operation
+from feltdb.work.identities import workload_id_for
+from feltdb.work.models import DURABLE_WORK_COLLECTION, CreateWorkload, Workload
+from feltdb.work.rows import CREATED, LoadedWorkload, planned_commit, same_application
+from feltdb.work.unit import UnitOfWork
+
+Admitted = tuple[Workload, bool]
+
+
+def admit(unit: UnitOfWork, request: CreateWorkload) -> Admitted:
+    """Admit one request: see ``WorkloadStore.admit``."""
+    step = admission_step(unit, request, {})
+    if step.loaded is None:
+        return step.answer  # type: ignore[return-value]  # a replay
+    workload = step.loaded.workload
+    try:
+        unit.write(planned_commit(workload, CREATED, None, Operation.ADMIT.value))
+    except StorageConflict:
+        return converge(unit, workload.workload_id, request)
+    unit.notify(Operation.ADMIT, None, workload)
+    return workload, True
+
+
+def admit_many(
+    unit: UnitOfWork, requests: Sequence[CreateWorkload]
+) -> list[Admitted | WorkloadError]:
+    """Admit each request, all in one transaction: see ``WorkloadStore.admit_many``."""
+    requests = inputs.batch(requests, "requests")
+    batch = unit.batch(None)
+    admitted: dict[str, Workload] = {}
+    steps: list[Step[Admitted] | WorkloadError] = []
+    for request in requests:
+        try:
+            step = admission_step(unit, request, admitted)
+        except WorkloadError as refusal:
+            steps.append(refusal)
+            continue
+        if step.loaded is not None:
+            admitted[step.loaded.workload.workload_id] = step.loaded.workload
+        steps.append(step)
+    answers = unit.finish_many(batch, steps)
+    # A lost guard on an admission: another writer admitted that identity first, and
+    # each item of it converges on what that writer committed, as admit would.
+    for n, (decided, answer) in enumerate(zip(steps, answers, strict=True)):
+        if isinstance(answer, StorageConflict) and isinstance(decided, Step):
+            loaded = decided.loaded
+            key = loaded.workload.workload_id if loaded is not None else decided.depends_on
+            try:
+                answers[n] = converge(unit, str(key), requests[n])
+            except WorkloadError as refusal:
+                answers[n] = refusal
+    return answers
+
+
+def admission_step(
+    unit: UnitOfWork, request: CreateWorkload, admitted: dict[str, Workload]
+) -> Step[Admitted]:
+    """Decide an admission: the new workload to commit, or the replay of one already
+    committed (or in ``admitted``, earlier in the same batch).
+    """
+    if not isinstance(request, CreateWorkload):
+        request = CreateWorkload.parse(request)
+    validate_admission(request)
+    workload_id = workload_id_for(
+        request.tenant_id, request.application_id, request.requested_by, request.idempotency_key
+    )
+    # The snapshot must cover the work it authorizes, before anything is read.
+    resource = workload_uri(request.application_id, workload_id)
+    if not covers(request.authorization_snapshot.grant, resource):
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_UNAUTHORIZED,
+            f"the grant does not cover resource {resource!r}",
+            {"missing": "resource"},
+        )
+    ensure_dependencies_visible(unit, request, admitted)
+    earlier = admitted.get(workload_id)  # admitted earlier in the same batch
+    if earlier is not None:
+        return Step(answer=replay(earlier, request), depends_on=workload_id)
+    # Another writer may have admitted this identity: ask the store, by key.
+    existing = unit.read(workload_id)
+    if existing is not None:
+        return Step(answer=replay(existing.workload, request))
+    workload = new_workload(request, workload_id)
+    return Step(LoadedWorkload.of(workload, 0), Operation.ADMIT, (workload, True))
+
+
+def converge(unit: UnitOfWork, workload_id: str, request: CreateWorkload) -> Admitted:
+    """After losing an admission's require-absent guard: the replay of what the other
+    writer committed.
+    """
+    committed = unit.read(workload_id)
+    if committed is None:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_CONFLICT, f"workload {workload_id} was admitted concurrently"
+        )
+    return replay(committed.workload, request)
+
+
+def ensure_dependencies_visible(
+    unit: UnitOfWork, request: CreateWorkload, admitted: dict[str, Workload]
+) -> None:
+    """Refuse a dependency on work the request's grant may not see: work that is missing,
+    of another tenant or application, outside the grant's resource scopes, or outside
+    its constraints. Work in ``admitted`` (earlier in the same batch) counts as there.
+
+    The refusal is the same in every case, so no requester learns whether work it may
+    not see exists, nor (through when its own work becomes claimable) its state.
+    """
+    grant = request.authorization_snapshot.grant
+    for index, dependency in enumerate(request.dependencies):
+        planned = admitted.get(dependency.workload_id)
+        if planned is not None:
+            document: dict[str, Any] | None = planned.model_dump(
+                include={"tenant_id", "application_id", "environment", "definition_id"}
+            )
+        else:
+            row = unit.db.get_row(DURABLE_WORK_COLLECTION, dependency.workload_id)
+            document = row.document if row is not None else None
+        if (
+            document is None
+            or not same_application(document, request)
+            or not covers(grant, workload_uri(request.application_id, dependency.workload_id))
+            or not within_constraints(
+                grant, str(document.get("environment")), str(document.get("definition_id"))
+            )
+        ):
+            raise inputs.invalid(
+                f"dependencies.{index}.workload_id",
+                f"no workload {dependency.workload_id} in this tenant and application",
+            )

@@ -1,0 +1,99 @@
+"""``claim_next`` and ``claim_many`` through the unit of work: batch after batch of ready
+candidates read from the scheduling index and chosen from inside the transaction that
+holds them (:class:`~feltdb.work.claiming.CandidateChoice`), each batch one commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from feltdb.storage.base import StorageConflict
+from feltdb.work import inputs
+from feltdb.work.claimed import ClaimedWork
+from feltdb.work.claiming import CandidateChoice
+from feltdb.work.models import DURABLE_WORK_COLLECTION
+from feltdb.work.states import WorkloadState
+from feltdb.work.unit import UnitOfWork
+
+CANDIDATE_BATCH = 32
+"""Candidates a claim reads per index query; most claims need only the first."""
+
+
+def claim_work(
+    unit: UnitOfWork,
+    tenant_id: str,
+    application_id: str,
+    worker: str,
+    capabilities: Iterable[str],
+    limit: int,
+    *,
+    now: int,
+    lease_ms: int,
+    max_lease_ms: int,
+    definitions: Iterable[str] | None,
+    environments: Iterable[str] | None,
+    start: bool,
+) -> list[ClaimedWork]:
+    """Claim up to ``limit`` of the application's ready work for ``worker``, holding
+    ``capabilities``, under leases of ``lease_ms`` (at most ``max_lease_ms``), of the
+    ``definitions`` and ``environments`` given (``None``: any); each also started when
+    ``start``. See ``WorkloadStore.claim_work``.
+    """
+    choice = CandidateChoice(
+        worker=inputs.actor(worker, "worker"),
+        held=inputs.capabilities(capabilities),
+        lease_ms=inputs.lease(lease_ms, "lease_ms", max_lease_ms),
+        now=now,
+        definitions=_optional_set(definitions, "definitions"),
+        environments=_optional_set(environments, "environments"),
+        wanted=inputs.integer(limit, "limit", 1, inputs.MAX_BATCH_ITEMS),
+        start=bool(start),
+    )
+    return claim_up_to(unit, tenant_id, application_id, choice)
+
+
+def _optional_set(values: Iterable[str] | None, field: str) -> frozenset[str] | None:
+    return None if values is None else frozenset(inputs.identifiers(values, field))
+
+
+def claim_up_to(
+    unit: UnitOfWork, tenant_id: str, application_id: str, choice: CandidateChoice
+) -> list[ClaimedWork]:
+    """Claim up to ``choice.wanted`` of the application's ready work, batch after batch
+    of candidates from the scheduling index, each batch one transaction.
+    """
+    tenant_id = inputs.identifier(tenant_id, "tenant_id")
+    application_id = inputs.identifier(application_id, "application_id")
+    wanted, offset = choice.wanted, 0
+    granted: list[ClaimedWork] = []
+    while len(granted) < wanted:
+        choice.wanted = wanted - len(granted)
+        choice.reset()
+        outcomes = unit.db.commit_selected_many(
+            DURABLE_WORK_COLLECTION,
+            tenant_id,
+            application_id,
+            WorkloadState.READY.value,
+            choice.now,
+            choice.choose,
+            limit=max(CANDIDATE_BATCH, choice.wanted),
+            offset=offset,
+            # Only the ranges of work this worker may take are read: a worker never
+            # pages through a backlog of another definition, or of work needing a
+            # capability or an environment it lacks. (choose still checks each.)
+            partitions=choice.partitions(),
+        )
+        progressed = False
+        for (loaded, operation, claim), outcome in zip(choice.chosen, outcomes, strict=True):
+            if isinstance(outcome, StorageConflict):
+                continue  # the rows are held while chosen: another writer cannot win
+            progressed = True
+            unit.notify(operation, loaded, loaded.workload)
+            if claim is not None:
+                granted.append(ClaimedWork(claim, loaded.workload))
+        if progressed:
+            continue  # what was chosen left the ready set: look again from here
+        if choice.examined < max(CANDIDATE_BATCH, choice.wanted):
+            break
+        offset += choice.examined  # a whole batch this worker cannot run: page past it
+    return granted

@@ -1,0 +1,191 @@
+"""The one unit of work: load what a command names, under the caller's scope; commit the
+decision made on it, guarded by the version that was read; tell the observers.
+
+Every operation of the authority goes through here, single call or batch: a single call is
+:meth:`UnitOfWork.finish` of one :class:`~feltdb.work.batches.Step`, a batch is
+:meth:`UnitOfWork.finish_many` of many, and both commit through the database's
+``commit_many`` (a single call with the others that threads of this process commit at the
+same moment, when group commit is on). A race between two writers is decided by the
+store's compare-and-set, never by either writer's memory: the loser gets
+``StorageConflict`` (``WORKLOAD_CONFLICT``) and commits nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
+
+from feltdb.auth.scope import Scope
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.base import Database, PlannedCommit, StorageConflict
+from feltdb.storage.group_commit import GroupCommit
+from feltdb.storage.wakeups import Wakeups
+from feltdb.work import inputs
+from feltdb.work.batches import Batch, Step
+from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
+from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
+from feltdb.work.rows import MUTATED, LoadedWorkload, planned_commit, same_application, workload_of
+
+T = TypeVar("T")
+
+log = logging.getLogger("feltdb.store")
+
+Load = Callable[[str], LoadedWorkload]
+"""The committed workload of an id, refusing what is missing or out of the caller's scope."""
+
+
+class UnitOfWork:
+    """Reads and guarded commits of workloads over one database, and the observers told of
+    each commit. Safe to share between threads.
+    """
+
+    def __init__(self, db: Database, *, group_commit: bool) -> None:
+        self.db = db
+        self.group = GroupCommit(db) if group_commit else None
+        # On a database shared by processes that can wake each other (PostgreSQL), the
+        # commits that may make work claimable are announced to their waiting claimers.
+        self.wakeups: Wakeups | None = getattr(db, "wakeups", None)  # an older Database
+        wakeups = self.wakeups
+        self._observers: tuple[CommitObserver, ...] = (
+            () if wakeups is None else (announcer(wakeups),)
+        )
+        self._observers_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- observers
+
+    def observe(self, observer: CommitObserver) -> Callable[[], None]:
+        """Call ``observer`` after each durable commit; answers the unsubscribing function."""
+        with self._observers_lock:
+            self._observers = (*self._observers, observer)
+
+        def unsubscribe() -> None:
+            with self._observers_lock:
+                self._observers = tuple(o for o in self._observers if o is not observer)
+
+        return unsubscribe
+
+    def notify(
+        self, operation: Operation, loaded: LoadedWorkload | None, workload: Workload
+    ) -> None:
+        """Tell every observer of a durable commit of ``workload`` (``loaded``: as it was
+        read; ``None`` for an admission).
+        """
+        observers = self._observers
+        if not observers:
+            return
+        seen = loaded.sequence if loaded is not None else 0
+        history = workload.execution_history
+        # The commit's events are the history's tail: read back from the end, never the
+        # whole history of a long-lived workload on every commit.
+        start = len(history)
+        while start > 0 and history[start - 1].sequence > seen:
+            start -= 1
+        change = WorkloadChange(
+            operation,
+            workload,
+            loaded.state if loaded is not None else None,
+            tuple(history[start:]),
+        )
+        for observer in observers:
+            try:
+                observer(change)
+            except Exception:
+                # The commit is durable whatever an observer does: it is told, never asked.
+                log.exception("commit observer %r failed on %s", observer, workload.workload_id)
+
+    def announce(self) -> None:
+        """Tell the claimers waiting on other processes that work may be claimable (after
+        a change not made by a commit of this unit: an import, a rebuilt index).
+        """
+        if self.wakeups is not None:
+            self.wakeups.announce()
+
+    # ---------------------------------------------------------------- reading
+
+    def read(self, workload_id: str) -> LoadedWorkload | None:
+        """The committed workload of ``workload_id`` (one keyed read), or ``None``."""
+        row = self.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
+        return LoadedWorkload.of(workload_of(row), row.version) if row is not None else None
+
+    def load(self, workload_id: str, scope: Scope | None = None) -> LoadedWorkload:
+        """The committed workload of ``workload_id``, in ``scope`` when one is given.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` (not an id); ``WORKLOAD_NOT_FOUND``, in
+                the same words for work that is missing and for work outside ``scope``.
+        """
+        loaded = self.read(inputs.identifier(workload_id, "workload_id"))
+        if loaded is None or (scope is not None and not in_scope(loaded.workload, scope)):
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_NOT_FOUND,
+                f"workload {workload_id} not found",
+                {"workload_id": workload_id},
+            )
+        return loaded
+
+    def loader(self, scope: Scope | None) -> Load:
+        """:meth:`load` under ``scope``."""
+        return partial(self.load, scope=scope)
+
+    def result_owner(self, result_id: str, workload: Workload) -> str | None:
+        """The workload of ``workload``'s tenant and application whose committed result has
+        ``result_id``, or ``None``. Result ids are unique within an application: another
+        tenant's result never refuses, and so never reveals, this one's.
+        """
+        rows = self.db.rows_with_result_id(DURABLE_WORK_COLLECTION, result_id)
+        owners = [row.key for row in rows if same_application(row.document, workload)]
+        return owners[0] if owners else None
+
+    # ---------------------------------------------------------------- committing
+
+    def write(self, plan: PlannedCommit) -> None:
+        """Commit one plan: with the others that threads commit at the same moment, when
+        group commit is on.
+
+        Raises:
+            StorageConflict: its guard was lost; WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        if self.group is not None:
+            self.group.commit(plan)
+            return
+        [outcome] = self.db.commit_many([plan])
+        if isinstance(outcome, StorageConflict):
+            raise outcome
+
+    def commit(self, loaded: LoadedWorkload, operation: Operation) -> None:
+        """Commit the decided workload of ``loaded``, guarded by the version it was read
+        at, and tell the observers.
+        """
+        workload = loaded.workload
+        self.write(planned_commit(workload, MUTATED, loaded.version, operation.value))
+        self.notify(operation, loaded, workload)
+
+    def finish(self, step: Step[T]) -> T:
+        """Commit ``step``'s change, if any; then raise its refusal or answer its answer."""
+        if step.loaded is not None and step.operation is not None:
+            self.commit(step.loaded, step.operation)
+        if step.refusal is not None:
+            raise step.refusal
+        return step.answer  # type: ignore[return-value]  # a step without refusal answers
+
+    def finish_many(
+        self, batch: Batch, steps: Sequence[Step[T] | WorkloadError]
+    ) -> list[T | WorkloadError]:
+        """Commit every step's change in one transaction; answer each in order (its answer,
+        its refusal, or the conflict of a lost guard).
+        """
+        return batch.commit(steps, self.notify)
+
+    def batch(self, scope: Scope | None) -> Batch:
+        """A new batch whose reads are under ``scope``."""
+        return Batch(self.db, self.loader(scope))
+
+
+def in_scope(workload: Workload, scope: Scope) -> bool:
+    """Whether ``scope`` admits ``workload``."""
+    return scope.admits(
+        workload.tenant_id, workload.application_id, workload.environment, workload.definition_id
+    )

@@ -1,0 +1,248 @@
+"""What a worker asks of the authority, decided: claim, start, heartbeat, read the
+execution context, checkpoint, complete, fail, confirm a cancellation.
+
+Each function checks the command's arguments, loads the workload it names (``load``: under
+the caller's scope, or as an earlier item of the same batch left it), and answers the
+:class:`~feltdb.work.batches.Step` decided on it: the change to commit and the answer, or
+the refusal. Nothing is committed here; the unit of work commits a step, alone or with a
+batch's others (:mod:`feltdb.work.unit`), so a single call and a batch item are decided by
+the same code. A deadline found passed is decided as the maintenance pass would decide it
+(the work is timed out) and the call refused ``WORKLOAD_TIMED_OUT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_PATH_CHARS, iso_instant
+from feltdb.storage.canonical import content_hash
+from feltdb.work import inputs, lifecycle, operators, recovery
+from feltdb.work.batches import Completion, Heartbeat, Step
+from feltdb.work.changes import Operation
+from feltdb.work.deadlines import deadline_breach
+from feltdb.work.models import (
+    Workload,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadExecutionContext,
+    WorkloadResult,
+)
+from feltdb.work.rows import LoadedWorkload
+from feltdb.work.safety import ensure_safe, ensure_safe_text
+from feltdb.work.states import WorkloadState
+
+T = TypeVar("T")
+
+Load = Callable[[str], LoadedWorkload]
+ResultOwner = Callable[[str, Workload], "str | None"]
+"""The workload of an application that recorded a result id, if any."""
+
+
+def deadline_refusal(loaded: LoadedWorkload, now: int) -> WorkloadError | None:
+    """Time out work past a deadline, in place, as the maintenance pass would, and answer
+    the refusal of the call that found it so (``None``: no deadline has passed).
+    """
+    breach = deadline_breach(loaded.workload, now)
+    if breach is None:
+        return None
+    deadline, at = breach
+    recovery.time_out_past_deadline(loaded.workload, deadline, at, now)
+    return WorkloadError(
+        ErrorCode.WORKLOAD_TIMED_OUT,
+        f"the workload's {deadline} deadline passed at {iso_instant(at)}",
+        {"deadline": deadline, "deadline_at": at},
+    )
+
+
+def within_deadlines(
+    loaded: LoadedWorkload, now: int, operation: Operation, decide: Callable[[Workload], T]
+) -> Step[T]:
+    """The step of ``decide`` on ``loaded``'s workload, or, when a deadline has passed,
+    the step that times it out and refuses the call.
+    """
+    refusal = deadline_refusal(loaded, now)
+    if refusal is not None:
+        return Step(loaded, Operation.DEADLINE, refusal=refusal)
+    return Step(loaded, operation, decide(loaded.workload))
+
+
+def _fence(claim_id: str, fencing_token: int) -> tuple[str, int]:
+    """The checked claim id and fencing token of a command (the token checked first)."""
+    token = inputs.integer(fencing_token, "fencing_token", 0)
+    return inputs.identifier(claim_id, "claim_id"), token
+
+
+def claim(
+    workload_id: str, worker: str, held: frozenset[str], lease_ms: int, now: int, load: Load
+) -> Step[WorkloadClaim]:
+    """Claim one ready workload by id (``worker``, ``held`` and ``lease_ms`` checked)."""
+    loaded = load(workload_id)
+    refusal = deadline_refusal(loaded, now)
+    if refusal is not None:
+        return Step(loaded, Operation.DEADLINE, refusal=refusal)
+    workload = loaded.workload
+    if recovery.budget_exhausted(workload):
+        # Ready work that has used its budget (an operator re-arm beyond it, or a record
+        # left by unbounded recovery) is dead-lettered rather than claimed again.
+        recovery.dead_letter_exhausted(workload, now)
+        return Step(
+            loaded,
+            Operation.EXHAUSTED,
+            refusal=WorkloadError(
+                ErrorCode.WORKLOAD_ATTEMPTS_EXHAUSTED,
+                f"workload has used its attempt budget of {workload.attempt_count}",
+            ),
+        )
+    return Step(loaded, Operation.CLAIM, lifecycle.claim(workload, worker, held, now, lease_ms))
+
+
+def start(
+    workload_id: str, claim_id: str, worker: str, fencing_token: int, now: int, load: Load
+) -> Step[None]:
+    """Start the claimed attempt."""
+    claim_id, token = _fence(claim_id, fencing_token)
+    return within_deadlines(
+        load(workload_id),
+        now,
+        Operation.START,
+        lambda workload: lifecycle.start(workload, claim_id, worker, token, now),
+    )
+
+
+def heartbeat(beat: Heartbeat, now: int, load: Load, max_lease_ms: int) -> Step[WorkloadClaim]:
+    """Extend the claim's lease to ``now + extend_ms`` (at most ``max_lease_ms``)."""
+    claim_id, token = _fence(beat.claim_id, beat.fencing_token)
+    extend = inputs.lease(beat.extend_ms, "extend_ms", max_lease_ms)
+    return within_deadlines(
+        load(beat.workload_id),
+        now,
+        Operation.HEARTBEAT,
+        lambda workload: lifecycle.heartbeat(workload, claim_id, beat.worker, token, now, extend),
+    )
+
+
+def execution_context(
+    workload_id: str,
+    claim_id: str,
+    worker: str,
+    fencing_token: int,
+    secret_references: Iterable[str],
+    now: int,
+    load: Load,
+) -> Step[WorkloadExecutionContext]:
+    """The input, scopes and committed checkpoints, for the claim's holder: a read, which
+    commits only the timeout of work found past a deadline.
+    """
+    claim_id, token = _fence(claim_id, fencing_token)
+    references = inputs.identifiers(secret_references, "secret_references")
+    loaded = load(workload_id)
+    refusal = deadline_refusal(loaded, now)
+    if refusal is not None:
+        return Step(loaded, Operation.DEADLINE, refusal=refusal)
+    return Step(
+        answer=lifecycle.execution_context(
+            loaded.workload, claim_id, worker, token, now, references
+        )
+    )
+
+
+def checkpoint(
+    workload_id: str,
+    claim_id: str,
+    worker: str,
+    fencing_token: int,
+    state: Any,
+    now: int,
+    load: Load,
+) -> Step[WorkloadCheckpoint]:
+    """Record the running attempt's progress."""
+    ensure_safe(state, "state")
+    claim_id, token = _fence(claim_id, fencing_token)
+    return within_deadlines(
+        load(workload_id),
+        now,
+        Operation.CHECKPOINT,
+        lambda workload: lifecycle.checkpoint(workload, claim_id, worker, token, state, now),
+    )
+
+
+def complete(
+    completion: Completion, now: int, load: Load, owner_of: ResultOwner
+) -> Step[WorkloadResult]:
+    """Record the running attempt's result and succeed the workload; the same report
+    repeated answers the recorded result.
+    """
+    c = completion
+    ensure_safe(c.output, "output")
+    claim_id, token = _fence(c.claim_id, c.fencing_token)
+    result_id = inputs.identifier(c.result_id, "result_id")
+    ensure_safe_text(result_id, "result_id")
+    version_of_schema = inputs.integer(c.schema_version, "schema_version", 0)
+    paths = inputs.identifiers(c.artifacts, "artifacts", max_chars=MAX_PATH_CHARS)
+    for path in paths:
+        ensure_safe_text(path, "artifacts")
+    loaded = load(c.workload_id)
+    workload = loaded.workload
+    owner = owner_of(result_id, workload)
+    if owner is not None:
+        if owner != workload.workload_id:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_RESULT_DUPLICATE,
+                f"result id {result_id} belongs to another workload",
+            )
+        output_hash = content_hash(c.output)
+        return Step(
+            answer=lifecycle.completion_replay(workload, claim_id, c.worker, token, output_hash)
+        )
+    recorded = (result_id, c.output, paths, version_of_schema)
+
+    def record(workload: Workload) -> WorkloadResult:
+        return lifecycle.complete(workload, claim_id, c.worker, token, *recorded, now)
+
+    return within_deadlines(loaded, now, Operation.COMPLETE, record)
+
+
+def fail(
+    workload_id: str,
+    claim_id: str,
+    worker: str,
+    fencing_token: int,
+    failure: tuple[str, str, str | None],
+    now: int,
+    load: Load,
+) -> Step[WorkloadState]:
+    """Record the current attempt failed (``failure``: its kind, error and effect); the
+    retry policy decides what follows. The same report repeated replays its outcome.
+    """
+    kind, error, effect = failure
+    ensure_safe_text(inputs.text(error, "error"), "errors")
+    kind = inputs.identifier(kind, "kind")
+    ensure_safe_text(kind, "kind")
+    if effect is not None and effect not in lifecycle.FAILURE_EFFECTS:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID, 'effect must be "none" or "unknown"', {"fields": ["effect"]}
+        )
+    claim_id, token = _fence(claim_id, fencing_token)
+    loaded = load(workload_id)
+    if lifecycle.failure_replay(loaded.workload, claim_id, worker, token, kind, error, effect):
+        return Step(answer=loaded.workload.state)
+    return within_deadlines(
+        loaded,
+        now,
+        Operation.FAIL,
+        lambda workload: lifecycle.fail(
+            workload, claim_id, worker, token, kind, error, effect, now
+        ),
+    )
+
+
+def confirm_cancel(
+    workload_id: str, claim_id: str, worker: str, fencing_token: int, now: int, load: Load
+) -> Step[None]:
+    """The holding worker confirms a requested cancellation (whatever its deadlines)."""
+    claim_id, token = _fence(claim_id, fencing_token)
+    loaded = load(workload_id)
+    operators.confirm_cancel(loaded.workload, claim_id, worker, token, now)
+    return Step(loaded, Operation.CONFIRM_CANCEL)
