@@ -342,3 +342,26 @@ def test_below_the_facade_the_authority_reaches_no_backend(module):
 )
 def test_only_the_facade_asks_the_clock_module(path):
     assert "feltdb.work.clock" not in path.read_text(encoding="utf-8")
+
+
+AUTHORIZING = ("authorize", "claim_filter")
+"""What decides whether a caller may: the policy's rules (its ``allows*`` answer only what
+a page offers to show, and decide nothing)."""
+
+
+@pytest.mark.parametrize(
+    "path", modules("server") + modules("client") + modules("cli"), ids=relative
+)
+def test_the_edges_decide_no_capability_and_act_through_one_authority_per_caller(path):
+    """A route, a dashboard form and the local client build their caller's
+    :class:`~feltdb.work.authority.Authority` and call it: none applies a capability rule
+    of its own, so none can apply one differently or forget one."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    applied = [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "feltdb.auth.policy"
+        for alias in node.names
+        if alias.name.startswith(AUTHORIZING)
+    ]
+    assert applied == []

@@ -7,8 +7,11 @@ answers as a server answers that subject's token: work outside the scope is
 here reads a workload twice), the worker name is :func:`~feltdb.auth.policy.worker_name`
 of the subject, the actor of an operator's transition is the subject, a submission's
 ``authorization_snapshot`` is the client's signed ``grant`` (evidence, never a token) and
-a decision names that grant. It checks no capability of its own: whoever holds the store
-holds everything, so the scope is its one boundary (and the grant, where a record keeps it).
+a decision names that grant. Every call goes through the holder's
+:class:`~feltdb.work.authority.Authority` (``Authority.holding``), the one place the API,
+the dashboard and this client compose a caller: it checks no capability, since whoever
+holds the store holds everything, so the scope is its one boundary (and the grant, where
+a record keeps it).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from feltdb.auth import SignedGrant, Subject
-from feltdb.auth.policy import worker_name
+from feltdb.auth.policy import ClaimFilter, worker_name
 from feltdb.auth.scope import Scope
 from feltdb.client.local_batches import LocalBatches
 from feltdb.client.protocol import (
@@ -33,7 +36,9 @@ from feltdb.client.protocol import (
 )
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.audit_chain import ChainReport
+from feltdb.work import worker_authority
 from feltdb.work.audit import anchor_of
+from feltdb.work.authority import Authority
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
@@ -48,6 +53,7 @@ from feltdb.work.models import (
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.work.submission import admission_request
+from feltdb.work.worker_authority import claim_choice
 
 Found = TypeVar("Found")
 
@@ -95,6 +101,10 @@ class LocalClient(LocalBatches, WorkloadClient):
         self.capabilities = None if capabilities is None else frozenset(capabilities)
         self.maintenance_interval_s = maintenance_interval_s
         self._maintained_at = float("-inf")
+        self.acting = Authority.holding(
+            store, subject, scope, grant.grant if grant is not None else None
+        )
+        """What every call does through: the holder's authority, within the scope."""
 
     @property
     def subject(self) -> Subject:
@@ -115,21 +125,10 @@ class LocalClient(LocalBatches, WorkloadClient):
         return self.clock() if self.clock is not None else None
 
     def _signed(self, what: str) -> SignedGrant:
-        if self.grant is None:
-            raise WorkloadError(
-                ErrorCode.WORKLOAD_UNAUTHORIZED,
-                f"{what} keeps the grant it was made under: this local client has none",
-                {"missing": "grant"},
-            )
+        """The client's signed grant, kept by ``what`` (refused when it has none)."""
+        self.acting.evidence(what)
+        assert self.grant is not None  # the authority holds its grant
         return self.grant
-
-    def _whole_application(self, what: str) -> None:
-        if self.scope.narrowed:
-            raise WorkloadError(
-                ErrorCode.WORKLOAD_UNAUTHORIZED,
-                f"{what}: a grant constrained to environments or definitions may not",
-                {"missing": "unconstrained grant"},
-            )
 
     def close(self) -> None:
         """Nothing to release: the store belongs to whoever opened it."""
@@ -156,7 +155,7 @@ class LocalClient(LocalBatches, WorkloadClient):
 
     def cancel(self, workload_id: str) -> WorkloadState:
         """See :meth:`WorkloadClient.cancel`."""
-        return self.store.cancel(workload_id, self.actor, self._now(), scope=self.scope)
+        return self.acting.cancel(workload_id, self._now())
 
     def list(
         self,
@@ -173,15 +172,7 @@ class LocalClient(LocalBatches, WorkloadClient):
                 f"limit: a page holds 1 to {MAX_PAGE} items",
                 {"fields": ["limit"]},
             )
-        items, after = self.store.page(
-            self.scope.tenant_id,
-            self.scope.application_id,
-            state=state,
-            definition=definition,
-            after=decode_cursor(cursor),
-            limit=limit,
-            scope=self.scope,
-        )
+        items, after = self.acting.workloads(state, definition, decode_cursor(cursor), limit)
         return Page(items, encode_cursor(after))
 
     def approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
@@ -194,15 +185,12 @@ class LocalClient(LocalBatches, WorkloadClient):
 
     def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
         """See :meth:`WorkloadClient.audit`."""
-        self._whole_application("the audit is the whole application's")
-        items, next_after = self.store.audit.after(
-            self.scope.tenant_id, self.scope.application_id, after, limit
-        )
+        items, next_after = self.acting.audit_after(after, limit)
         return AuditPage(items, next_after)
 
     def verify_audit(self, *, anchor: str | None = None) -> ChainReport:
         """See :meth:`WorkloadClient.verify_audit`."""
-        self._whole_application("the audit is the whole application's")
+        self.acting.audit_reader()
         noted = None if anchor is None else anchor_of(anchor)
         return self.store.audit.verify(
             self.scope.tenant_id, self.scope.application_id, anchor=noted
@@ -210,33 +198,21 @@ class LocalClient(LocalBatches, WorkloadClient):
 
     def revocations(self) -> builtins.list[dict[str, Any]]:
         """See :meth:`WorkloadClient.revocations`."""
-        return self.store.grants.listed(self.scope.tenant_id, self.scope.application_id)
+        return self.acting.revocations()
 
     def revoke_grant(self, grant_id: str) -> bool:
         """See :meth:`WorkloadClient.revoke_grant`."""
-        self._whole_application("revoking reaches every grant of the application")
-        return self.store.grants.revoke(
-            grant_id,
-            self.actor,
-            self._now(),
-            tenant_id=self.scope.tenant_id,
-            application_id=self.scope.application_id,
-        )
+        return self.acting.revoke(grant_id, self._now())
 
     # -------------------------------------------------------------- workers
 
-    def _held(self, asked: Iterable[str] | None) -> frozenset[str]:
-        """The capabilities a claim holds: the client's, narrowed to ``asked``."""
-        if self.capabilities is None:
-            return frozenset(asked or ())
-        return self.capabilities if asked is None else self.capabilities & frozenset(asked)
-
-    def _served(self, asked: Iterable[str] | None) -> frozenset[str] | None:
-        """The definitions a claim takes work of: the scope's, narrowed to ``asked``."""
-        served = self.scope.definitions or None
-        if asked is None:
-            return served
-        return frozenset(asked) if served is None else served & frozenset(asked)
+    def _eligible(
+        self, capabilities: Iterable[str] | None, definitions: Iterable[str] | None
+    ) -> ClaimFilter:
+        """What a claim of this client may take: its capabilities and its scope's
+        definitions, narrowed to what it asks (:func:`~feltdb.work.worker_authority.claim_choice`).
+        """
+        return claim_choice(self.acting, capabilities, definitions, self.capabilities)
 
     def _maintain(self) -> None:
         interval = self.maintenance_interval_s
@@ -257,18 +233,11 @@ class LocalClient(LocalBatches, WorkloadClient):
         :data:`POLL_S` (and runs maintenance first when :attr:`maintenance_interval_s` is
         set).
         """
-        held, served = self._held(capabilities), self._served(definitions)
+        eligible = self._eligible(capabilities, definitions)
         return self._waiting(
             wait_ms,
-            lambda: self.store.claim_next(
-                self.scope.tenant_id,
-                self.scope.application_id,
-                self.worker,
-                held,
-                self._now(),
-                lease_ms=lease_ms,
-                definitions=served,
-                environments=self.scope.environments or None,
+            lambda: worker_authority.claim_next(
+                self.acting, eligible, now=self._now(), lease_ms=lease_ms
             ),
         )
 
@@ -294,15 +263,12 @@ class LocalClient(LocalBatches, WorkloadClient):
 
     def claim(self, workload_id: str, *, lease_ms: int = DEFAULT_LEASE_MS) -> WorkloadClaim:
         """See :meth:`WorkloadClient.claim`."""
-        return self.store.claim(
-            workload_id, self.worker, self._held(None), self._now(), lease_ms, scope=self.scope
-        )
+        held = self._eligible(None, None).capabilities
+        return self.acting.claim(workload_id, held, self._now(), lease_ms)
 
     def start(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
         """See :meth:`WorkloadClient.start`."""
-        self.store.start(
-            workload_id, claim_id, self.worker, fencing_token, self._now(), scope=self.scope
-        )
+        self.acting.start(workload_id, claim_id, fencing_token, self._now())
 
     def heartbeat(
         self,
@@ -313,10 +279,7 @@ class LocalClient(LocalBatches, WorkloadClient):
         extend_ms: int = DEFAULT_LEASE_MS,
     ) -> WorkloadClaim:
         """See :meth:`WorkloadClient.heartbeat`."""
-        return self.store.heartbeat(
-            workload_id, claim_id, self.worker, fencing_token, self._now(), extend_ms,
-            scope=self.scope,
-        )  # fmt: skip
+        return self.acting.heartbeat(workload_id, claim_id, fencing_token, self._now(), extend_ms)
 
     def execution_context(
         self,
@@ -326,19 +289,15 @@ class LocalClient(LocalBatches, WorkloadClient):
         secret_references: Iterable[str] = (),
     ) -> WorkloadExecutionContext:
         """See :meth:`WorkloadClient.execution_context`."""
-        return self.store.execution_context(
-            workload_id, claim_id, self.worker, fencing_token, self._now(), secret_references,
-            scope=self.scope,
-        )  # fmt: skip
+        return self.acting.execution_context(
+            workload_id, claim_id, fencing_token, self._now(), secret_references
+        )
 
     def checkpoint(
         self, workload_id: str, claim_id: str, fencing_token: int, state: Any
     ) -> WorkloadCheckpoint:
         """See :meth:`WorkloadClient.checkpoint`."""
-        return self.store.checkpoint(
-            workload_id, claim_id, self.worker, fencing_token, state, self._now(),
-            scope=self.scope,
-        )  # fmt: skip
+        return self.acting.checkpoint(workload_id, claim_id, fencing_token, state, self._now())
 
     def complete(
         self,
@@ -351,10 +310,8 @@ class LocalClient(LocalBatches, WorkloadClient):
         schema_version: int = 1,
     ) -> WorkloadResult:
         """See :meth:`WorkloadClient.complete`."""
-        return self.store.complete(
-            workload_id, claim_id, self.worker, fencing_token, result_id, output, artifacts,
-            schema_version, self._now(), scope=self.scope,
-        )  # fmt: skip
+        recorded = (result_id, output, artifacts, schema_version)
+        return self.acting.complete(workload_id, claim_id, fencing_token, recorded, self._now())
 
     def fail(
         self,
@@ -367,23 +324,18 @@ class LocalClient(LocalBatches, WorkloadClient):
         effect: str | None = None,
     ) -> WorkloadState:
         """See :meth:`WorkloadClient.fail`."""
-        return self.store.fail(
-            workload_id, claim_id, self.worker, fencing_token, kind, error, self._now(), effect,
-            scope=self.scope,
-        )  # fmt: skip
+        failure = (kind, error, effect)
+        return self.acting.fail(workload_id, claim_id, fencing_token, failure, self._now())
 
     def confirm_cancel(self, workload_id: str, claim_id: str, fencing_token: int) -> None:
         """See :meth:`WorkloadClient.confirm_cancel`."""
-        self.store.confirm_cancel(
-            workload_id, claim_id, self.worker, fencing_token, self._now(), scope=self.scope
-        )
+        self.acting.confirm_cancel(workload_id, claim_id, fencing_token, self._now())
 
     # -------------------------------------------------------------- operators and approvers
 
     def retry(self, workload_id: str, reason: str | None = None) -> Workload:
         """See :meth:`WorkloadClient.retry`."""
-        self.store.retry(workload_id, self.actor, self._now(), reason, scope=self.scope)
-        return self.get(workload_id)
+        return self.acting.retry(workload_id, reason, self._now())
 
     def decide(
         self,
@@ -393,8 +345,4 @@ class LocalClient(LocalBatches, WorkloadClient):
         input_hash: str,
     ) -> tuple[ApprovalDecision, bool]:
         """See :meth:`WorkloadClient.decide`; the decision names this client's grant."""
-        grant = self._signed("a decision")
-        return self.store.decide(
-            workload_id, self._subject, outcome, reason, grant.grant.id, input_hash,
-            self._now(), scope=self.scope,
-        )  # fmt: skip
+        return self.acting.decide(workload_id, outcome, reason, input_hash, self._now())

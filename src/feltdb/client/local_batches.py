@@ -8,6 +8,7 @@ import builtins
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from feltdb.auth.policy import ClaimFilter
 from feltdb.auth.scope import Scope
 from feltdb.client.batches import (
     CompletionLike,
@@ -17,7 +18,9 @@ from feltdb.client.batches import (
 )
 from feltdb.client.protocol import SubmissionLike
 from feltdb.errors import WorkloadError
-from feltdb.work.batches import Completion, Heartbeat, per_item
+from feltdb.work import worker_authority
+from feltdb.work.authority import Authority
+from feltdb.work.batches import per_item
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import CreateWorkload, Workload, WorkloadResult
@@ -42,10 +45,11 @@ class LocalBatches:
     def _now(self) -> int | None:
         raise NotImplementedError
 
-    def _held(self, asked: Iterable[str] | None) -> frozenset[str]:
-        raise NotImplementedError
+    acting: Authority
 
-    def _served(self, asked: Iterable[str] | None) -> frozenset[str] | None:
+    def _eligible(
+        self, capabilities: Iterable[str] | None, definitions: Iterable[str] | None
+    ) -> ClaimFilter:
         raise NotImplementedError
 
     def _request(self, submission: SubmissionLike) -> CreateWorkload:
@@ -71,33 +75,24 @@ class LocalBatches:
         start: bool = True,
     ) -> builtins.list[ClaimedWork]:
         """See :meth:`WorkloadClient.claim_work`; it waits as ``claim_next`` does."""
-        held, served = self._held(capabilities), self._served(definitions)
+        eligible = self._eligible(capabilities, definitions)
         return self._waiting(
             wait_ms,
-            lambda: self.store.claim_work(
-                self.scope.tenant_id, self.scope.application_id, self.worker, held, limit,
-                self._now(), lease_ms, definitions=served,
-                environments=self.scope.environments or None, start=start,
+            lambda: worker_authority.claim_work(
+                self.acting, eligible, limit, now=self._now(), lease_ms=lease_ms, start=start
             ),
-        )  # fmt: skip
+        )
 
     def complete_many(
         self, items: Sequence[CompletionLike]
     ) -> builtins.list[WorkloadResult | WorkloadError]:
         """See :meth:`WorkloadClient.complete_many`."""
-        completions = [
-            Completion(i.workload_id, i.claim_id, self.worker, i.fencing_token, i.result_id,
-                       i.output, i.artifacts, i.schema_version)
-            for i in map(completion_item, items)
-        ]  # fmt: skip
-        return self.store.complete_many(completions, self._now(), scope=self.scope)
+        completions = [completion_item(item) for item in items]
+        return worker_authority.complete_each(self.acting, completions, self._now())
 
     def renew_leases(
         self, items: Sequence[HeartbeatLike]
     ) -> builtins.list[LeaseRenewal | WorkloadError]:
         """See :meth:`WorkloadClient.renew_leases`."""
-        beats = [
-            Heartbeat(i.workload_id, i.claim_id, self.worker, i.fencing_token, i.extend_ms)
-            for i in map(heartbeat_item, items)
-        ]
-        return self.store.renew_leases(beats, self._now(), scope=self.scope)
+        beats = [heartbeat_item(item) for item in items]
+        return worker_authority.renew_each(self.acting, beats, self._now())

@@ -12,10 +12,9 @@ import math
 import threading
 import time
 
-from feltdb.auth.grants import Grant
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.audit_chain import ChainReport
-from feltdb.work.store import WorkloadStore
+from feltdb.work.authority import Authority
 
 MAX_RETRY_AFTER_S = 60
 """The longest ``Retry-After`` a busy verification answers: one stuck behind a lock, or
@@ -27,16 +26,17 @@ _last_verification_s = [1.0]
 """How long the last verification took."""
 
 
-def verify_chain(
-    store: WorkloadStore, grant: Grant, anchor: tuple[int, str] | None = None
-) -> ChainReport:
-    """Seal and verify the audit chain, reported as ``grant``'s application's audit reader
-    may see it (:meth:`WorkloadStore.verify_audit`); the caller has authorized the grant.
+def verify_chain(acting: Authority, anchor: tuple[int, str] | None = None) -> ChainReport:
+    """Seal and verify the audit chain, reported as the caller's application's audit
+    reader may see it (:meth:`~feltdb.work.audit.AuditTrail.verify`), for a caller that
+    may read the audit.
 
     Raises:
-        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` while another verification runs (with
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED`` for a caller that may not read the audit;
+            ``WORKLOAD_STORAGE_FAILURE`` while another verification runs (with
             ``retry_after_s``) or when the store fails; ``WORKLOAD_INVALID``.
     """
+    acting.audit_reader()
     if not _VERIFYING.acquire(blocking=False):
         raise WorkloadError(
             ErrorCode.WORKLOAD_STORAGE_FAILURE,
@@ -45,7 +45,8 @@ def verify_chain(
         )
     started = time.monotonic()
     try:
-        return store.audit.verify(grant.tenant_id, grant.application_id, anchor=anchor)
+        scope = acting.scope
+        return acting.store.audit.verify(scope.tenant_id, scope.application_id, anchor=anchor)
     finally:
         _last_verification_s[0] = time.monotonic() - started
         _VERIFYING.release()

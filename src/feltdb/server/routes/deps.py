@@ -24,6 +24,7 @@ from feltdb.fields import MAX_ID_CHARS
 from feltdb.server.errors import Unauthenticated
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.wakeup import Wakeup
+from feltdb.work.authority import Authority
 from feltdb.work.store import WorkloadStore
 
 PREFIX = "/v1"
@@ -41,6 +42,12 @@ class Caller:
     grant: Grant
     key_id: str
     scope: Scope
+
+    def authority(self, store: WorkloadStore) -> Authority:
+        """The authority as this caller may use it: every rule of its grant, its scope and
+        its subject, composed once (:class:`~feltdb.work.authority.Authority`).
+        """
+        return Authority.of_grant(store, self.grant, self.scope)
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,15 @@ def unrevoked(store: WorkloadStore, grant: Grant, key_id: str) -> Caller:
 
 Auth = Annotated[Caller, Depends(caller)]
 """The verified caller: every ``/v1`` route's first parameter."""
+
+
+async def authority(verified: Auth, state: State) -> Authority:
+    """The authority as the request's verified caller may use it."""
+    return verified.authority(state.store)
+
+
+Acting = Annotated[Authority, Depends(authority)]
+"""The verified caller's authority: what a route calls for every rule and every write."""
 
 WorkloadId = Annotated[
     str,

@@ -14,20 +14,20 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
-from feltdb.auth.policy import APPROVE, OPERATE, READ, authorize_application, authorize_audit
 from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
 from feltdb.server.bodies import AuditPage, WorkloadPage
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Auth, Caller, Store
+from feltdb.server.routes.deps import PREFIX, Acting
 from feltdb.server.verification import verify_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.audit import ANCHOR, anchor_of
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.disclosure import disclosed
+from feltdb.work.inputs import Cursor
+from feltdb.work.models import Workload
 from feltdb.work.states import WorkloadState
-from feltdb.work.store import WorkloadStore
 
 DEFAULT_PAGE = 50
 """Items a list answers unless told ``limit``."""
@@ -46,20 +46,9 @@ PageCursor = Annotated[
 Definition = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
 
 
-def listed(
-    store: WorkloadStore,
-    caller: Caller,
-    state: WorkloadState | None,
-    definition: str | None,
-    cursor: str | None,
-    limit: int,
-) -> JSONResponse:
-    """One page of the caller's scope's work (of ``state`` and ``definition``, if given)."""
-    grant = caller.grant
-    page, after = store.page(
-        grant.tenant_id, grant.application_id, state=state, definition=definition,
-        after=decode_cursor(cursor), limit=limit, scope=caller.scope,
-    )  # fmt: skip
+def listed(found: tuple[list[Workload], Cursor | None]) -> JSONResponse:
+    """A page of work as answered: its items as disclosed, and the next page's cursor."""
+    page, after = found
     items = [disclosed(w) for w in page]
     return JSONResponse({"items": items, "next_cursor": encode_cursor(after)})
 
@@ -74,15 +63,13 @@ def listed(
     ),
 )
 def list_workloads(  # noqa: D103
-    caller: Auth,
-    store: Store,
+    acting: Acting,
     state: Annotated[WorkloadState | None, Query()] = None,
     definition: Definition = None,
     limit: Limit = DEFAULT_PAGE,
     cursor: PageCursor = None,
 ) -> JSONResponse:
-    authorize_application(caller.grant, READ)
-    return listed(store, caller, state, definition, cursor, limit)
+    return listed(acting.workloads(state, definition, decode_cursor(cursor), limit))
 
 
 @router.get(
@@ -91,10 +78,9 @@ def list_workloads(  # noqa: D103
     responses=declared(WorkloadPage, *AUTH, 422),
 )
 def approvals(  # noqa: D103
-    caller: Auth, store: Store, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
+    acting: Acting, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
 ) -> JSONResponse:
-    authorize_application(caller.grant, APPROVE)
-    return listed(store, caller, WorkloadState.AWAITING_APPROVAL, None, cursor, limit)
+    return listed(acting.approvals(decode_cursor(cursor), limit))
 
 
 @router.get(
@@ -103,10 +89,9 @@ def approvals(  # noqa: D103
     responses=declared(WorkloadPage, *AUTH, 422),
 )
 def dead_letters(  # noqa: D103
-    caller: Auth, store: Store, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
+    acting: Acting, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
 ) -> JSONResponse:
-    authorize_application(caller.grant, OPERATE)
-    return listed(store, caller, WorkloadState.DEAD_LETTER, None, cursor, limit)
+    return listed(acting.dead_letters(decode_cursor(cursor), limit))
 
 
 @router.get(
@@ -120,14 +105,11 @@ def dead_letters(  # noqa: D103
     ),
 )
 def audit(  # noqa: D103
-    caller: Auth,
-    store: Store,
+    acting: Acting,
     after: Annotated[int, Query(ge=0, le=MAX_SAFE_INTEGER)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_PAGE)] = 100,
 ) -> JSONResponse:
-    grant = caller.grant
-    authorize_audit(grant)
-    entries, next_after = store.audit.after(grant.tenant_id, grant.application_id, after, limit)
+    entries, next_after = acting.audit_after(after, limit)
     return JSONResponse(
         {"items": [e.model_dump(mode="json") for e in entries], "next_after": next_after}
     )
@@ -148,11 +130,8 @@ def audit(  # noqa: D103
     ),
 )
 def verify_audit(  # noqa: D103
-    caller: Auth,
-    store: Store,
+    acting: Acting,
     anchor: Annotated[str | None, Query(max_length=84, pattern=f"^{ANCHOR.pattern}$")] = None,
 ) -> JSONResponse:
-    grant = caller.grant
-    authorize_audit(grant)
     noted = None if anchor is None else anchor_of(anchor)
-    return JSONResponse(verify_chain(store, grant, noted).model_dump(mode="json"))
+    return JSONResponse(verify_chain(acting, noted).model_dump(mode="json"))

@@ -11,14 +11,6 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
-from feltdb.auth.policy import (
-    APPROVE,
-    OPERATE,
-    REVOKE,
-    authorize_application,
-    authorize_revoke,
-    authorize_workload,
-)
 from feltdb.fields import MAX_ID_CHARS
 from feltdb.server.bodies import (
     DecisionAnswer,
@@ -32,7 +24,7 @@ from feltdb.server.bodies import (
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH, WITH_BODY
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Auth, Now, State, Store, WorkloadId
+from feltdb.server.routes.deps import PREFIX, Acting, Auth, Now, State, WorkloadId
 from feltdb.work.disclosure import disclosed
 from feltdb.work.models import Workload
 
@@ -49,12 +41,10 @@ GrantId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT
     responses=declared(Workload, *WITH_BODY),
 )
 def retry(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: RetryBody | None = None
+    acting: Acting, now: Now, workload_id: WorkloadId, body: RetryBody | None = None
 ) -> JSONResponse:
-    authorize_workload(caller.grant, OPERATE, workload_id)
     reason = body.reason if body is not None else None
-    store.retry(workload_id, str(caller.grant.subject), now, reason, scope=caller.scope)
-    return JSONResponse(disclosed(store.get(workload_id, scope=caller.scope)))
+    return JSONResponse(disclosed(acting.retry(workload_id, reason, now)))
 
 
 @router.post(
@@ -63,14 +53,9 @@ def retry(  # noqa: D103
     responses=declared(DecisionAnswer, *WITH_BODY),
 )
 def decide(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: DecisionBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: DecisionBody
 ) -> JSONResponse:
-    grant = caller.grant
-    authorize_workload(grant, APPROVE, workload_id)
-    decision, replayed = store.decide(
-        workload_id, grant.subject, body.outcome, body.reason, grant.id, body.input_hash, now,
-        scope=caller.scope,
-    )  # fmt: skip
+    decision, replayed = acting.decide(workload_id, body.outcome, body.reason, body.input_hash, now)
     return JSONResponse({"decision": decision.to_json(), "replayed": replayed})
 
 
@@ -79,10 +64,8 @@ def decide(  # noqa: D103
     summary="The grants revoked in this tenant and application",
     responses=declared(RevocationList, *AUTH),
 )
-def revocations(caller: Auth, store: Store) -> JSONResponse:  # noqa: D103
-    grant = caller.grant
-    authorize_application(grant, REVOKE)
-    return JSONResponse({"items": store.grants.listed(grant.tenant_id, grant.application_id)})
+def revocations(acting: Acting) -> JSONResponse:  # noqa: D103
+    return JSONResponse({"items": acting.revocations()})
 
 
 @router.post(
@@ -94,18 +77,14 @@ def revocations(caller: Auth, store: Store) -> JSONResponse:  # noqa: D103
 )
 def revoke(  # noqa: D103
     caller: Auth,
+    acting: Acting,
     state: State,
-    store: Store,
     now: Now,
     grant_id: GrantId,
     body: EmptyBody | None = None,
 ) -> JSONResponse:
     grant = caller.grant
-    authorize_revoke(grant)
-    revoked = store.grants.revoke(
-        grant_id, str(grant.subject), now,
-        tenant_id=grant.tenant_id, application_id=grant.application_id,
-    )  # fmt: skip
+    revoked = acting.revoke(grant_id, now)
     # Committed (now, or by an earlier revocation): in force on this server at once, not
     # within the bound of its verified tokens (feltdb.auth.verified).
     state.forget_grant(grant_id, tenant_id=grant.tenant_id, application_id=grant.application_id)

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 
-from feltdb.auth.policy import CANCEL, SUBMIT, authorize, authorize_read, authorize_workload
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.batches import answered
 from feltdb.server.bodies import (
@@ -31,12 +30,12 @@ from feltdb.server.openapi import (
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import (
     PREFIX,
+    Acting,
     Auth,
     Caller,
     Now,
     ServerState,
     State,
-    Store,
     WorkloadId,
 )
 from feltdb.work.batches import per_item
@@ -77,9 +76,9 @@ def submitted_fields(body: dict[str, Any]) -> dict[str, Any]:
     openapi_extra=SUBMIT_BODY,
 )
 def submit(  # noqa: D103
-    caller: Auth, state: State, body: Annotated[dict[str, Any], Body()]
+    caller: Auth, acting: Acting, state: State, body: Annotated[dict[str, Any], Body()]
 ) -> JSONResponse:
-    authorize(caller.grant, SUBMIT, caller.grant.tenant_id, caller.grant.application_id)
+    acting.as_requester()
     # The store refuses a request whose grant does not cover the new workload's URI.
     workload, created = state.store.admit(admission(caller, state, state.clock(), body))
     return JSONResponse(disclosed(workload), status_code=201 if created else 200)
@@ -111,8 +110,10 @@ def admission(caller: Caller, state: ServerState, now: int, body: Any) -> Create
     summary="Admit workloads, each answered as POST /v1/workloads answers it",
     responses=declared(AdmissionBatchAnswer, *BATCH),
 )
-def submit_many(caller: Auth, state: State, body: AdmissionBatchBody) -> JSONResponse:  # noqa: D103
-    authorize(caller.grant, SUBMIT, caller.grant.tenant_id, caller.grant.application_id)
+def submit_many(  # noqa: D103
+    caller: Auth, acting: Acting, state: State, body: AdmissionBatchBody
+) -> JSONResponse:
+    acting.as_requester()
     now = state.clock()
     admitted = per_item(
         body.items, lambda item: admission(caller, state, now, item), state.store.admit_many
@@ -127,16 +128,8 @@ def submit_many(caller: Auth, state: State, body: AdmissionBatchBody) -> JSONRes
     summary="Read a committed workload",
     responses=declared(Workload, *AUTH, 404, 422),
 )
-def read(caller: Auth, store: Store, workload_id: WorkloadId) -> JSONResponse:  # noqa: D103
-    try:
-        found = store.get(workload_id, scope=caller.scope)
-    except WorkloadError as error:
-        if error.code == ErrorCode.WORKLOAD_NOT_FOUND:
-            # A grant without workload:read is refused for it, never told "not found".
-            authorize_read(caller.grant, workload_id, None)
-        raise
-    authorize_read(caller.grant, workload_id, found)
-    return JSONResponse(disclosed(found))
+def read(acting: Acting, workload_id: WorkloadId) -> JSONResponse:  # noqa: D103
+    return JSONResponse(disclosed(acting.read(workload_id)))
 
 
 @router.post(
@@ -145,8 +138,6 @@ def read(caller: Auth, store: Store, workload_id: WorkloadId) -> JSONResponse:  
     responses=declared(StateAnswer, *ON_WORKLOAD),
 )
 def cancel(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: EmptyBody | None = None
+    acting: Acting, now: Now, workload_id: WorkloadId, body: EmptyBody | None = None
 ) -> JSONResponse:
-    authorize_workload(caller.grant, CANCEL, workload_id)
-    state = store.cancel(workload_id, str(caller.grant.subject), now, scope=caller.scope)
-    return JSONResponse(state_answer(workload_id, state))
+    return JSONResponse(state_answer(workload_id, acting.cancel(workload_id, now)))

@@ -19,7 +19,6 @@ from fastapi import APIRouter, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from feltdb.auth.policy import CLAIM, authorize, authorize_worker, claim_filter, worker_name
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.batches import answered
 from feltdb.server.bodies import (
@@ -31,7 +30,6 @@ from feltdb.server.bodies import (
     CompleteBody,
     CompletionBatchAnswer,
     CompletionBatchBody,
-    CompletionItem,
     ContextBody,
     FailBody,
     FenceBody,
@@ -46,15 +44,13 @@ from feltdb.server.openapi import AUTH, BATCH, WITH_BODY
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import (
     PREFIX,
-    Auth,
-    Caller,
+    Acting,
     Now,
     ServerState,
     State,
-    Store,
     WorkloadId,
 )
-from feltdb.work.batches import Completion, Heartbeat, per_item
+from feltdb.work import worker_authority
 from feltdb.work.disclosure import disclosed
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.models import (
@@ -64,11 +60,9 @@ from feltdb.work.models import (
     WorkloadResult,
 )
 from feltdb.work.store import WorkloadStore
+from feltdb.work.worker_authority import claim_choice
 
-Item = TypeVar("Item", CompletionItem, HeartbeatItem)
 Found = TypeVar("Found")
-Prepared = TypeVar("Prepared")
-Answer = TypeVar("Answer")
 
 RECHECK_S = 0.25
 """A long-poll also looks again this often, for work another server committed (its
@@ -86,20 +80,12 @@ router = APIRouter(prefix=PREFIX)
     },
 )
 async def claim_next(  # noqa: D103
-    caller: Auth, state: State, request: Request, body: ClaimNextBody | None = None
+    acting: Acting, state: State, request: Request, body: ClaimNextBody | None = None
 ) -> Response:
-    grant = caller.grant
     options = body if body is not None else ClaimNextBody()
-    eligible = claim_filter(grant, options.capabilities, options.definitions)
+    eligible = claim_choice(acting, options.capabilities, options.definitions)
     look = functools.partial(
-        state.store.claim_next,
-        grant.tenant_id,
-        grant.application_id,
-        worker_name(grant.subject),
-        eligible.capabilities,
-        lease_ms=options.lease_ms,
-        definitions=eligible.definitions,
-        environments=eligible.environments,
+        worker_authority.claim_next, acting, eligible, lease_ms=options.lease_ms
     )
     claim = await _long_poll(state, request, options.wait_ms, look)
     return Response(status_code=204) if claim is None else JSONResponse(claim.to_json())
@@ -132,13 +118,10 @@ async def _long_poll(
     responses=declared(WorkloadClaim, *WITH_BODY, 425),
 )
 def claim(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: ClaimBody | None = None
+    acting: Acting, now: Now, workload_id: WorkloadId, body: ClaimBody | None = None
 ) -> JSONResponse:
-    worker = authorize_worker(caller.grant, workload_id)
     lease_ms = body.lease_ms if body is not None else DEFAULT_LEASE_MS
-    granted = store.claim(
-        workload_id, worker, caller.grant.capabilities, now, lease_ms, scope=caller.scope
-    )
+    granted = acting.claim(workload_id, acting.held, now, lease_ms)
     return JSONResponse(granted.to_json())
 
 
@@ -149,10 +132,9 @@ def claim(  # noqa: D103
     responses=declared(None, *WITH_BODY),
 )
 def start(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: FenceBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: FenceBody
 ) -> Response:
-    worker = authorize_worker(caller.grant, workload_id)
-    store.start(workload_id, body.claim_id, worker, body.fencing_token, now, scope=caller.scope)
+    acting.start(workload_id, body.claim_id, body.fencing_token, now)
     return Response(status_code=204)
 
 
@@ -162,13 +144,9 @@ def start(  # noqa: D103
     responses=declared(WorkloadClaim, *WITH_BODY),
 )
 def heartbeat(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: HeartbeatBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: HeartbeatBody
 ) -> JSONResponse:
-    worker = authorize_worker(caller.grant, workload_id)
-    extended = store.heartbeat(
-        workload_id, body.claim_id, worker, body.fencing_token, now, body.extend_ms,
-        scope=caller.scope,
-    )  # fmt: skip
+    extended = acting.heartbeat(workload_id, body.claim_id, body.fencing_token, now, body.extend_ms)
     return JSONResponse(extended.to_json())
 
 
@@ -178,13 +156,11 @@ def heartbeat(  # noqa: D103
     responses=declared(WorkloadExecutionContext, *WITH_BODY),
 )
 def context(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: ContextBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: ContextBody
 ) -> JSONResponse:
-    worker = authorize_worker(caller.grant, workload_id)
-    found = store.execution_context(
-        workload_id, body.claim_id, worker, body.fencing_token, now, body.secret_references,
-        scope=caller.scope,
-    )  # fmt: skip
+    found = acting.execution_context(
+        workload_id, body.claim_id, body.fencing_token, now, body.secret_references
+    )
     return JSONResponse(found.to_json())
 
 
@@ -194,13 +170,9 @@ def context(  # noqa: D103
     responses=declared(WorkloadCheckpoint, *WITH_BODY),
 )
 def checkpoint(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: CheckpointBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: CheckpointBody
 ) -> JSONResponse:
-    worker = authorize_worker(caller.grant, workload_id)
-    saved = store.checkpoint(
-        workload_id, body.claim_id, worker, body.fencing_token, body.state, now,
-        scope=caller.scope,
-    )  # fmt: skip
+    saved = acting.checkpoint(workload_id, body.claim_id, body.fencing_token, body.state, now)
     return JSONResponse(saved.to_json())
 
 
@@ -210,13 +182,10 @@ def checkpoint(  # noqa: D103
     responses=declared(WorkloadResult, *WITH_BODY),
 )
 def complete(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: CompleteBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: CompleteBody
 ) -> JSONResponse:
-    worker = authorize_worker(caller.grant, workload_id)
-    result = store.complete(
-        workload_id, body.claim_id, worker, body.fencing_token, body.result_id, body.output,
-        body.artifacts, body.schema_version, now, scope=caller.scope,
-    )  # fmt: skip
+    recorded = (body.result_id, body.output, body.artifacts, body.schema_version)
+    result = acting.complete(workload_id, body.claim_id, body.fencing_token, recorded, now)
     return JSONResponse(result.to_json())
 
 
@@ -226,13 +195,10 @@ def complete(  # noqa: D103
     responses=declared(StateAnswer, *WITH_BODY),
 )
 def fail(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: FailBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: FailBody
 ) -> JSONResponse:
-    worker = authorize_worker(caller.grant, workload_id)
-    state = store.fail(
-        workload_id, body.claim_id, worker, body.fencing_token, body.kind, body.error, now,
-        body.effect, scope=caller.scope,
-    )  # fmt: skip
+    failure = (body.kind, body.error, body.effect)
+    state = acting.fail(workload_id, body.claim_id, body.fencing_token, failure, now)
     return JSONResponse(state_answer(workload_id, state))
 
 
@@ -243,12 +209,9 @@ def fail(  # noqa: D103
     responses=declared(None, *WITH_BODY),
 )
 def confirm_cancel(  # noqa: D103
-    caller: Auth, store: Store, now: Now, workload_id: WorkloadId, body: FenceBody
+    acting: Acting, now: Now, workload_id: WorkloadId, body: FenceBody
 ) -> Response:
-    worker = authorize_worker(caller.grant, workload_id)
-    store.confirm_cancel(
-        workload_id, body.claim_id, worker, body.fencing_token, now, scope=caller.scope
-    )
+    acting.confirm_cancel(workload_id, body.claim_id, body.fencing_token, now)
     return Response(status_code=204)
 
 
@@ -264,51 +227,16 @@ def confirm_cancel(  # noqa: D103
     responses=declared(ClaimBatchAnswer, *BATCH),
 )
 async def claim_many(  # noqa: D103
-    caller: Auth, state: State, request: Request, body: ClaimManyBody
+    acting: Acting, state: State, request: Request, body: ClaimManyBody
 ) -> JSONResponse:
-    grant = caller.grant
-    eligible = claim_filter(grant, body.capabilities, body.definitions)
+    eligible = claim_choice(acting, body.capabilities, body.definitions)
     look = functools.partial(
-        state.store.claim_work, grant.tenant_id, grant.application_id,
-        worker_name(grant.subject), eligible.capabilities, body.limit,
-        lease_ms=body.lease_ms, definitions=eligible.definitions,
-        environments=eligible.environments, start=body.start,
+        worker_authority.claim_work, acting, eligible, body.limit,
+        lease_ms=body.lease_ms, start=body.start,
     )  # fmt: skip
     claimed = await _long_poll(state, request, body.wait_ms, look)
     items = [{"claim": w.claim.to_json(), "workload": disclosed(w.workload)} for w in claimed]
     return JSONResponse({"items": items})
-
-
-def _as_worker(caller: Caller) -> None:
-    """Refuse the whole request unless its grant holds ``workload:claim`` in its own
-    tenant and application (each item's workload is authorized on its own).
-    """
-    authorize(caller.grant, CLAIM, caller.grant.tenant_id, caller.grant.application_id)
-
-
-def _each_workload(
-    caller: Caller,
-    items: Sequence[Item],
-    make: Callable[[Item, str], Prepared],
-    run: Callable[[list[Prepared]], Sequence[Answer | WorkloadError]],
-) -> list[Answer | WorkloadError]:
-    """Authorize each item's workload as the single route does (refusing that item
-    alone), ``make`` the store's item as the worker the grant names, and ``run`` the
-    authorized ones in one store call.
-    """
-    grant = caller.grant
-    return per_item(items, lambda item: make(item, authorize_worker(grant, item.workload_id)), run)
-
-
-def _completion(item: CompletionItem, worker: str) -> Completion:
-    return Completion(
-        item.workload_id, item.claim_id, worker, item.fencing_token, item.result_id,
-        item.output, item.artifacts, item.schema_version,
-    )  # fmt: skip
-
-
-def _heartbeat(item: HeartbeatItem, worker: str) -> Heartbeat:
-    return Heartbeat(item.workload_id, item.claim_id, worker, item.fencing_token, item.extend_ms)
 
 
 def _within_the_lease_cap(store: WorkloadStore, items: Sequence[HeartbeatItem]) -> None:
@@ -330,15 +258,10 @@ def _within_the_lease_cap(store: WorkloadStore, items: Sequence[HeartbeatItem]) 
     responses=declared(CompletionBatchAnswer, *BATCH),
 )
 def complete_many(  # noqa: D103
-    caller: Auth, store: Store, now: Now, body: CompletionBatchBody
+    acting: Acting, now: Now, body: CompletionBatchBody
 ) -> JSONResponse:
-    _as_worker(caller)
-    results = _each_workload(
-        caller,
-        body.items,
-        _completion,
-        lambda ready: store.complete_many(ready, now, scope=caller.scope),
-    )
+    acting.as_worker()
+    results = worker_authority.complete_each(acting, body.items, now)
     return answered(results, "result", lambda result: (200, result.to_json()))
 
 
@@ -348,16 +271,11 @@ def complete_many(  # noqa: D103
     responses=declared(HeartbeatBatchAnswer, *BATCH),
 )
 def heartbeat_many(  # noqa: D103
-    caller: Auth, store: Store, now: Now, body: HeartbeatBatchBody
+    acting: Acting, now: Now, body: HeartbeatBatchBody
 ) -> JSONResponse:
-    _as_worker(caller)
-    _within_the_lease_cap(store, body.items)
-    renewed = _each_workload(
-        caller,
-        body.items,
-        _heartbeat,
-        lambda ready: store.renew_leases(ready, now, scope=caller.scope),
-    )
+    acting.as_worker()
+    _within_the_lease_cap(acting.store, body.items)
+    renewed = worker_authority.renew_each(acting, body.items, now)
     return answered(
         renewed,
         "claim",

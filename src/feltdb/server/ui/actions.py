@@ -22,7 +22,6 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
-from feltdb.auth.policy import APPROVE, CANCEL, OPERATE, authorize_audit, authorize_workload
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.errors import status_for
 from feltdb.server.routes.deps import Caller, ServerState
@@ -32,6 +31,7 @@ from feltdb.server.ui.routing import PageRoute
 from feltdb.server.ui.viewer import Viewer, check_form, field, form_of, server_of, viewer_of
 from feltdb.server.verification import verify_chain
 from feltdb.work import inputs
+from feltdb.work.authority import Authority
 from feltdb.work.models import ApprovalDecision
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
@@ -51,15 +51,14 @@ async def _posted(request: Request) -> tuple[Viewer, dict[str, list[str]]]:
 
 
 async def _acting(
-    request: Request, workload_id: str, capability: str
-) -> tuple[Viewer, dict[str, list[str]], str]:
-    """:func:`_posted`, for an action on ``workload_id`` authorized as the API's twin is
-    (``capability`` on the workload); the workload id, checked.
+    request: Request, workload_id: str
+) -> tuple[Viewer, dict[str, list[str]], str, Authority]:
+    """:func:`_posted`, for an action on ``workload_id`` (checked): and the viewer's
+    authority, which decides what it may do as it decides for the API's twin.
     """
     viewer, form = await _posted(request)
     workload_id = inputs.identifier(workload_id, "workload_id")
-    authorize_workload(viewer.caller.grant, capability, workload_id)
-    return viewer, form, workload_id
+    return viewer, form, workload_id, viewer.caller.authority(server_of(request).store)
 
 
 def _redirect(path: str) -> RedirectResponse:
@@ -76,11 +75,9 @@ async def _blocking(call: Callable[[], T]) -> T:
 
 @router.post("/workloads/{workload_id}/cancel")
 async def cancel(request: Request, workload_id: str) -> Response:  # noqa: D103
-    viewer, _, workload_id = await _acting(request, workload_id, CANCEL)
-    caller, state = viewer.caller, server_of(request)
-    after = await _blocking(
-        lambda: state.store.cancel(workload_id, viewer.subject, state.clock(), scope=caller.scope)
-    )
+    _, _, workload_id, acting = await _acting(request, workload_id)
+    clock = server_of(request).clock
+    after = await _blocking(lambda: acting.cancel(workload_id, clock()))
     done = (
         "cancellation_requested" if after is WorkloadState.CANCELLATION_REQUESTED else "cancelled"
     )
@@ -101,20 +98,16 @@ def _reason(form: dict[str, list[str]], required: str) -> str:
 
 @router.post("/workloads/{workload_id}/retry")
 async def retry(request: Request, workload_id: str) -> Response:  # noqa: D103
-    viewer, form, workload_id = await _acting(request, workload_id, OPERATE)
-    caller, state = viewer.caller, server_of(request)
+    _, form, workload_id, acting = await _acting(request, workload_id)
+    clock = server_of(request).clock
     reason = _reason(form, "say why it is retried (it is recorded with the retry)")
-    await _blocking(
-        lambda: state.store.retry(
-            workload_id, viewer.subject, state.clock(), reason, scope=caller.scope
-        )
-    )
+    await _blocking(lambda: acting.retry(workload_id, reason, clock()))
     return _redirect(f"{_workload_path(workload_id)}?done=retried")
 
 
 @router.post("/approvals/{workload_id}/decision")
 async def decide(request: Request, workload_id: str) -> Response:  # noqa: D103
-    viewer, form, workload_id = await _acting(request, workload_id, APPROVE)
+    viewer, form, workload_id, acting = await _acting(request, workload_id)
     caller, state = viewer.caller, server_of(request)
     grant = caller.grant
     outcome = field(form, "outcome")
@@ -127,10 +120,7 @@ async def decide(request: Request, workload_id: str) -> Response:  # noqa: D103
         return await _inbox(request, viewer, 422, f"{workload_id} was not rejected: say why.")
 
     def decide_it() -> tuple[ApprovalDecision, bool]:
-        return state.store.decide(
-            workload_id, grant.subject, verdict, reason, grant.id, input_hash, state.clock(),
-            scope=caller.scope,
-        )  # fmt: skip
+        return acting.decide(workload_id, verdict, reason, input_hash, state.clock())
 
     try:
         decision, replayed = await _blocking(decide_it)
@@ -201,7 +191,8 @@ def _undecided(
 @router.post("/dead-letters/retry")
 async def retry_dead_letters(request: Request) -> Response:  # noqa: D103
     viewer, form = await _posted(request)
-    caller, state = viewer.caller, server_of(request)
+    state = server_of(request)
+    acting = viewer.caller.authority(state.store)
     chosen = form.get("workload_id", [])
     if not chosen:
         raise inputs.invalid("workload_id", "choose at least one dead letter to retry")
@@ -214,10 +205,7 @@ async def retry_dead_letters(request: Request) -> Response:  # noqa: D103
         outcomes: list[tuple[str, str | None]] = []
         for workload_id in workload_ids:
             try:
-                authorize_workload(caller.grant, OPERATE, workload_id)
-                state.store.retry(
-                    workload_id, viewer.subject, state.clock(), reason, scope=caller.scope
-                )
+                acting.retry(workload_id, reason, state.clock())
             except WorkloadError as error:
                 if error.code == ErrorCode.WORKLOAD_STORAGE_FAILURE:
                     raise
@@ -233,7 +221,6 @@ async def retry_dead_letters(request: Request) -> Response:  # noqa: D103
 @router.post("/audit/verify")
 async def verify(request: Request) -> Response:  # noqa: D103
     viewer, _ = await _posted(request)
-    grant, store = viewer.caller.grant, server_of(request).store
-    authorize_audit(grant)
-    report = await _blocking(lambda: verify_chain(store, grant))
+    acting = viewer.caller.authority(server_of(request).store)
+    report = await _blocking(lambda: verify_chain(acting))
     return await _blocking(lambda: audit_page(request, viewer, report=report))

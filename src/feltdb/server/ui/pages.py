@@ -17,6 +17,7 @@ Route functions have no docstrings (``# noqa: D103``), as the API's routes.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Final
 from urllib.parse import urlencode
 
@@ -27,11 +28,7 @@ from feltdb.auth.policy import (
     APPROVE,
     CANCEL,
     OPERATE,
-    READ,
     allows,
-    authorize_application,
-    authorize_audit,
-    authorize_read,
     may_read,
 )
 from feltdb.errors import ErrorCode, WorkloadError
@@ -43,6 +40,7 @@ from feltdb.server.ui.routing import PageRoute
 from feltdb.server.ui.viewer import Viewer, server_of, viewer_of
 from feltdb.work import inputs
 from feltdb.work.approvals import may_decide
+from feltdb.work.authority import Authority
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.deadlines import deadline_instants
 from feltdb.work.inputs import Cursor
@@ -134,23 +132,14 @@ def _still_dead(store: WorkloadStore, viewer: Viewer, named: list[str]) -> list[
 
 @router.get("/workloads", response_class=HTMLResponse)
 def workloads(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
-    grant = viewer.caller.grant
-    authorize_application(grant, READ)
+    acting = viewer.caller.authority(server_of(request).store)
     chosen = _state(request)
     definition = _text(request, "definition", MAX_ID_CHARS)
     if definition is not None:
         definition = inputs.identifier(definition, "definition")
     query = _text(request, "q", MAX_QUERY_CHARS)
     after = decode_cursor(_text(request, "cursor", MAX_CURSOR_CHARS))
-    store = server_of(request).store
-
-    def read(at: Cursor | None, limit: int) -> tuple[list[Workload], Cursor | None]:
-        return store.page(
-            grant.tenant_id, grant.application_id, state=chosen, definition=definition,
-            after=at, limit=limit, scope=viewer.caller.scope,
-        )  # fmt: skip
-
-    found = search(read, query, after, PAGE_SIZE)
+    found = search(acting.workload_pages(chosen, definition), query, after, PAGE_SIZE)
     kept = {"state": chosen.value if chosen else None, "definition": definition, "q": query}
     following = encode_cursor(found.after)
     onward = None if following is None else _href("/ui/workloads", {**kept, "cursor": following})
@@ -171,15 +160,7 @@ def _href(path: str, query: dict[str, str | None]) -> str:
 def workload(request: Request, viewer: Signed, workload_id: str) -> HTMLResponse:  # noqa: D103
     grant, store = viewer.caller.grant, server_of(request).store
     workload_id = inputs.identifier(workload_id, "workload_id")
-    try:
-        found: Workload | None = store.get(workload_id, scope=viewer.caller.scope)
-    except WorkloadError as error:
-        if error.code != ErrorCode.WORKLOAD_NOT_FOUND:
-            raise
-        found = None
-    authorize_read(grant, workload_id, found)
-    if found is None:
-        raise WorkloadError(ErrorCode.WORKLOAD_NOT_FOUND, f"no workload {workload_id}")
+    found = viewer.caller.authority(store).read(workload_id)
     may_cancel = allows(grant, CANCEL, workload_id) and found.state not in TERMINAL_STATES
     may_retry = allows(grant, OPERATE, workload_id) and found.state in RETRYABLE_BY_OPERATOR
     return page(
@@ -203,20 +184,20 @@ def _notice(request: Request) -> str | None:
     return NOTICES.get(request.query_params.get("done", ""))
 
 
+Listing = Callable[[Authority, Cursor | None, int], tuple[list[Workload], Cursor | None]]
+"""One of the authority's lists (its approvals, its dead letters), as the API lists it."""
+
+
 def _listed(
-    request: Request, viewer: Viewer, capability: str, state: WorkloadState
+    request: Request, viewer: Viewer, listing: Listing
 ) -> tuple[list[Workload], Cursor | None, Cursor | None]:
-    """The page of the viewer's work in ``state`` after the request's ``cursor``, as the
-    API's list of it is authorized (``capability`` over the whole application): the
-    page, the cursor after it and the one it was read after.
+    """The page of ``listing`` after the request's ``cursor``, read and authorized by the
+    viewer's authority as the API's list is: the page, the cursor after it and the one it
+    was read after.
     """
-    grant = viewer.caller.grant
-    authorize_application(grant, capability)
+    acting = viewer.caller.authority(server_of(request).store)
     after = decode_cursor(_text(request, "cursor", MAX_CURSOR_CHARS))
-    items, following = server_of(request).store.page(
-        grant.tenant_id, grant.application_id, state=state, after=after, limit=PAGE_SIZE,
-        scope=viewer.caller.scope,
-    )  # fmt: skip
+    items, following = listing(acting, after, PAGE_SIZE)
     return items, following, after
 
 
@@ -229,7 +210,7 @@ def approvals_page(
     request: Request, viewer: Viewer, *, status_code: int = 200, problem: str | None = None
 ) -> HTMLResponse:
     """The approval inbox; ``problem`` says why a decision just posted was not recorded."""
-    items, following, after = _listed(request, viewer, APPROVE, WorkloadState.AWAITING_APPROVAL)
+    items, following, after = _listed(request, viewer, Authority.approvals)
     deadlines = {w.workload_id: dict(deadline_instants(w)).get("approval") for w in items}
     grant = viewer.caller.grant
     decidable = {
@@ -278,7 +259,7 @@ def dead_letters_page(
     """The dead letters; ``outcomes``: each retried workload and why it was not (``None``:
     it was), after a retry was posted.
     """
-    items, following, after = _listed(request, viewer, OPERATE, WorkloadState.DEAD_LETTER)
+    items, following, after = _listed(request, viewer, Authority.dead_letters)
     return page(
         request, "dead_letters.html", viewer, status_code=status_code, items=items,
         next_cursor=encode_cursor(following), first=after is None, outcomes=outcomes,
@@ -309,15 +290,12 @@ def audit_page(
     request: Request, viewer: Viewer, *, status_code: int = 200, report: object = None
 ) -> HTMLResponse:
     """The audit, newest first; ``report``: a verification of the chain just asked for."""
-    grant = viewer.caller.grant
-    authorize_audit(grant)
+    acting = viewer.caller.authority(server_of(request).store)
+    acting.audit_reader()
     work_id = _text(request, "workload", MAX_ID_CHARS)
     subject = _text(request, "subject", MAX_SUBJECT_CHARS)
     before = _revision(_text(request, "before", MAX_REVISION_DIGITS))
-    entries, older = server_of(request).store.audit.before(
-        grant.tenant_id, grant.application_id, before, PAGE_SIZE,
-        work_id=work_id, subject=subject,
-    )  # fmt: skip
+    entries, older = acting.audit_before(before, PAGE_SIZE, work_id=work_id, subject=subject)
     kept = {"workload": work_id, "subject": subject}
     return page(
         request, "audit.html", viewer, status_code=status_code, entries=entries, older=older,
