@@ -54,6 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import WorkloadError
 from feltdb.work.changes import Operation, WorkloadChange
+from feltdb.work.events import attempt_failed
 from feltdb.work.models import DEFAULT_RETRY_ON
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import WorkloadStore
@@ -299,12 +300,11 @@ class Metrics:
 
 
 def _failure_kind(change: WorkloadChange) -> str:
-    """The kind a failure report gave: its ``FAILED`` event's ``failure_kind``."""
+    """The kind a failure report gave (its ``FAILED`` event's, :func:`attempt_failed`)."""
     for event in change.events:
-        if event.to is WorkloadState.FAILED:
-            kind = event.evidence.get("failure_kind")
-            if isinstance(kind, str):
-                return kind
+        failed = attempt_failed(event)
+        if failed is not None:
+            return failed.kind
     return "other"
 
 

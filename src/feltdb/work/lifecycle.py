@@ -18,6 +18,7 @@ from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.canonical import content_hash
+from feltdb.work.events import failure_evidence, failures
 from feltdb.work.identities import (
     attempt_id_for,
     checkpoint_id_for,
@@ -357,15 +358,10 @@ def failure_replay(
         ):
             if attempt.status is not AttemptStatus.FAILED or attempt.error != error:
                 return False
-            for event in reversed(workload.execution_history):
-                if (
-                    event.to is WorkloadState.FAILED
-                    and event.evidence.get("attempt_id") == attempt.attempt_id
-                ):
-                    return event.evidence.get("failure_kind") == kind and (
-                        effect is None or event.evidence.get("effect") == effect
-                    )
-            return False
+            said = next((f for f in failures(workload) if f.attempt_id == attempt.attempt_id), None)
+            return (
+                said is not None and said.kind == kind and (effect is None or said.effect == effect)
+            )
     return False
 
 
@@ -403,9 +399,7 @@ def fail(
     attempt.error = error
     workload.last_failure = f"{kind}: {error}"
     workload.current_claim = None
-    evidence = {"failure_kind": kind, "attempt_id": attempt.attempt_id}
-    if effect is not None:
-        evidence["effect"] = effect
+    evidence = failure_evidence(kind, attempt.attempt_id, effect)
     transition(workload, WorkloadState.FAILED, worker, now, evidence)
     apply_retry_decision(workload, failure_decision(workload, kind, effect), now)
     return workload.state

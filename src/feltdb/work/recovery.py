@@ -6,6 +6,7 @@ dead-lettered. Pure, as :mod:`feltdb.work.lifecycle` is.
 
 from __future__ import annotations
 
+from feltdb.work.events import deadline_evidence
 from feltdb.work.models import (
     Workload,
 )
@@ -84,10 +85,7 @@ def time_out_past_deadline(workload: Workload, deadline: str, at: int, now: int)
     lost = workload.current_claim
     end_held_attempt(workload, AttemptStatus.TIMED_OUT, now, f"timeout: {deadline} deadline passed")
     workload.current_claim = None
-    evidence = {"deadline": deadline, "deadline_at": str(at)}
-    if lost is not None:
-        evidence["claim_id"] = lost.claim_id
-        evidence["worker_id"] = lost.worker_id
+    evidence = deadline_evidence(deadline, at, lost)
     transition(workload, WorkloadState.TIMED_OUT, "feltdb.deadline", now, evidence)
     apply_retry_decision(workload, deadline_decision(workload, deadline), now)
 

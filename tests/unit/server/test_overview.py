@@ -204,7 +204,7 @@ def test_the_chart_scales_to_the_peak_and_puts_failures_below_the_axis() -> None
 def test_a_dead_letters_effect_is_its_last_attempts_never_an_earlier_ones(
     store: WorkloadStore,
 ) -> None:
-    from feltdb.server.ui.pages import last_effect
+    from feltdb.work.events import last_effect
 
     policy = {"max_attempts": 2, "initial_delay_ms": 1000}
     workload_id = admit(store, "twice", retry_policy=policy)

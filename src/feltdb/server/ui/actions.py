@@ -32,6 +32,7 @@ from feltdb.server.ui.viewer import Viewer, check_form, field, form_of, server_o
 from feltdb.server.verification import verify_chain
 from feltdb.work import inputs
 from feltdb.work.authority import Authority
+from feltdb.work.events import approval_expired
 from feltdb.work.models import ApprovalDecision
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
@@ -173,10 +174,10 @@ def _undecided(
         now = state.store.get(workload_id, scope=caller.scope)
         # The approval's deadline passed: timed out, then retried or dead-lettered by its
         # policy, whichever state that left it in.
-        expired = [e for e in now.execution_history if e.evidence.get("deadline") == "approval"]
-        if expired:
+        expired = approval_expired(now)
+        if expired is not None:
             return (
-                f"The approval of {workload_id} expired at {instant(expired[-1].at)}, before "
+                f"The approval of {workload_id} expired at {instant(expired.at)}, before "
                 f"your decision: nothing was decided (it is {now.state.value} now)."
             )
         return (

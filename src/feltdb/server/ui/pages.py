@@ -43,6 +43,7 @@ from feltdb.work.approvals import may_decide
 from feltdb.work.authority import Authority
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.deadlines import deadline_instants
+from feltdb.work.events import last_effect
 from feltdb.work.inputs import Cursor
 from feltdb.work.models import ApprovalDecision, Workload
 from feltdb.work.operators import RETRYABLE_BY_OPERATOR
@@ -265,20 +266,6 @@ def dead_letters_page(
         next_cursor=encode_cursor(following), first=after is None, outcomes=outcomes,
         effects={w.workload_id: last_effect(w) for w in items},
     )  # fmt: skip
-
-
-def last_effect(workload: Workload) -> str | None:
-    """What the last attempt did to the world, as its worker said (``"none"``,
-    ``"unknown"``), or ``"unknown"`` for one that started and said nothing (lost, timed
-    out); ``None`` when there was no attempt. Never an earlier attempt's word.
-    """
-    if not workload.attempts:
-        return None
-    last = workload.attempts[-1]
-    for event in reversed(workload.execution_history):
-        if event.evidence.get("attempt_id") == last.attempt_id and "effect" in event.evidence:
-            return event.evidence["effect"]
-    return "none" if last.started_at is None else "unknown"
 
 
 @router.get("/audit", response_class=HTMLResponse)
