@@ -67,12 +67,20 @@ class PinnedReads:
                 due.append((value, row.key, row))
         return [row for _, _, row in sorted(due, key=lambda d: d[:2])][:limit]
 
-    def rows_with_result_id(self, collection: str, result_id: str) -> list[StoredRow]:
-        return [
-            row
-            for row in self.rows.values()
-            if (row.document.get("result") or {}).get("result_id") == result_id
-        ]
+    def get_rows(self, collection: str, keys: Sequence[str]) -> dict[str, StoredRow]:
+        if collection != DURABLE_WORK_COLLECTION:
+            return self.db.get_rows(collection, keys)
+        return {key: self.rows[key] for key in keys if key in self.rows}
+
+    def rows_with_result_ids(
+        self, collection: str, result_ids: Sequence[str]
+    ) -> dict[str, list[StoredRow]]:
+        found: dict[str, list[StoredRow]] = {}
+        for row in sorted(self.rows.values(), key=lambda row: row.key):
+            result_id = (row.document.get("result") or {}).get("result_id")
+            if result_id in result_ids:
+                found.setdefault(result_id, []).append(row)
+        return found
 
     def commit(
         self,

@@ -225,6 +225,12 @@ class Database(ChainLog, IndexCounts, Protocol):
         """The committed row at a key, or ``None``."""
         ...
 
+    def get_rows(self, collection: str, keys: Sequence[str]) -> dict[str, StoredRow]:
+        """The committed rows at ``keys`` (at most :data:`MAX_PLANS_PER_BATCH`), by key, in
+        one statement; a key with no row is absent.
+        """
+        ...
+
     def list_rows(
         self,
         collection: str,
@@ -328,8 +334,13 @@ class Database(ChainLog, IndexCounts, Protocol):
         """
         ...
 
-    def rows_with_result_id(self, collection: str, result_id: str) -> list[StoredRow]:
-        """Rows whose index ``result_id`` equals ``result_id``."""
+    def rows_with_result_ids(
+        self, collection: str, result_ids: Sequence[str]
+    ) -> dict[str, list[StoredRow]]:
+        """The rows whose index ``result_id`` is each of ``result_ids`` (at most
+        :data:`MAX_PLANS_PER_BATCH`), by result id and ordered by key, in one statement; a
+        result id no row carries is absent.
+        """
         ...
 
     def current_revision(self) -> int:

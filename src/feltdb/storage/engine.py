@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Generic, TypeVar
 
 from feltdb.storage.base import (
+    MAX_PLANS_PER_BATCH,
     Commit,
     CommittedTransaction,
     Mutation,
@@ -84,6 +85,13 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         """See :meth:`Database.get_row`; one seek of the primary key."""
         rows = self._select("get_row", {"collection": collection, "key": key})
         return rows[0] if rows else None
+
+    def get_rows(self, collection: str, keys: Sequence[str]) -> dict[str, StoredRow]:
+        """See :meth:`Database.get_rows`; one primary key seek a key."""
+        if not keys:
+            return {}
+        params = {"collection": collection, "keys": self._listed(keys)}
+        return {row.key: row for row in self._select("get_rows", params)}
 
     def list_rows(
         self,
@@ -148,11 +156,25 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
             name, {"collection": collection, "now": now, "limit": self._limit(limit)}
         )
 
-    def rows_with_result_id(self, collection: str, result_id: str) -> list[StoredRow]:
-        """See :meth:`Database.rows_with_result_id`; by key."""
-        return self._select(
-            "rows_with_result_id", {"collection": collection, "result_id": result_id}
-        )
+    def rows_with_result_ids(
+        self, collection: str, result_ids: Sequence[str]
+    ) -> dict[str, list[StoredRow]]:
+        """See :meth:`Database.rows_with_result_ids`; one seek of the index a result id."""
+        found: dict[str, list[StoredRow]] = {}
+        if not result_ids:
+            return found
+        params = {"collection": collection, "result_ids": self._listed(result_ids)}
+        # Ordered here, not by SQL: an ORDER BY over several seeks of the index would sort.
+        fetched = self._dialect.read(self._queries["rows_with_result_ids"], params)
+        for result_id, *row in sorted(fetched, key=lambda row: (row[0], row[2])):
+            found.setdefault(str(result_id), []).append(stored_row(*row))
+        return found
+
+    def _listed(self, values: Sequence[str]) -> Any:
+        """``values`` as the dialect binds a list of keys (at most a batch's)."""
+        if len(values) > MAX_PLANS_PER_BATCH:
+            raise invalid(f"at most {MAX_PLANS_PER_BATCH} keys are read at once, not {len(values)}")
+        return self._dialect.stored_list(list(values))
 
     def count_by_state(self, collection: str) -> dict[str, int]:
         """See :meth:`Database.count_by_state` (one ``GROUP BY`` over the state index)."""

@@ -18,7 +18,7 @@ from feltdb.work.changes import Operation
 from feltdb.work.identities import workload_id_for
 from feltdb.work.models import DURABLE_WORK_COLLECTION, CreateWorkload, Workload
 from feltdb.work.rows import CREATED, LoadedWorkload, planned_commit, same_application
-from feltdb.work.unit import UnitOfWork
+from feltdb.work.unit import ReadAhead, UnitOfWork
 
 Admitted = tuple[Workload, bool]
 
@@ -43,11 +43,15 @@ def admit_many(
     """Admit each request, all in one transaction: see ``WorkloadStore.admit_many``."""
     requests = inputs.batch(requests, "requests")
     batch = unit.batch(None)
+    # Whether each identity was admitted already, asked of the store in one statement.
+    ahead = unit.read_ahead(
+        workload_id_of(request) for request in requests if isinstance(request, CreateWorkload)
+    )
     admitted: dict[str, Workload] = {}
     steps: list[Step[Admitted] | WorkloadError] = []
     for request in requests:
         try:
-            step = admission_step(unit, request, admitted)
+            step = admission_step(unit, request, admitted, ahead)
         except WorkloadError as refusal:
             steps.append(refusal)
             continue
@@ -69,17 +73,19 @@ def admit_many(
 
 
 def admission_step(
-    unit: UnitOfWork, request: CreateWorkload, admitted: dict[str, Workload]
+    unit: UnitOfWork,
+    request: CreateWorkload,
+    admitted: dict[str, Workload],
+    ahead: ReadAhead | None = None,
 ) -> Step[Admitted]:
     """Decide an admission: the new workload to commit, or the replay of one already
-    committed (or in ``admitted``, earlier in the same batch).
+    committed (or in ``admitted``, earlier in the same batch; ``ahead``: what the batch
+    read of the store).
     """
     if not isinstance(request, CreateWorkload):
         request = CreateWorkload.parse(request)
     validate_admission(request)
-    workload_id = workload_id_for(
-        request.tenant_id, request.application_id, request.requested_by, request.idempotency_key
-    )
+    workload_id = workload_id_of(request)
     # The snapshot must cover the work it authorizes, before anything is read.
     resource = workload_uri(request.application_id, workload_id)
     if not covers(request.authorization_snapshot.grant, resource):
@@ -93,11 +99,18 @@ def admission_step(
     if earlier is not None:
         return Step(answer=replay(earlier, request), depends_on=workload_id)
     # Another writer may have admitted this identity: ask the store, by key.
-    existing = unit.read(workload_id)
+    existing = unit.read(workload_id, ahead)
     if existing is not None:
         return Step(answer=replay(existing.workload, request))
     workload = new_workload(request, workload_id)
     return Step(LoadedWorkload.of(workload, 0), Operation.ADMIT, (workload, True))
+
+
+def workload_id_of(request: CreateWorkload) -> str:
+    """The id of the workload ``request`` admits (its requester's key, in its application)."""
+    return workload_id_for(
+        request.tenant_id, request.application_id, request.requested_by, request.idempotency_key
+    )
 
 
 def converge(unit: UnitOfWork, workload_id: str, request: CreateWorkload) -> Admitted:

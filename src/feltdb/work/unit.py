@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import TypeGuard, TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.storage.base import Database, PlannedCommit, StorageConflict
+from feltdb.storage.base import Database, PlannedCommit, StorageConflict, StoredRow
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
@@ -105,19 +106,34 @@ class UnitOfWork:
 
     # ---------------------------------------------------------------- reading
 
-    def read(self, workload_id: str) -> LoadedWorkload | None:
-        """The committed workload of ``workload_id`` (one keyed read), or ``None``."""
-        row = self.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
+    def read(self, workload_id: str, ahead: ReadAhead | None = None) -> LoadedWorkload | None:
+        """The committed workload of ``workload_id`` (one keyed read, or what ``ahead``
+        read of it), or ``None``.
+        """
+        if ahead is not None and workload_id in ahead.keys:
+            row = ahead.rows.get(workload_id)
+        else:
+            row = self.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
         return LoadedWorkload.of(workload_of(row), row.version) if row is not None else None
 
-    def load(self, workload_id: str, scope: Scope | None = None) -> LoadedWorkload:
-        """The committed workload of ``workload_id``, in ``scope`` when one is given.
+    def read_ahead(self, workload_ids: Iterable[object]) -> ReadAhead:
+        """The workloads at ``workload_ids`` (at most a batch's), read in one statement;
+        what is not an id is left for its own item to refuse.
+        """
+        keys = frozenset(key for key in workload_ids if is_identifier(key))
+        return ReadAhead(keys, self.db.get_rows(DURABLE_WORK_COLLECTION, sorted(keys)))
+
+    def load(
+        self, workload_id: str, scope: Scope | None = None, ahead: ReadAhead | None = None
+    ) -> LoadedWorkload:
+        """The committed workload of ``workload_id``, in ``scope`` when one is given (from
+        ``ahead`` when it read it).
 
         Raises:
             WorkloadError: ``WORKLOAD_INVALID`` (not an id); ``WORKLOAD_NOT_FOUND``, in
                 the same words for work that is missing and for work outside ``scope``.
         """
-        loaded = self.read(inputs.identifier(workload_id, "workload_id"))
+        loaded = self.read(inputs.identifier(workload_id, "workload_id"), ahead)
         if loaded is None or (scope is not None and not in_scope(loaded.workload, scope)):
             raise WorkloadError(
                 ErrorCode.WORKLOAD_NOT_FOUND,
@@ -126,16 +142,35 @@ class UnitOfWork:
             )
         return loaded
 
-    def loader(self, scope: Scope | None) -> Load:
-        """:meth:`load` under ``scope``."""
-        return partial(self.load, scope=scope)
+    def loader(self, scope: Scope | None, ahead: ReadAhead | None = None) -> Load:
+        """:meth:`load` under ``scope`` (from ``ahead`` when it read the workload)."""
+        return partial(self.load, scope=scope, ahead=ahead)
 
-    def result_owner(self, result_id: str, workload: Workload) -> str | None:
-        """The workload of ``workload``'s tenant and application whose committed result has
-        ``result_id``, or ``None``. Result ids are unique within an application: another
-        tenant's result never refuses, and so never reveals, this one's.
+    def results_ahead(self, result_ids: Iterable[object]) -> dict[str, list[StoredRow]]:
+        """The workloads carrying each of ``result_ids`` (at most a batch's), read in one
+        statement, for :meth:`result_owner`.
         """
-        rows = self.db.rows_with_result_id(DURABLE_WORK_COLLECTION, result_id)
+        wanted = sorted({result_id for result_id in result_ids if is_identifier(result_id)})
+        found = self.db.rows_with_result_ids(DURABLE_WORK_COLLECTION, wanted)
+        return {result_id: found.get(result_id, []) for result_id in wanted}
+
+    def result_owner(
+        self,
+        result_id: str,
+        workload: Workload,
+        ahead: Mapping[str, list[StoredRow]] | None = None,
+    ) -> str | None:
+        """The workload of ``workload``'s tenant and application whose committed result has
+        ``result_id`` (read now, or by :meth:`results_ahead` into ``ahead``), or ``None``.
+        Result ids are unique within an application: another tenant's result never
+        refuses, and so never reveals, this one's.
+        """
+        if ahead is not None and result_id in ahead:
+            rows = ahead[result_id]
+        else:
+            rows = self.db.rows_with_result_ids(DURABLE_WORK_COLLECTION, [result_id]).get(
+                result_id, []
+            )
         owners = [row.key for row in rows if same_application(row.document, workload)]
         return owners[0] if owners else None
 
@@ -179,9 +214,27 @@ class UnitOfWork:
         """
         return batch.commit(steps, self.notify)
 
-    def batch(self, scope: Scope | None) -> Batch:
-        """A new batch whose reads are under ``scope``."""
-        return Batch(self.db, self.loader(scope))
+    def batch(self, scope: Scope | None, ahead: ReadAhead | None = None) -> Batch:
+        """A new batch whose reads are under ``scope`` (from ``ahead`` when it read them)."""
+        return Batch(self.db, self.loader(scope, ahead))
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAhead:
+    """The workloads a batch read in one statement (:meth:`UnitOfWork.read_ahead`)."""
+
+    keys: frozenset[str]
+    """The ids read: one of them absent from ``rows`` has no workload."""
+    rows: Mapping[str, StoredRow]
+
+
+def is_identifier(value: object) -> TypeGuard[str]:
+    """Whether ``value`` would pass as an id (:func:`~feltdb.work.inputs.identifier`)."""
+    try:
+        inputs.identifier(value, "id")
+    except WorkloadError:
+        return False
+    return True
 
 
 def in_scope(workload: Workload, scope: Scope) -> bool:

@@ -5,7 +5,7 @@ left it, then all of them committed in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import WorkloadError
@@ -28,7 +28,7 @@ def renew_leases(
     requested, or its refusal: see ``WorkloadStore.renew_leases``.
     """
     heartbeats = inputs.batch(heartbeats, "heartbeats")
-    batch = unit.batch(scope)
+    batch = unit.batch(scope, unit.read_ahead(workload_ids(heartbeats)))
     steps = batch.decide_each(
         heartbeats, lambda beat: decide.heartbeat(beat, now, batch.load, max_lease_ms)
     )
@@ -51,13 +51,19 @@ def complete_each(
     items naming one result id are decided as two calls in a row would be.
     """
     completions = inputs.batch(completions, "completions")
-    batch = unit.batch(scope)
+    batch = unit.batch(scope, unit.read_ahead(workload_ids(completions)))
+    results = unit.results_ahead(getattr(item, "result_id", None) for item in completions)
 
     def owner(result_id: str, workload: Workload) -> str | None:
         planned = batch.result_owner(result_id, workload)
-        return planned if planned is not None else unit.result_owner(result_id, workload)
+        return planned if planned is not None else unit.result_owner(result_id, workload, results)
 
     steps = batch.decide_each(
         completions, lambda item: decide.complete(item, now, batch.load, owner)
     )
     return unit.finish_many(batch, steps)
+
+
+def workload_ids(items: Sequence[object]) -> Iterator[object]:
+    """The workload each item names (what is no item is left for its own refusal)."""
+    return (getattr(item, "workload_id", None) for item in items)

@@ -39,7 +39,7 @@ from feltdb.storage import (
     StorageConflict,
     StoredRow,
 )
-from feltdb.storage.base import RowReader
+from feltdb.storage.base import MAX_PLANS_PER_BATCH, RowReader
 from feltdb.storage.partitions import ClaimPartitions
 from feltdb.storage.sql import load_queries
 from feltdb.storage.targets import open_database
@@ -898,14 +898,32 @@ def test_rows_due_for_each_column(db: Database) -> None:
     assert raised.value.code == INVALID
 
 
-def test_rows_with_result_id(db: Database) -> None:
+def test_rows_with_result_ids(db: Database) -> None:
     put(db, "b", RowIndex(result_id="r1"))
     put(db, "a", RowIndex(result_id="r1"))
     put(db, "c", RowIndex(result_id="r2"))
     put(db, "d")
     db.commit("x", [Mutation("other", "z", {}, RowIndex(result_id="r1"))])
-    assert keys(db.rows_with_result_id("work", "r1")) == ["a", "b"]
-    assert keys(db.rows_with_result_id("work", "r9")) == []
+    found = db.rows_with_result_ids("work", ["r2", "r1", "r9"])
+    assert {result_id: keys(rows) for result_id, rows in found.items()} == {
+        "r1": ["a", "b"],
+        "r2": ["c"],
+    }
+    assert db.rows_with_result_ids("work", []) == {}
+
+
+def test_get_rows_reads_many_keys_at_once(db: Database) -> None:
+    put(db, "a", RowIndex(result_id="r1"))
+    put(db, "b")
+    db.commit("x", [Mutation("other", "a", {"other": True})])
+    found = db.get_rows("work", ["b", "missing", "a", "a"])
+    assert sorted(found) == ["a", "b"]
+    assert (found["a"].version, found["a"].document) == (1, {"k": "a", "__version": 1})
+    assert found["b"].text == db.get_row("work", "b").text  # the row, not another collection's
+    assert db.get_rows("work", []) == {}
+    with pytest.raises(WorkloadError) as raised:
+        db.get_rows("work", [f"k{n}" for n in range(MAX_PLANS_PER_BATCH + 1)])
+    assert raised.value.code == INVALID
 
 
 # --- closing ---------------------------------------------------------------------------
@@ -921,7 +939,8 @@ def test_rows_with_result_id(db: Database) -> None:
             "work", "t", "a", "ready", 0, lambda rows, read: None, limit=1
         ),
         lambda db: db.rows_due("work", "deadline_at", 0, limit=1),
-        lambda db: db.rows_with_result_id("work", "r"),
+        lambda db: db.rows_with_result_ids("work", ["r"]),
+        lambda db: db.get_rows("work", ["a"]),
         lambda db: db.current_revision(),
         lambda db: db.commit("op", [Mutation("work", "a", {})]),
         lambda db: db.commit_many([PlannedCommit("op", [Mutation("work", "a", {})])]),
@@ -936,7 +955,8 @@ def test_rows_with_result_id(db: Database) -> None:
         "page_rows",
         "commit_selected",
         "rows_due",
-        "rows_with_result_id",
+        "rows_with_result_ids",
+        "get_rows",
         "current_revision",
         "commit",
         "commit_many",

@@ -423,8 +423,9 @@ def _plan(path: Path, query_name: str) -> list[str]:
         ("page_rows_by_application_lower_priority", "rows_by_application"),
         ("rows_due_lease_expires_at", "rows_by_lease_expiry"),
         ("rows_due_deadline_at", "rows_by_deadline"),
-        ("rows_with_result_id", "rows_by_result_id"),
         ("get_row", "sqlite_autoindex_rows_1"),
+        ("get_rows", "sqlite_autoindex_rows_1"),
+        ("rows_with_result_ids", "rows_by_result_id"),
         ("row_version", "sqlite_autoindex_rows_1"),
         ("update_row_if_version", "sqlite_autoindex_rows_1"),
         ("delete_row_if_version", "sqlite_autoindex_rows_1"),
@@ -439,7 +440,9 @@ def test_index_queries_never_scan_nor_sort(
         put(db, f"w{n}", RowIndex("t1", "app1", "ready", n % 5, n, n, n, n, f"r{n}"))
     plan = _plan(path, query_name)
     assert any(re.search(rf"USING (COVERING )?INDEX {index}\b", detail) for detail in plan), plan
-    assert not any(detail.startswith("SCAN") for detail in plan), plan
+    # Many keys come as a JSON array: json_each's values are read, each one seek.
+    scans = [detail for detail in plan if detail.startswith("SCAN")]
+    assert all("json_each" in detail for detail in scans), plan
     assert not any("TEMP B-TREE" in detail for detail in plan), plan
 
 

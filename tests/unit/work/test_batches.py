@@ -352,3 +352,58 @@ def test_equal_result_ids_of_two_applications_in_one_batch_are_each_their_own(st
         now=13,
     )
     assert [type(answer).__name__ for answer in answers] == ["WorkloadResult"] * 2
+
+
+class CountedReads:
+    """A database that counts the calls of each of its reads of rows by key or result id."""
+
+    READS = ("get_row", "get_rows", "rows_with_result_ids")
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.db, name)
+        if name not in self.READS:
+            return found
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return found(*args, **kwargs)
+
+        return counted
+
+
+def test_a_batch_reads_the_work_and_result_ids_it_names_in_one_statement_each(stores):
+    store, _ = stores
+    counted = CountedReads(store.db)
+    over = WorkloadStore(counted)  # type: ignore[arg-type]
+    requests = [make_request(idempotency_key=f"k{n}", created_at=10) for n in range(20)]
+    first = over.admit_many([*requests, *requests[:3]])  # three repeat a key of the batch
+    assert counted.calls == {"get_rows": 1}
+    assert [created for _, created in first] == [True] * 20 + [False] * 3
+    counted.calls.clear()
+    again = over.admit_many(requests)  # every one already admitted: each a replay
+    assert counted.calls == {"get_rows": 1}
+    assert [created for _, created in again] == [False] * 20
+    claimed = over.claim_work("t", "app", "w", CAPABILITIES, 20, now=11)
+    assert len(claimed) == 20
+    counted.calls.clear()
+    beats = [
+        Heartbeat(w.claim.workload_id, w.claim.claim_id, "w", w.claim.fencing_token)
+        for w in claimed
+    ]
+    assert not any(isinstance(b, WorkloadError) for b in over.heartbeat_many(beats, now=12))
+    assert counted.calls == {"get_rows": 1}
+    counted.calls.clear()
+    completions = [
+        Completion(w.claim.workload_id, w.claim.claim_id, "w", w.claim.fencing_token, f"r{n}", n)
+        for n, w in enumerate(claimed)
+    ]
+    # The last item records a result id an earlier item of the batch recorded: refused.
+    clash = Completion(claimed[1].claim.workload_id, "claim_x", "w", 1, "r0", None)
+    answers = over.complete_many([*completions, clash], now=13)
+    assert counted.calls == {"get_rows": 1, "rows_with_result_ids": 1}
+    assert [a.result_id for a in answers[:20]] == [f"r{n}" for n in range(20)]
+    assert isinstance(answers[20], WorkloadError)

@@ -57,6 +57,12 @@ SELECT collection, key, version, revision, document
 FROM rows
 WHERE collection = %(collection)s AND key = %(key)s;
 
+-- name: get_rows
+-- description: the rows at the keys of an array (rows_pkey)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s AND key = ANY(%(keys)s::text[]);
+
 -- name: row_version
 -- description: the committed version of one row, to report a lost guard (no row: no result)
 SELECT version
@@ -214,14 +220,13 @@ WHERE collection = %(collection)s
 ORDER BY deadline_at, key
 LIMIT %(limit)s::bigint;
 
--- name: rows_with_result_id
--- description: rows carrying one result id, by key (rows_by_result_id)
-SELECT collection, key, version, revision, document
+-- name: rows_with_result_ids
+-- description: rows carrying any result id of an array, with it (rows_by_result_id)
+SELECT result_id, collection, key, version, revision, document
 FROM rows
 WHERE collection = %(collection)s
   AND result_id IS NOT NULL
-  AND result_id = %(result_id)s
-ORDER BY key;
+  AND result_id = ANY(%(result_ids)s::text[]);
 
 -- name: count_by_state
 -- description: how many rows of a collection are in each state, read from the covering index rows_by_state (an index-only scan when the planner prefers it to a sequential one)

@@ -61,6 +61,12 @@ SELECT collection, key, version, revision, document
 FROM rows
 WHERE collection = :collection AND key = :key;
 
+-- name: get_rows
+-- description: the rows at the keys of a JSON array (one primary key seek each)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection AND key IN (SELECT value FROM json_each(:keys));
+
 -- name: row_version
 -- description: the version of one row, to report a lost guard (no row: no result)
 SELECT version
@@ -216,14 +222,13 @@ WHERE collection = :collection
 ORDER BY deadline_at, key
 LIMIT :limit;
 
--- name: rows_with_result_id
--- description: rows carrying one result id, by key (rows_by_result_id)
-SELECT collection, key, version, revision, document
+-- name: rows_with_result_ids
+-- description: rows carrying any result id of a JSON array, with it (rows_by_result_id, one seek each)
+SELECT result_id, collection, key, version, revision, document
 FROM rows
 WHERE collection = :collection
   AND result_id IS NOT NULL
-  AND result_id = :result_id
-ORDER BY key;
+  AND result_id IN (SELECT value FROM json_each(:result_ids));
 
 -- name: count_by_state
 -- description: how many rows of a collection are in each state, read from a covering index, rows_by_state or rows_by_definition (never the table)
