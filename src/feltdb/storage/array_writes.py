@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final, LiteralString
 from feltdb.storage.base import Commit, Precondition, StorageConflict
 from feltdb.storage.dialect import Session
 from feltdb.storage.encoding import lost_guard
+from feltdb.storage.index_columns import INTEGER_COLUMNS, TEXT_COLUMNS
 
 if TYPE_CHECKING:
     from feltdb.storage.writes import PreparedCommit
@@ -70,11 +71,8 @@ elements PostgreSQL plans it anew at every run (its custom plan, which knows the
 lengths, looks cheaper than the generic one), so fewer round trips pay only from 5 plans.
 """
 
-_TEXTS: Final = (
-    "collection", "key", "document", "tenant_id", "application_id", "state", "result_id",
-    "definition_id", "claim_group",
-)  # fmt: skip
-_INTEGERS: Final = ("priority", "created_at", "eligible_at", "lease_expires_at", "deadline_at")
+_TEXTS: Final = ("collection", "key", "document", *TEXT_COLUMNS)
+_INTEGERS: Final = INTEGER_COLUMNS
 _BIGINT: Final = range(-(2**63), 2**63)
 
 

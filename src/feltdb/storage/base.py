@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.batch_reads import BatchReads
 from feltdb.storage.canonical import json_object
 from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
@@ -210,7 +211,7 @@ class PlannedCommit:
     audit: Mapping[str, Any] | None = None
 
 
-class Database(ChainLog, IndexCounts, Protocol):
+class Database(BatchReads, ChainLog, IndexCounts, Protocol):
     """The operations the work layer needs from a backend. Safe to share between threads."""
 
     target: str
@@ -223,12 +224,6 @@ class Database(ChainLog, IndexCounts, Protocol):
 
     def get_row(self, collection: str, key: str) -> StoredRow | None:
         """The committed row at a key, or ``None``."""
-        ...
-
-    def get_rows(self, collection: str, keys: Sequence[str]) -> dict[str, StoredRow]:
-        """The committed rows at ``keys`` (at most :data:`MAX_PLANS_PER_BATCH`), by key, in
-        one statement; a key with no row is absent.
-        """
         ...
 
     def list_rows(
@@ -331,15 +326,6 @@ class Database(ChainLog, IndexCounts, Protocol):
     def rows_due(self, collection: str, column: str, now: int, *, limit: int) -> list[StoredRow]:
         """Rows whose ``column`` (``"lease_expires_at"`` or ``"deadline_at"``) is
         ``<= now``, earliest first; served by an index.
-        """
-        ...
-
-    def rows_with_result_ids(
-        self, collection: str, result_ids: Sequence[str]
-    ) -> dict[str, list[StoredRow]]:
-        """The rows whose index ``result_id`` is each of ``result_ids`` (at most
-        :data:`MAX_PLANS_PER_BATCH`), by result id and ordered by key, in one statement; a
-        result id no row carries is absent.
         """
         ...
 

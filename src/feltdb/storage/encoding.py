@@ -20,11 +20,11 @@ from feltdb.storage.base import (
     CommittedTransaction,
     Mutation,
     Precondition,
-    RowIndex,
     StorageConflict,
     StoredRow,
 )
 from feltdb.storage.canonical import canonical_json, float_free_json
+from feltdb.storage.index_columns import index_params
 
 PROVENANCE_FIELDS: Final = ("work_id", "agent_id", "session_id", "delegator_id")
 """Audit fields the log also keeps as the transaction's own provenance."""
@@ -80,23 +80,6 @@ def audit_json(audit: Mapping[str, Any]) -> str:
         except ValueError as error:  # a key that is not a string, say
             raise invalid(f"the audit record is not JSON: {error}") from error
     return to_json(audit, "the audit record")
-
-
-def index_params(index: RowIndex) -> dict[str, Any]:
-    """The index columns of a row as query parameters."""
-    return {
-        "tenant_id": index.tenant_id,
-        "application_id": index.application_id,
-        "state": index.state,
-        "priority": index.priority,
-        "created_at": index.created_at,
-        "eligible_at": index.eligible_at,
-        "lease_expires_at": index.lease_expires_at,
-        "deadline_at": index.deadline_at,
-        "result_id": index.result_id,
-        "definition_id": index.definition_id,
-        "claim_group": index.claim_group,
-    }
 
 
 def document_json(collection: str, key: str, document: Mapping[str, Any]) -> str:

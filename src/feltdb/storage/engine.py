@@ -39,12 +39,12 @@ from feltdb.storage.counts import Activity
 from feltdb.storage.dialect import Dialect, Session
 from feltdb.storage.encoding import (
     RowsDecodedOnRead,
-    index_params,
     invalid,
     keyset_page,
     logged_transaction,
     stored_row,
 )
+from feltdb.storage.index_columns import index_params
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
 from feltdb.storage.selection import Selection
 from feltdb.storage.writes import prepare, prepare_batch, write_batch, write_plan

@@ -14,7 +14,9 @@ empty database. SQLite's start at 2: a new SQLite store gets the newest schema w
 
 Backends load these once, at import, and pick statements by name: runtime code never
 builds SQL, so every statement that can run is in these files, where it can be read and
-its query plan checked.
+its query plan checked. The one thing filled in at load is the list of a row's index
+columns, written ``/*index_columns*/`` and the like, from the fields of ``RowIndex``
+(:mod:`feltdb.storage.index_columns`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import LiteralString
+
+from feltdb.storage.index_columns import expand
 
 _NAME = re.compile(r"--\s*name:\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*$")
 _DESCRIPTION = re.compile(r"--\s*description:\s*(?P<text>\S.*)$")
@@ -86,12 +90,16 @@ def parse_queries(text: str) -> dict[str, LiteralString]:
 
 
 def load_queries(dialect: str) -> dict[str, LiteralString]:
-    """The named statements of a dialect's ``queries.sql``, as ``{name: statement}``.
+    """The named statements of a dialect's ``queries.sql``, as ``{name: statement}``, each
+    index-column marker written out (:func:`feltdb.storage.index_columns.expand`).
 
     Raises:
         ValueError: no such dialect, or a malformed file (see :func:`parse_queries`).
     """
-    return parse_queries(_read(dialect, "queries.sql"))
+    parsed = parse_queries(_read(dialect, "queries.sql"))
+    # Expanded from RowIndex's own field names, never from input: still package text (and
+    # mypy reads LiteralString as str, as parse_queries says, so no cast).
+    return {name: expand(text, dialect) for name, text in parsed.items()}
 
 
 def load_schema(dialect: str) -> LiteralString:

@@ -297,15 +297,10 @@ SELECT set_config('array_nulls', 'on', false), set_config('extra_float_digits', 
 -- name: insert_row_if_absent
 -- description: write a new row at version 1 unless the key exists (no result: it exists)
 INSERT INTO rows
-    (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id, claim_group)
+    (collection, key, version, revision, document, /*index_columns*/)
 VALUES
     (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
-     %(document)s,
-     %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
-     %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s, %(claim_group)s)
+     %(document)s, /*index_values*/)
 ON CONFLICT (collection, key) DO NOTHING
 RETURNING version;
 
@@ -315,17 +310,7 @@ UPDATE rows SET
     version = version + 1,
     revision = pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
     document = %(document)s,
-    tenant_id = %(tenant_id)s,
-    application_id = %(application_id)s,
-    state = %(state)s,
-    priority = %(priority)s::bigint,
-    created_at = %(created_at)s::bigint,
-    eligible_at = %(eligible_at)s::bigint,
-    lease_expires_at = %(lease_expires_at)s::bigint,
-    deadline_at = %(deadline_at)s::bigint,
-    result_id = %(result_id)s,
-    definition_id = %(definition_id)s,
-    claim_group = %(claim_group)s
+    /*index_set*/
 WHERE collection = %(collection)s AND key = %(key)s
   AND version = %(expected_version)s::bigint
 RETURNING version;
@@ -340,30 +325,15 @@ RETURNING version;
 -- name: upsert_row
 -- description: write a row at version 1, or at its version + 1 if it exists; returns the version
 INSERT INTO rows
-    (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id, claim_group)
+    (collection, key, version, revision, document, /*index_columns*/)
 VALUES
     (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
-     %(document)s,
-     %(tenant_id)s, %(application_id)s, %(state)s, %(priority)s::bigint,
-     %(created_at)s::bigint, %(eligible_at)s::bigint, %(lease_expires_at)s::bigint,
-     %(deadline_at)s::bigint, %(result_id)s, %(definition_id)s, %(claim_group)s)
+     %(document)s, /*index_values*/)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = rows.version + 1,
     revision = excluded.revision,
     document = excluded.document,
-    tenant_id = excluded.tenant_id,
-    application_id = excluded.application_id,
-    state = excluded.state,
-    priority = excluded.priority,
-    created_at = excluded.created_at,
-    eligible_at = excluded.eligible_at,
-    lease_expires_at = excluded.lease_expires_at,
-    deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id,
-    definition_id = excluded.definition_id,
-    claim_group = excluded.claim_group
+    /*index_set:excluded*/
 RETURNING version;
 
 -- name: delete_row
@@ -416,17 +386,7 @@ LIMIT %(limit)s::bigint;
 -- name: update_index
 -- description: replace one row's index columns only; version, revision and document stay
 UPDATE rows SET
-    tenant_id = %(tenant_id)s,
-    application_id = %(application_id)s,
-    state = %(state)s,
-    priority = %(priority)s::bigint,
-    created_at = %(created_at)s::bigint,
-    eligible_at = %(eligible_at)s::bigint,
-    lease_expires_at = %(lease_expires_at)s::bigint,
-    deadline_at = %(deadline_at)s::bigint,
-    result_id = %(result_id)s,
-    definition_id = %(definition_id)s,
-    claim_group = %(claim_group)s
+    /*index_set*/
 WHERE collection = %(collection)s AND key = %(key)s;
 
 -- name: lock_batch_rows
@@ -445,22 +405,12 @@ CROSS JOIN LATERAL (
 -- name: insert_batch_rows_if_absent
 -- description: commit_many's array path: write new rows at version 1, each at its plan's position, unless the key exists (a key not returned exists); in key order, as the rows were locked, so that two batches never wait for each other's inserts in a cycle
 INSERT INTO rows
-    (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id, claim_group)
+    (collection, key, version, revision, document, /*index_columns*/)
 SELECT u.collection, u.key, 1, pg_current_xact_id()::text::bigint * 1024 + u.position,
-       u.document, u.tenant_id, u.application_id, u.state, u.priority, u.created_at,
-       u.eligible_at, u.lease_expires_at, u.deadline_at, u.result_id, u.definition_id,
-       u.claim_group
+       u.document, /*index_columns:u*/
 FROM unnest(%(collection)s::text[], %(key)s::text[], %(position)s::bigint[],
-            %(document)s::text[], %(tenant_id)s::text[], %(application_id)s::text[],
-            %(state)s::text[], %(priority)s::bigint[], %(created_at)s::bigint[],
-            %(eligible_at)s::bigint[], %(lease_expires_at)s::bigint[],
-            %(deadline_at)s::bigint[], %(result_id)s::text[], %(definition_id)s::text[],
-            %(claim_group)s::text[])
-    AS u(collection, key, position, document, tenant_id, application_id, state, priority,
-         created_at, eligible_at, lease_expires_at, deadline_at, result_id, definition_id,
-         claim_group)
+            %(document)s::text[], /*index_arrays*/)
+    AS u(collection, key, position, document, /*index_columns*/)
 ORDER BY u.collection COLLATE "C", u.key COLLATE "C"
 ON CONFLICT (collection, key) DO NOTHING
 RETURNING collection, key, version;
@@ -471,27 +421,10 @@ UPDATE rows SET
     version = rows.version + 1,
     revision = pg_current_xact_id()::text::bigint * 1024 + u.position,
     document = u.document,
-    tenant_id = u.tenant_id,
-    application_id = u.application_id,
-    state = u.state,
-    priority = u.priority,
-    created_at = u.created_at,
-    eligible_at = u.eligible_at,
-    lease_expires_at = u.lease_expires_at,
-    deadline_at = u.deadline_at,
-    result_id = u.result_id,
-    definition_id = u.definition_id,
-    claim_group = u.claim_group
+    /*index_set:u*/
 FROM unnest(%(collection)s::text[], %(key)s::text[], %(expected_version)s::bigint[],
-            %(position)s::bigint[], %(document)s::text[], %(tenant_id)s::text[],
-            %(application_id)s::text[], %(state)s::text[], %(priority)s::bigint[],
-            %(created_at)s::bigint[], %(eligible_at)s::bigint[],
-            %(lease_expires_at)s::bigint[], %(deadline_at)s::bigint[],
-            %(result_id)s::text[], %(definition_id)s::text[],
-            %(claim_group)s::text[])
-    AS u(collection, key, expected_version, position, document, tenant_id, application_id,
-         state, priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-         definition_id, claim_group)
+            %(position)s::bigint[], %(document)s::text[], /*index_arrays*/)
+    AS u(collection, key, expected_version, position, document, /*index_columns*/)
 CROSS JOIN LATERAL (
     SELECT found.ctid AS row_id
     FROM rows AS found

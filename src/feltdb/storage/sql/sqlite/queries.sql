@@ -277,14 +277,10 @@ RETURNING commit_revision;
 -- name: insert_row_if_absent
 -- description: write a new row at version 1 unless the key exists (no result: it exists)
 INSERT INTO rows
-    (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id, claim_group)
+    (collection, key, version, revision, document, /*index_columns*/)
 VALUES
     (:collection, :key, 1, (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
-     :document, :tenant_id, :application_id, :state,
-     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
-     :definition_id, :claim_group)
+     :document, /*index_values*/)
 ON CONFLICT (collection, key) DO NOTHING
 RETURNING version;
 
@@ -294,17 +290,7 @@ UPDATE rows SET
     version = version + 1,
     revision = (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
     document = :document,
-    tenant_id = :tenant_id,
-    application_id = :application_id,
-    state = :state,
-    priority = :priority,
-    created_at = :created_at,
-    eligible_at = :eligible_at,
-    lease_expires_at = :lease_expires_at,
-    deadline_at = :deadline_at,
-    result_id = :result_id,
-    definition_id = :definition_id,
-    claim_group = :claim_group
+    /*index_set*/
 WHERE collection = :collection AND key = :key
   AND version = :expected_version
 RETURNING version;
@@ -319,29 +305,15 @@ RETURNING version;
 -- name: upsert_row
 -- description: write a row at version 1, or at its version + 1 if it exists; returns the version
 INSERT INTO rows
-    (collection, key, version, revision, document, tenant_id, application_id, state,
-     priority, created_at, eligible_at, lease_expires_at, deadline_at, result_id,
-     definition_id, claim_group)
+    (collection, key, version, revision, document, /*index_columns*/)
 VALUES
     (:collection, :key, 1, (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
-     :document, :tenant_id, :application_id, :state,
-     :priority, :created_at, :eligible_at, :lease_expires_at, :deadline_at, :result_id,
-     :definition_id, :claim_group)
+     :document, /*index_values*/)
 ON CONFLICT (collection, key) DO UPDATE SET
     version = rows.version + 1,
     revision = excluded.revision,
     document = excluded.document,
-    tenant_id = excluded.tenant_id,
-    application_id = excluded.application_id,
-    state = excluded.state,
-    priority = excluded.priority,
-    created_at = excluded.created_at,
-    eligible_at = excluded.eligible_at,
-    lease_expires_at = excluded.lease_expires_at,
-    deadline_at = excluded.deadline_at,
-    result_id = excluded.result_id,
-    definition_id = excluded.definition_id,
-    claim_group = excluded.claim_group
+    /*index_set:excluded*/
 RETURNING version;
 
 -- name: delete_row
@@ -383,17 +355,7 @@ LIMIT :limit;
 -- name: update_index
 -- description: replace one row's index columns only; version, revision and document stay
 UPDATE rows SET
-    tenant_id = :tenant_id,
-    application_id = :application_id,
-    state = :state,
-    priority = :priority,
-    created_at = :created_at,
-    eligible_at = :eligible_at,
-    lease_expires_at = :lease_expires_at,
-    deadline_at = :deadline_at,
-    result_id = :result_id,
-    definition_id = :definition_id,
-    claim_group = :claim_group
+    /*index_set*/
 WHERE collection = :collection AND key = :key;
 
 -- The audit chain (feltdb/storage/audit_chain.py). Lists of revisions and of links are
