@@ -7,11 +7,11 @@ answers as a server answers that subject's token: work outside the scope is
 here reads a workload twice), the worker name is :func:`~feltdb.auth.policy.worker_name`
 of the subject, the actor of an operator's transition is the subject, a submission's
 ``authorization_snapshot`` is the client's signed ``grant`` (evidence, never a token) and
-a decision names that grant. Every call goes through the holder's
+a decision names that grant. Its operations go through the holder's
 :class:`~feltdb.work.authority.Authority` (``Authority.holding``), the one place the API,
-the dashboard and this client compose a caller: it checks no capability, since whoever
-holds the store holds everything, so the scope is its one boundary (and the grant, where
-a record keeps it).
+the dashboard and this client compose a caller (a submission and a read hand the store the
+same scope directly): it checks no capability, since whoever holds the store holds
+everything, so the scope is its one boundary (and the grant, where a record keeps it).
 """
 
 from __future__ import annotations

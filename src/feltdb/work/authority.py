@@ -71,6 +71,11 @@ class Authority:
     grant: Grant | None = None
     checked: bool = True
 
+    def __post_init__(self) -> None:
+        if self.checked and self.grant is None:
+            # Checked against nothing would check nothing: only the holder goes unchecked.
+            raise ValueError("a checked authority needs the grant it is checked against")
+
     @classmethod
     def of_grant(cls, store: WorkloadStore, grant: Grant, scope: Scope | None = None) -> Authority:
         """The authority of a verified ``grant``'s subject, within ``scope`` (by default,
@@ -326,9 +331,13 @@ class Authority:
         now: int | None,
         lease_ms: int = DEFAULT_LEASE_MS,
     ) -> WorkloadClaim:
-        """Claim the work by id, holding ``held`` (a worker's grant: what it may hold)."""
+        """Claim the work by id, holding ``held``: for a caller with a grant, at most what
+        the grant holds (:attr:`held`), whatever it says it holds.
+        """
         worker = self.worker_on(workload_id)
-        return self.store.claim(workload_id, worker, held, now, lease_ms, scope=self.scope)
+        rules = self._rules
+        holding = frozenset(held) if rules is None else self.held & frozenset(held)
+        return self.store.claim(workload_id, worker, holding, now, lease_ms, scope=self.scope)
 
     def start(self, workload_id: str, claim_id: str, fencing_token: int, now: int | None) -> None:
         """Start the claimed attempt."""

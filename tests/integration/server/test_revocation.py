@@ -76,6 +76,12 @@ def test_revoking_needs_the_revoke_capability(server: Server, http: httpx.Client
     # Nothing was revoked.
     victim_headers = {"Authorization": f"Bearer {server.keyring.sign(victim)}"}
     assert http.get("/v1/workloads", headers=victim_headers).status_code == 200
+    # Nor may it read which grants are revoked.
+    listed = http.get("/v1/grants/revocations", headers=everything_but)
+    assert listed.status_code == 403, listed.text
+    assert listed.json()["error"]["details"] == {"missing": "capability"}
+    allowed = http.get("/v1/grants/revocations", headers=server.headers(app, **REVOKER))
+    assert allowed.status_code == 200, allowed.text
 
 
 def test_a_revocation_never_reaches_another_tenant_s_grant(server: Server, http: httpx.Client, app):

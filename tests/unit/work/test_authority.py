@@ -11,9 +11,13 @@ from feltdb.auth.grants import GrantConstraints
 from feltdb.auth.policy import (
     ALL_CAPABILITIES,
     APPROVE,
+    AUDIT,
+    CANCEL,
     CLAIM,
     OPERATE,
     READ,
+    REVOKE,
+    SUBMIT,
     application_grant,
     worker_name,
 )
@@ -83,7 +87,7 @@ def test_a_grant_that_may_not_read_is_never_told_that_work_is_missing(store):
 def test_a_worker_is_recorded_by_the_worker_name_of_its_subject(store):
     workload = admitted(store)
     bot = Subject.worker("w1")
-    worker = Authority.of_grant(store, grant_of(bot, {CLAIM}))
+    worker = Authority.of_grant(store, grant_of(bot, {CLAIM, *CAPABILITIES}))
     claim = worker.claim(workload.workload_id, CAPABILITIES, NOW, 60_000)
     assert claim.worker_id == worker_name(bot)
     worker.start(workload.workload_id, claim.claim_id, claim.fencing_token, NOW)
@@ -127,3 +131,54 @@ def test_the_holder_checks_no_capability_but_keeps_no_decision_without_a_grant(s
     )
     assert (decision.grant_id, replayed) == (evidence.id, False)
     assert store.get(workload.workload_id).state is WorkloadState.READY
+
+
+RULES = {
+    "cancel": (CANCEL, lambda a, w: a.cancel(w.workload_id, NOW)),
+    "retry": (OPERATE, lambda a, w: a.retry(w.workload_id, "why", NOW)),
+    "decide": (APPROVE, lambda a, w: a.decide(w.workload_id, "approved", None, w.input_hash, NOW)),
+    "approvals": (APPROVE, lambda a, w: a.approvals(None, 10)),
+    "dead_letters": (OPERATE, lambda a, w: a.dead_letters(None, 10)),
+    "workloads": (READ, lambda a, w: a.workloads(None, None, None, 10)),
+    "read": (READ, lambda a, w: a.read(w.workload_id)),
+    "revocations": (REVOKE, lambda a, w: a.revocations()),
+    "revoke": (REVOKE, lambda a, w: a.revoke("grant_x", NOW)),
+    "audit_after": (AUDIT, lambda a, w: a.audit_after(0, 10)),
+    "as_requester": (SUBMIT, lambda a, w: a.as_requester()),
+    "as_worker": (CLAIM, lambda a, w: a.as_worker()),
+    "claim": (CLAIM, lambda a, w: a.claim(w.workload_id, CAPABILITIES, NOW)),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(RULES))
+def test_each_operation_needs_its_capability_and_refuses_before_it_commits(store, operation):
+    capability, call = RULES[operation]
+    # Work held for approval, which an approver may read: but for the read's rule itself.
+    gated = {} if operation == "read" else {"approval": {"approver_kinds": ["human"]}}
+    workload = admitted(store, **gated)
+    eve = Subject.human("eve")  # not the requester, whom reading its own work is allowed
+    everything = ALL_CAPABILITIES | CAPABILITIES
+    lacking = Authority.of_grant(store, grant_of(eve, everything - {capability}))
+    before = store.db.current_revision()
+    refused = refusal(lambda: call(lacking, workload))
+    assert refused.code == "WORKLOAD_UNAUTHORIZED", refused
+    assert store.db.current_revision() == before
+    allowed = Authority.of_grant(store, grant_of(eve, everything))
+    try:
+        call(allowed, workload)
+    except WorkloadError as other:  # refused for what the work is, never for who asks
+        assert other.code != "WORKLOAD_UNAUTHORIZED", other
+
+
+def test_a_worker_holds_at_most_what_its_grant_holds_whatever_it_says(store):
+    workload = admitted(store)  # needs CAPABILITIES
+    claimer = Authority.of_grant(store, grant_of(Subject.worker("w1"), {CLAIM}))
+    refused = refusal(lambda: claimer.claim(workload.workload_id, CAPABILITIES, NOW))
+    assert refused.code == "WORKLOAD_CAPABILITY_DENIED"
+    assert refused.details == {"missing": sorted(CAPABILITIES)}
+    assert store.get(workload.workload_id).state is WorkloadState.READY
+
+
+def test_a_checked_authority_without_a_grant_cannot_be_made(store):
+    with pytest.raises(ValueError, match="grant"):
+        Authority(store, Subject.human("ada"), Scope("t", "app"))

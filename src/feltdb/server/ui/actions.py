@@ -1,8 +1,9 @@
 """The dashboard's actions: cancel, retry (one or many), approve or reject, verify the
 audit chain. Each is a form post that must carry its session's form token
-(:func:`~feltdb.server.ui.viewer.check_form`), is authorized by the same policy function
-as its API twin, and makes the same store call with the viewer's scope: a page that
-offered no button is no way around the policy (a forged post is refused ``403``).
+(:func:`~feltdb.server.ui.viewer.check_form`) and is decided by the same
+:class:`~feltdb.work.authority.Authority` call as its API twin, with the viewer's grant
+and scope: a page that offered no button is no way around the policy (a forged post is
+refused ``403``).
 
 After a cancel, a retry or a decision the browser is redirected (303) to a page that shows
 what it did, so a reload does not post it twice. What could not be done is said on the page

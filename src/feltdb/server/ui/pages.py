@@ -1,15 +1,14 @@
 """The dashboard's pages: what a signed-in viewer reads.
 
-Each page is authorized as its API twin is, by the same policy function
-(:mod:`feltdb.auth.policy`), and reads the store with the viewer's
-:class:`~feltdb.auth.scope.Scope`: the list of workloads needs ``workload:read`` over the
-application, the approval inbox ``workload:approve``, the dead letters
-``workload:operate``, the audit ``audit:read``; the overview shows each of its sections
-only to the grant its list would allow (the counts: the workloads', the chart: the
-audit's, the recent dead letters: theirs); a workload's page is read as
-``GET /v1/workloads/{id}`` is (:func:`~feltdb.auth.policy.authorize_read`). A page offers
-only the actions the grant allows (:func:`~feltdb.auth.policy.allows`); the action is
-authorized again when posted (:mod:`.actions`).
+Each page reads through the viewer's :class:`~feltdb.work.authority.Authority`, the same
+call as its API twin, so it is authorized as that is and reads with the viewer's scope:
+the list of workloads needs ``workload:read`` over the application, the approval inbox
+``workload:approve``, the dead letters ``workload:operate``, the audit ``audit:read``; a
+workload's page is read as ``GET /v1/workloads/{id}`` is. The overview shows each of its
+sections only to the grant its list would allow (the counts: the workloads', the chart:
+the audit's, the recent dead letters: theirs), and a page offers only the actions the
+grant allows (the policy's ``allows*``); an action is authorized again when posted
+(:mod:`.actions`).
 
 Route functions have no docstrings (``# noqa: D103``), as the API's routes.
 """
