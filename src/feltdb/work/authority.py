@@ -72,8 +72,7 @@ class Authority:
     checked: bool = True
 
     def __post_init__(self) -> None:
-        if self.checked and self.grant is None:
-            # Checked against nothing would check nothing: only the holder goes unchecked.
+        if self.checked and self.grant is None:  # it would check nothing
             raise ValueError("a checked authority needs the grant it is checked against")
 
     @classmethod
@@ -331,12 +330,9 @@ class Authority:
         now: int | None,
         lease_ms: int = DEFAULT_LEASE_MS,
     ) -> WorkloadClaim:
-        """Claim the work by id, holding ``held``: for a caller with a grant, at most what
-        the grant holds (:attr:`held`), whatever it says it holds.
-        """
+        """Claim the work by id holding ``held``, but a grant's caller at most :attr:`held`."""
         worker = self.worker_on(workload_id)
-        rules = self._rules
-        holding = frozenset(held) if rules is None else self.held & frozenset(held)
+        holding = frozenset(held) if self._rules is None else self.held & frozenset(held)
         return self.store.claim(workload_id, worker, holding, now, lease_ms, scope=self.scope)
 
     def start(self, workload_id: str, claim_id: str, fencing_token: int, now: int | None) -> None:
