@@ -45,6 +45,7 @@ from feltdb.worker.connecting import own_process, server_client
 from feltdb.worker.failures import is_transient
 from feltdb.worker.handlers import Handler, HandlerLoop
 from feltdb.worker.reports import NO_HANDLER_KIND, AttemptRunner
+from feltdb.worker.threads import AttemptThreads
 
 if TYPE_CHECKING:
     from feltdb.work.store import WorkloadStore
@@ -162,6 +163,7 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._active: dict[str, Attempt] = {}
+        self._threads = AttemptThreads(0, lambda attempt: None)  # a run's: see _serve
         self._idle = threading.Condition()  # guards _active and completed; notified as attempts end
         self.completed = 0
         """Attempts this worker completed (work that succeeded here)."""
@@ -281,6 +283,7 @@ class Worker:
         runner = AttemptRunner(
             client, self.lease_ms, self.handlers, HandlerLoop(), self._count_completed, completer
         )
+        self._threads = AttemptThreads(self.concurrency, lambda a: self._run_attempt(runner, a))
         # Per run, so that a heartbeat thread of a previous run can never outlive it.
         beating = threading.Event()
         beats = threading.Thread(
@@ -298,6 +301,7 @@ class Worker:
         finally:
             self._stopping.set()
             self._shut_down(runner)
+            self._threads.close()
             if completer is not None:
                 completer.close()
             # Leases are kept through the grace period; only then do heartbeats stop.
@@ -372,12 +376,7 @@ class Worker:
         attempt = Attempt(work.claim, work.workload)
         with self._idle:
             self._active[attempt.workload_id] = attempt
-        # Daemon: a handler still running when the grace period ends must not keep the
-        # process alive; it has been reported failed by then.
-        threading.Thread(
-            target=self._run_attempt, args=(runner, attempt),
-            name=f"feltdb-attempt-{attempt.workload_id}", daemon=True,
-        ).start()  # fmt: skip
+        self._threads.submit(attempt)
 
     def _shut_down(self, runner: AttemptRunner) -> None:
         deadline = time.monotonic() + self.grace_period_s

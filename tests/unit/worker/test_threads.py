@@ -1,0 +1,76 @@
+"""The attempt threads (feltdb.worker.threads): at most one per handler slot, reused from
+attempt to attempt, each named for the workload it runs, all ended with the run."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from feltdb.worker.threads import IDLE_NAME, AttemptThreads
+
+
+def attempt(n: int) -> Any:
+    return SimpleNamespace(workload_id=f"w{n}")
+
+
+def wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_attempts_reuse_at_most_size_threads_each_named_for_its_workload() -> None:
+    seen: dict[str, tuple[int, str]] = {}
+    running = threading.Semaphore(2)  # what the runtime's slots guarantee: 2 at most
+    lock = threading.Lock()
+
+    def run(job: Any) -> None:
+        with lock:
+            seen[job.workload_id] = (threading.get_ident(), threading.current_thread().name)
+        running.release()
+
+    pool = AttemptThreads(2, run)
+    for n in range(200):
+        running.acquire()
+        pool.submit(attempt(n))
+    wait_until(lambda: len(seen) == 200)
+    assert {name for _, name in seen.values()} == {f"feltdb-attempt-w{n}" for n in range(200)}
+    assert len({ident for ident, _ in seen.values()}) <= 2
+    pool.close()
+    wait_until(lambda: not any(t.name.startswith("feltdb-attempt") for t in threading.enumerate()))
+
+
+def test_a_thread_still_running_at_close_ends_after_its_attempt() -> None:
+    release, started = threading.Event(), threading.Event()
+
+    def run(job: Any) -> None:
+        started.set()
+        release.wait(5)
+
+    pool = AttemptThreads(3, run)
+    pool.submit(attempt(1))
+    started.wait(5)
+    pool.close()
+    names = [t.name for t in threading.enumerate()]
+    assert "feltdb-attempt-w1" in names and IDLE_NAME not in names
+    release.set()
+    wait_until(lambda: all(t.name != "feltdb-attempt-w1" for t in threading.enumerate()))
+
+
+def test_a_failing_attempt_leaves_its_thread_serving() -> None:
+    done: list[int] = []
+
+    def run(job: Any) -> None:
+        if job.workload_id == "w0":
+            raise RuntimeError("the runtime's own failure")
+        done.append(threading.get_ident())
+
+    pool = AttemptThreads(1, run)
+    for n in range(3):
+        pool.submit(attempt(n))
+    wait_until(lambda: len(done) == 2)
+    assert len(set(done)) == 1
+    pool.close()
