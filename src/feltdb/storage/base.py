@@ -287,10 +287,11 @@ class Database(BatchReads, ChainLog, IndexCounts, Protocol):
 
         ``partitions`` (:mod:`~feltdb.storage.partitions`) selects instead the rows, whatever
         their state, of the claim groups it accepts (of the definitions it names): one index
-        range per group, each read to ``offset + limit`` rows, merged in the same order and
-        paged over that set, never a filter over other groups' rows. None accepted: no
-        transaction, ``choose`` is not called, ``[]``. Too many groups to walk: as without
-        ``partitions`` (so ``choose`` must still check each row's definition and group).
+        range per group, each read to ``offset + limit`` rows (or from ``partitions.after``
+        on), merged in the same order and paged, never a filter over other groups' rows. None
+        accepted: no transaction, ``choose`` is not called, ``[]``. Too many groups to walk:
+        as without ``partitions`` (so ``choose`` must still check each row's definition and
+        group).
 
         Raises:
             StorageConflict: a precondition of the plan failed; nothing was written.

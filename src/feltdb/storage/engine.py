@@ -371,8 +371,11 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
                 return stored_row(*found[0]) if found else None
 
             select = Selection(session, self._queries, self._limit, params)
+            after = None if partitions is None else partitions.after
             selected = (
-                select.by_state() if groups is None else select.in_groups(groups, offset, limit)
+                select.by_state()
+                if groups is None
+                else select.in_groups(groups, offset, limit, after)
             )
             plans = choose(RowsDecodedOnRead(selected), read)
             if not plans:

@@ -42,6 +42,10 @@ class ClaimPartitions:
 
     accepts: Callable[[str, str, GroupSample], bool]
     definitions: Collection[str] | None = None
+    after: tuple[int, int, str] | None = None
+    """Read only the rows past this ``(priority, created_at, key)`` in claim order (a
+    claim's next page, found by two seeks a range, never by reading past the rows before
+    it); ``None``: from each range's start, paged by the selection's ``offset``."""
 
 
 MAX_GROUPS_WALKED = 4096

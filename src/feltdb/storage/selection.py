@@ -37,19 +37,34 @@ class Selection:
         return rows
 
     def in_groups(
-        self, groups: Sequence[tuple[str, str]], offset: int, limit: int
+        self,
+        groups: Sequence[tuple[str, str]],
+        offset: int,
+        limit: int,
+        after: tuple[int, int, str] | None = None,
     ) -> Sequence[SelectedRow]:
-        """The eligible rows of the ``(definition, group)`` ranges, merged and paged."""
+        """The eligible rows of the ``(definition, group)`` ranges, merged and paged: past
+        ``after`` when given (``offset`` is then not applied), else past ``offset`` rows.
+        """
 
         def fetch(group: tuple[str, str], depth: int) -> list[tuple[Any, ...]]:
             definition, claim_group = group
-            return self._fetch(
-                "claimable_rows_in_group", depth, definition=definition, claim_group=claim_group
-            )
+            ranged = {"definition": definition, "claim_group": claim_group}
+            if after is None:
+                return self._fetch("claimable_rows_in_group", depth, **ranged)
+            # Two seeks past the position (its priority's rest, then the lower ones), as
+            # keyset_page: the rows before it are never read again.
+            priority, created_at, key = after
+            position = {**ranged, "priority": priority, "created_at": created_at, "key": key}
+            rows = self._fetch("claimable_rows_in_group_same_priority", depth, **position)
+            if depth < 0 or len(rows) < depth:
+                more = -1 if depth < 0 else depth - len(rows)
+                rows += self._fetch("claimable_rows_in_group_lower_priority", more, **position)
+            return rows
 
-        return merge_ranges(fetch, groups, offset, limit)
+        return merge_ranges(fetch, groups, 0 if after is not None else offset, limit)
 
-    def _fetch(self, name: str, depth: int, **range_params: str) -> list[tuple[Any, ...]]:
+    def _fetch(self, name: str, depth: int, **range_params: Any) -> list[tuple[Any, ...]]:
         params = {**self.params, **range_params, "limit": self.limit_of(depth)}
         found: list[tuple[Any, ...]] = self.session.execute(self.queries[name], params).fetchall()
         return found

@@ -95,5 +95,8 @@ def claim_up_to(
             continue  # what was chosen left the ready set: look again from here
         if choice.examined < max(CANDIDATE_BATCH, choice.wanted):
             break
-        offset += choice.examined  # a whole batch this worker cannot run: page past it
+        # A whole batch this worker cannot run: page past it, from where it ended (never
+        # reading it again, as an offset would, every row before it, page after page).
+        offset += choice.examined
+        choice.after = choice.last
     return granted

@@ -46,6 +46,10 @@ class CandidateChoice:
         default_factory=list
     )
     """Each candidate chosen: as read, what was done, and the claim granted (if one was)."""
+    last: tuple[int, int, str] | None = None
+    """Where the last candidate examined stands in claim order: (priority, created_at, id)."""
+    after: tuple[int, int, str] | None = None
+    """Where the next batch starts: past this position (``None``: from the start)."""
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
@@ -57,7 +61,7 @@ class CandidateChoice:
         """The ready work's partitions this claim reads: of its definitions, only the
         groups whose needs it meets (the rest is never read, nor locked).
         """
-        return ClaimPartitions(self._accepts, self.definitions)
+        return ClaimPartitions(self._accepts, self.definitions, self.after)
 
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         return group_accepted(group, sample, self.held, self.environments)
@@ -76,6 +80,8 @@ class CandidateChoice:
             if claimed >= self.wanted:
                 break
             loaded = LoadedWorkload.of(workload_of(row), row.version)
+            read_at = loaded.workload
+            self.last = (read_at.priority, read_at.created_at, read_at.workload_id)
             if not self._candidate(loaded.workload, read):
                 continue
             settled = self._settle(loaded.workload)

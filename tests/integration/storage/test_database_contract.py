@@ -1148,6 +1148,37 @@ def test_commit_selected_pages_over_the_definitions_rows(three_definitions: Data
     assert selected(db, ["b", "c"], limit=2, offset=1) == ["c-mid", "b-old"]
 
 
+def test_commit_selected_pages_from_a_position_in_claim_order(three_definitions: Database) -> None:
+    # A claim's next page starts past the last row it read, by position, not by count:
+    # rows before the position are never read again, and rows added before it are not
+    # reached (they are a later claim's, from the start).
+    db = three_definitions
+    merged = ["a-hi", "b-hi", "c-mid", "a-mid", "b-old", "a-tie", "b-new"]
+    position = {"a-hi": (9, 1), "c-mid": (5, 1), "a-mid": (5, 3), "b-old": (1, 1)}
+
+    def after(key: str, limit: int = 10) -> list[str]:
+        priority, created_at = position[key]
+        found = []
+
+        def look(rows: list[StoredRow], read: RowReader) -> PlannedCommit | None:
+            found.extend(rows)
+            return None
+
+        partitions = ClaimPartitions(
+            lambda definition, group, sample: True, ["a", "b", "c"], (priority, created_at, key)
+        )
+        db.commit_selected(
+            "work", "t1", "app1", "ready", 100, look, limit=limit, partitions=partitions
+        )
+        return keys(found)
+
+    for key in position:
+        assert after(key) == merged[merged.index(key) + 1 :], key
+    assert after("c-mid", limit=2) == ["a-mid", "b-old"]
+    ready_of(db, "a-first", "a", 9, 0)  # before every position: never read past one
+    assert after("a-hi") == merged[1:]
+
+
 def test_commit_selected_with_definitions_commits_the_plan(three_definitions: Database) -> None:
     db = three_definitions
 

@@ -415,6 +415,8 @@ def _plan(path: Path, query_name: str) -> list[str]:
         ("next_claim_group", "rows_ready"),
         ("next_claim_definition", "rows_ready"),
         ("claimable_rows_in_group", "rows_ready"),
+        ("claimable_rows_in_group_same_priority", "rows_ready"),
+        ("claimable_rows_in_group_lower_priority", "rows_ready"),
         ("list_rows_by_state", "rows_by_state"),
         ("list_rows_by_application", "rows_by_application"),
         ("page_rows_by_state_same_priority", "rows_by_state"),

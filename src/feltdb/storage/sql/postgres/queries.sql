@@ -200,6 +200,37 @@ ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint
 FOR UPDATE SKIP LOCKED;
 
+-- name: claimable_rows_in_group_same_priority
+-- description: commit_selected with partitions, from a position on: the rows of one (definition, claim group) at the position's priority after its (created_at, key), eligible at now, each locked until the transaction ends; rows another transaction holds are skipped (rows_ready)
+SELECT collection, key, version, revision, document, priority, created_at
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND definition_id = %(definition)s
+  AND claim_group = %(claim_group)s
+  AND priority = %(priority)s::bigint
+  AND (created_at, key) > (%(created_at)s::bigint, %(key)s)
+  AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint
+FOR UPDATE SKIP LOCKED;
+
+-- name: claimable_rows_in_group_lower_priority
+-- description: commit_selected with partitions, from a position on: the rows of one (definition, claim group) below the position's priority, eligible at now, in index order, each locked until the transaction ends; rows another transaction holds are skipped (rows_ready)
+SELECT collection, key, version, revision, document, priority, created_at
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND definition_id = %(definition)s
+  AND claim_group = %(claim_group)s
+  AND priority < %(priority)s::bigint
+  AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint
+FOR UPDATE SKIP LOCKED;
+
 -- name: rows_due_lease_expires_at
 -- description: rows whose lease expired at or before now, earliest first (rows_by_lease_expiry)
 SELECT collection, key, version, revision, document

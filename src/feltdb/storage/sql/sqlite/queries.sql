@@ -202,6 +202,35 @@ WHERE collection = :collection
 ORDER BY priority DESC, created_at, key
 LIMIT :limit;
 
+-- name: claimable_rows_in_group_same_priority
+-- description: commit_selected with partitions, from a position on: the rows of one (definition, claim group) at the position's priority after its (created_at, key), eligible at :now (rows_ready)
+SELECT collection, key, version, revision, document, priority, created_at
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND definition_id = :definition
+  AND claim_group = :claim_group
+  AND priority = :priority
+  AND (created_at, key) > (:created_at, :key)
+  AND (eligible_at IS NULL OR eligible_at <= :now)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: claimable_rows_in_group_lower_priority
+-- description: commit_selected with partitions, from a position on: the rows of one (definition, claim group) below the position's priority, eligible at :now, in index order (rows_ready)
+SELECT collection, key, version, revision, document, priority, created_at
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND definition_id = :definition
+  AND claim_group = :claim_group
+  AND priority < :priority
+  AND (eligible_at IS NULL OR eligible_at <= :now)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
 -- name: rows_due_lease_expires_at
 -- description: rows whose lease expired at or before :now, earliest first (rows_by_lease_expiry)
 SELECT collection, key, version, revision, document
