@@ -50,12 +50,16 @@ class CandidateChoice:
     """Where the last candidate examined stands in claim order: (priority, created_at, id)."""
     after: tuple[int, int, str] | None = None
     """Where the next batch starts: past this position (``None``: from the start)."""
+    states: dict[tuple[str, str, str], WorkloadState | None] = field(default_factory=dict)
+    """The dependencies' states read in this batch's transaction: many candidates waiting
+    on one workload read it once."""
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
         partition to read never calls :meth:`choose`).
         """
         self.examined, self.chosen = 0, []
+        self.states.clear()
 
     def partitions(self) -> ClaimPartitions:
         """The ready work's partitions this claim reads: of its definitions, only the
@@ -104,8 +108,16 @@ class CandidateChoice:
         ):
             return False
         return workload.capability_snapshot <= self.held and dependencies_satisfied(
-            workload, functools.partial(dependency_state, read, workload)
+            workload, functools.partial(self._dependency_state, read, workload)
         )
+
+    def _dependency_state(
+        self, read: RowReader, dependent: Workload, workload_id: str
+    ) -> WorkloadState | None:
+        key = (dependent.tenant_id, dependent.application_id, workload_id)
+        if key not in self.states:
+            self.states[key] = dependency_state(read, dependent, workload_id)
+        return self.states[key]
 
     def _settle(self, workload: Workload) -> tuple[Operation, WorkloadClaim | None] | None:
         breach = deadline_breach(workload, self.now)

@@ -406,6 +406,8 @@ def test_a_claim_behind_work_waiting_on_dependencies_reads_each_of_it_once(store
     pages = [q for q, _ in statements.ran if "claim_group =" in q and "priority" in q]
     assert any("priority =" in q for q in pages) and any("priority <" in q for q in pages)
     assert store.get(waiting[0]).state is WorkloadState.READY  # passed over, untouched
+    # The dependency they all wait on is read once a page, not once a candidate.
+    assert statements.documents.count(gate.workload_id) <= len(waiting) // claiming_batch() + 1
 
 
 def claiming_batch() -> int:
