@@ -29,8 +29,19 @@ from feltdb.storage.base import RowIndex
 IndexColumn = tuple[str, str]
 """A column's name and its SQL type: ``"text"`` or ``"bigint"``."""
 
+_SQL_TYPES: Final = {"int | None": "bigint", "str | None": "text"}
+"""The SQL type of each field type an index column may have (optional, as every one is)."""
+
+
+def _column(name: str, annotation: object) -> IndexColumn:
+    kind = _SQL_TYPES.get(str(annotation))
+    if kind is None:
+        raise TypeError(f"RowIndex.{name}: an index column is int | None or str | None")
+    return name, kind
+
+
 INDEX_COLUMNS: Final[tuple[IndexColumn, ...]] = tuple(
-    (field.name, "bigint" if "int" in str(field.type) else "text") for field in fields(RowIndex)
+    _column(field.name, field.type) for field in fields(RowIndex)
 )
 """Every index column, in ``RowIndex``'s order: an integer field is a ``bigint``."""
 

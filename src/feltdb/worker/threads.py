@@ -59,20 +59,15 @@ class AttemptThreads:
 
     def _serve(self) -> None:
         current = threading.current_thread()
-        closed = False
-        try:
-            while (attempt := self._attempts.get()) is not None:
-                current.name = f"feltdb-attempt-{attempt.workload_id}"
-                try:
-                    self._run(attempt)
-                except Exception:  # the runtime's own failure: the thread serves on
-                    log.exception("attempt of %s failed inside the runtime", attempt.workload_id)
-                finally:
-                    current.name = IDLE_NAME
-                    with self._lock:
-                        self._busy -= 1
-            closed = True
-        finally:
-            if not closed:  # ended by a KeyboardInterrupt or SystemExit: one fewer serves
+        while (attempt := self._attempts.get()) is not None:
+            current.name = f"feltdb-attempt-{attempt.workload_id}"
+            try:
+                self._run(attempt)
+            except BaseException:
+                # The runtime's own failure, or a handler's SystemExit: on this thread it
+                # would end only the thread, and with it one slot's thread for the run.
+                log.exception("attempt of %s failed inside the runtime", attempt.workload_id)
+            finally:
+                current.name = IDLE_NAME
                 with self._lock:
-                    self._threads = max(0, self._threads - 1)
+                    self._busy -= 1

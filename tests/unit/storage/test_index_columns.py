@@ -82,3 +82,12 @@ def test_sqlite_binds_no_arrays_and_an_unknown_dialect_is_refused() -> None:
         expand("SELECT /*index_arrays*/", "sqlite")
     with pytest.raises(ValueError, match="dialect"):
         expand("SELECT /*index_columns*/", "oracle")
+
+
+def test_an_index_column_of_another_type_is_refused_when_declared() -> None:
+    from feltdb.storage.index_columns import _column
+
+    assert _column("shard", "int | None") == ("shard", "bigint")
+    for annotation in ("float | None", "bool | None", "Checkpoint | None", "int"):
+        with pytest.raises(TypeError, match=re.escape("int | None or str | None")):
+            _column("shard", annotation)

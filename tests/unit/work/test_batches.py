@@ -150,6 +150,34 @@ def test_complete_many_answers_each_completion_as_complete_would(stores):
         assert batch_store.get(claim.workload_id).state is WorkloadState.SUCCEEDED
 
 
+def test_complete_many_knows_the_result_ids_already_committed_as_complete_would(stores):
+    # Result ids committed before the batch, read ahead in one statement: another
+    # workload's is refused, and the workload's own report again is replayed.
+    batch_store, single_store = stores
+    for store in stores:
+        first, *_ = running(store, ["a", "b", "c"])
+        fence = (first.workload_id, first.claim_id, "worker:w", first.fencing_token)
+        store.complete(*fence, "r-a", {"ok": 1}, now=12)
+    a, b, c = sorted(batch_store.list("t", "app"), key=lambda w: w.idempotency_key)
+
+    def done(workload: Any, result_id: str) -> Completion:
+        attempt = workload.attempts[-1]
+        return Completion(
+            workload.workload_id, attempt.claim_id, "worker:w", attempt.fencing_token,
+            result_id, {"ok": 1},
+        )  # fmt: skip
+
+    completions = [done(b, "r-a"), done(a, "r-a"), done(c, "r-c")]
+    answers = batch_store.complete_many(completions, now=13)
+    expected = singly(lambda item: single_store.complete(
+        item.workload_id, item.claim_id, item.worker, item.fencing_token, item.result_id,
+        item.output, item.artifacts, item.schema_version, now=13,
+    ), completions)  # fmt: skip
+    assert [outcome(x) for x in answers] == [outcome(x) for x in expected]
+    codes = [x.code if isinstance(x, WorkloadError) else "ok" for x in answers]
+    assert codes == ["WORKLOAD_RESULT_DUPLICATE", "ok", "ok"]
+
+
 def test_heartbeat_many_extends_each_lease_as_heartbeat_would(stores):
     batch_store, single_store = stores
     claims = running(batch_store, ["a", "b"])

@@ -8,6 +8,8 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from feltdb.worker.threads import IDLE_NAME, AttemptThreads
 
 
@@ -23,13 +25,14 @@ def wait_until(condition, timeout: float = 5.0) -> None:
 
 
 def test_attempts_reuse_at_most_size_threads_each_named_for_its_workload() -> None:
-    seen: dict[str, tuple[int, str]] = {}
+    seen: dict[str, tuple[threading.Thread, str]] = {}  # the threads themselves: kept alive
     running = threading.Semaphore(2)  # what the runtime's slots guarantee: 2 at most
     lock = threading.Lock()
 
     def run(job: Any) -> None:
         with lock:
-            seen[job.workload_id] = (threading.get_ident(), threading.current_thread().name)
+            current = threading.current_thread()
+            seen[job.workload_id] = (current, current.name)
         running.release()
 
     pool = AttemptThreads(2, run)
@@ -38,7 +41,7 @@ def test_attempts_reuse_at_most_size_threads_each_named_for_its_workload() -> No
         pool.submit(attempt(n))
     wait_until(lambda: len(seen) == 200)
     assert {name for _, name in seen.values()} == {f"feltdb-attempt-w{n}" for n in range(200)}
-    assert len({ident for ident, _ in seen.values()}) <= 2
+    assert len({id(thread) for thread, _ in seen.values()}) <= 2
     pool.close()
     wait_until(lambda: not any(t.name.startswith("feltdb-attempt") for t in threading.enumerate()))
 
@@ -60,17 +63,18 @@ def test_a_thread_still_running_at_close_ends_after_its_attempt() -> None:
     wait_until(lambda: all(t.name != "feltdb-attempt-w1" for t in threading.enumerate()))
 
 
-def test_a_failing_attempt_leaves_its_thread_serving() -> None:
-    done: list[int] = []
+@pytest.mark.parametrize("failure", [RuntimeError("the runtime's own"), SystemExit(3)])
+def test_a_failing_attempt_leaves_its_thread_serving(failure: BaseException) -> None:
+    done: list[threading.Thread] = []
 
     def run(job: Any) -> None:
         if job.workload_id == "w0":
-            raise RuntimeError("the runtime's own failure")
-        done.append(threading.get_ident())
+            raise failure
+        done.append(threading.current_thread())
 
     pool = AttemptThreads(1, run)
     for n in range(3):
         pool.submit(attempt(n))
     wait_until(lambda: len(done) == 2)
-    assert len(set(done)) == 1
+    assert len({id(thread) for thread in done}) == 1
     pool.close()
