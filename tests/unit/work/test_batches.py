@@ -101,6 +101,14 @@ def test_a_request_may_depend_on_one_earlier_in_the_same_batch(stores):
     assert claim is not None and claim.workload_id == parent_id, "the child waits for it"
 
 
+def completed_singly(store: WorkloadStore, completions: list[Completion]) -> list[Any]:
+    """Each completion's answer from ``complete``, called once each, in order, at now=13."""
+    return singly(lambda item: store.complete(
+        item.workload_id, item.claim_id, item.worker, item.fencing_token, item.result_id,
+        item.output, item.artifacts, item.schema_version, now=13,
+    ), completions)  # fmt: skip
+
+
 def running(store: WorkloadStore, keys: list[str]) -> list[Any]:
     """One claimed and started workload per key, in the store's order of admission."""
     claims = []
@@ -136,10 +144,7 @@ def test_complete_many_answers_each_completion_as_complete_would(stores):
         done(c, "r-c"),
     ]
     answers = batch_store.complete_many(completions, now=13)
-    expected = singly(lambda item: single_store.complete(
-        item.workload_id, item.claim_id, item.worker, item.fencing_token, item.result_id,
-        item.output, item.artifacts, item.schema_version, now=13,
-    ), completions)  # fmt: skip
+    expected = completed_singly(single_store, completions)
     assert [outcome(x) for x in answers] == [outcome(x) for x in expected]
     codes = [x.code if isinstance(x, WorkloadError) else "ok" for x in answers]
     assert codes == [
@@ -169,10 +174,7 @@ def test_complete_many_knows_the_result_ids_already_committed_as_complete_would(
 
     completions = [done(b, "r-a"), done(a, "r-a"), done(c, "r-c")]
     answers = batch_store.complete_many(completions, now=13)
-    expected = singly(lambda item: single_store.complete(
-        item.workload_id, item.claim_id, item.worker, item.fencing_token, item.result_id,
-        item.output, item.artifacts, item.schema_version, now=13,
-    ), completions)  # fmt: skip
+    expected = completed_singly(single_store, completions)
     assert [outcome(x) for x in answers] == [outcome(x) for x in expected]
     codes = [x.code if isinstance(x, WorkloadError) else "ok" for x in answers]
     assert codes == ["WORKLOAD_RESULT_DUPLICATE", "ok", "ok"]
