@@ -44,14 +44,13 @@ def admit_many(
     requests = inputs.batch(requests, "requests")
     batch = unit.batch(None)
     # Whether each identity was admitted already, asked of the store in one statement.
-    ahead = unit.read_ahead(
-        workload_id_of(request) for request in requests if isinstance(request, CreateWorkload)
-    )
+    ids = [workload_id_of(r) if isinstance(r, CreateWorkload) else None for r in requests]
+    ahead = unit.read_ahead(ids)
     admitted: dict[str, Workload] = {}
     steps: list[Step[Admitted] | WorkloadError] = []
-    for request in requests:
+    for request, known_id in zip(requests, ids, strict=True):
         try:
-            step = admission_step(unit, request, admitted, ahead)
+            step = admission_step(unit, request, admitted, ahead, known_id)
         except WorkloadError as refusal:
             steps.append(refusal)
             continue
@@ -77,15 +76,17 @@ def admission_step(
     request: CreateWorkload,
     admitted: dict[str, Workload],
     ahead: ReadAhead | None = None,
+    workload_id: str | None = None,
 ) -> Step[Admitted]:
     """Decide an admission: the new workload to commit, or the replay of one already
     committed (or in ``admitted``, earlier in the same batch; ``ahead``: what the batch
-    read of the store).
+    read of the store; ``workload_id``: the request's, when the batch made it already).
     """
     if not isinstance(request, CreateWorkload):
         request = CreateWorkload.parse(request)
     validate_admission(request)
-    workload_id = workload_id_of(request)
+    if workload_id is None:
+        workload_id = workload_id_of(request)
     # The snapshot must cover the work it authorizes, before anything is read.
     resource = workload_uri(request.application_id, workload_id)
     if not covers(request.authorization_snapshot.grant, resource):
