@@ -23,7 +23,7 @@ from feltdb.auth import GrantSigner, Subject
 from feltdb.auth.policy import APPROVE, SUBMIT, application_grant
 from feltdb.auth.scope import Scope
 from feltdb.client.local import LocalClient
-from feltdb.work.models import DURABLE_WORK_COLLECTION, ApprovalPolicy, WorkloadTimeouts
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, ApprovalPolicy, WorkloadTimeouts
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import WorkloadStore
 
@@ -192,7 +192,7 @@ def _first_half(tour: _Tour) -> dict[str, str]:
             "wire-transfer",
             priority=4,
             capability_snapshot=["payments:send"],
-            approval=ApprovalPolicy(approver_kinds={"human"}),
+            approval=ApprovalPolicy(approver_kinds=frozenset({"human"})),
             timeouts=WorkloadTimeouts(approval_ms=3_600_000),
         ),
         "crm": tour.admit("sync-crm", priority=3, capability_snapshot=["crm:sync"]),

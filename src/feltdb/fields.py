@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any
 
+import msgspec
 from annotated_types import Ge, Le
 from pydantic import BeforeValidator, PlainSerializer, StrictInt
 
@@ -48,13 +49,20 @@ MAX_NOW = MAX_SAFE_INTEGER - MAX_SAFE_INTEGER // 1000
 :data:`MAX_SAFE_INTEGER` milliseconds) is then a storable :data:`Instant` too. About the
 year 285,000,000."""
 
-Instant = Annotated[StrictInt, Ge(-MAX_SAFE_INTEGER), Le(MAX_SAFE_INTEGER)]
+Instant = Annotated[
+    StrictInt,
+    Ge(-MAX_SAFE_INTEGER),
+    Le(MAX_SAFE_INTEGER),
+    msgspec.Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER),
+]
 """Unix time in whole seconds."""
 
-Count = Annotated[StrictInt, Ge(0), Le(MAX_SAFE_INTEGER)]
+Count = Annotated[StrictInt, Ge(0), Le(MAX_SAFE_INTEGER), msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
 """A non-negative integer: counts, versions, tokens, durations in milliseconds."""
 
-Priority = Annotated[StrictInt, Ge(-(2**31)), Le(2**31 - 1)]
+Priority = Annotated[
+    StrictInt, Ge(-(2**31)), Le(2**31 - 1), msgspec.Meta(ge=-(2**31), le=2**31 - 1)
+]
 """A priority: a signed 32-bit integer, as in the reference; higher runs first."""
 
 MAX_ID_CHARS = 256

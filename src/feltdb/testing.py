@@ -37,12 +37,7 @@ from feltdb.auth.policy import SUBMIT, application_grant
 from feltdb.auth.scope import Scope
 from feltdb.client.local import LocalClient
 from feltdb.client.protocol import given_fields
-from feltdb.work.models import (
-    ApprovalPolicy,
-    Workload,
-    WorkloadRetryPolicy,
-    WorkloadTimeouts,
-)
+from feltdb.records.workload import ApprovalPolicy, Workload, WorkloadRetryPolicy, WorkloadTimeouts
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.worker import Worker

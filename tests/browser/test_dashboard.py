@@ -40,7 +40,7 @@ from support.server import Server, serve
 from feltdb import Subject
 from feltdb.auth.policy import READ
 from feltdb.auth.sessions import issue_ticket
-from feltdb.work.models import ApprovalDecision, Workload
+from feltdb.records.workload import ApprovalDecision, Workload
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 pytestmark = pytest.mark.browser

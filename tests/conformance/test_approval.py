@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -162,8 +163,9 @@ def test_a_policy_narrows_approvers_and_excludes_the_requester(gated, new_target
     request = make_request("svc")
     request.requested_by = Subject.service("svc")
     snapshot = request.authorization_snapshot
-    request.authorization_snapshot = snapshot.model_copy(
-        update={"grant": snapshot.grant.model_copy(update={"subject": request.requested_by})}
+    request.authorization_snapshot = msgspec.structs.replace(
+        snapshot,
+        grant=msgspec.structs.replace(snapshot.grant, **{"subject": request.requested_by}),
     )
     # A re-signed snapshot is not needed for the store's own checks.
     request.approval = ApprovalPolicy(approver_kinds={"service"}, approvers=set())

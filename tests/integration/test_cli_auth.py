@@ -103,9 +103,9 @@ def test_grant_issue_prints_one_token_the_keyring_verifies(keyring_file: Path):
     assert grant.subject == Subject.worker("w1")
     assert (grant.tenant_id, grant.application_id) == ("t", "app")
     assert grant.capabilities == {CLAIM, "email:send"}
-    assert grant.resources == (
+    assert grant.resources == [
         ResourceScope(kind=ResourceScopeKind.APPLICATION, uri="flow://app/*"),
-    )
+    ]
     assert grant.expires_at - grant.issued_at == 3600
     assert grant.id.startswith("grant_")
     authorize(grant, CLAIM, "t", "app", workload_uri("app", "w"))
@@ -126,10 +126,10 @@ def test_grant_issue_takes_resources_lifetime_and_issuer(keyring_file: Path):
         "human:ada",
     )
     grant = decode_token(token).grant
-    assert grant.resources == (
+    assert grant.resources == [
         ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://app/workloads/w1"),
         ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://app/workloads/x*"),
-    )
+    ]
     assert grant.expires_at - grant.issued_at == 60
     assert grant.issuer == Subject.human("ada")
     authorize(grant, READ, "t", "app", workload_uri("app", "x9"))

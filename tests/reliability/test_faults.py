@@ -111,7 +111,7 @@ from feltdb.auth import Subject
 from feltdb.auth.policy import CLAIM
 from feltdb.auth.scope import Scope
 from feltdb.client import Client, LocalClient
-from feltdb.work.models import Workload
+from feltdb.records.workload import Workload
 
 SUITE = "faults"
 COMMAND = "make soak"

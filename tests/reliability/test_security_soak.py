@@ -96,6 +96,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import msgspec
 from support.secsoak_ledger import Ledger, Owner, view_of
 from support.secsoak_openapi import OBJECT, Operation, body_of, operations
 from support.secsoak_tokens import UNDECODABLE, BadToken, bad_tokens
@@ -219,7 +220,7 @@ class Soak:
         constraints = fields.pop("constraints", None)
         made = self.server.grant(application, tenant=tenant, **fields)
         if constraints is not None:
-            made = made.model_copy(update={"constraints": constraints})
+            made = msgspec.structs.replace(made, constraints=constraints)
         return made
 
     def headers(self, grant: Grant) -> dict[str, str]:
@@ -259,8 +260,7 @@ class Soak:
     def snapshot(self, realm: Realm) -> dict[str, Any]:
         """The realm's workloads as committed, read from the store directly."""
         return {
-            w.workload_id: w.model_dump(mode="json")
-            for w in self.store.list(realm.tenant, realm.application)
+            w.workload_id: w.to_json() for w in self.store.list(realm.tenant, realm.application)
         }
 
     def unchanged(self, realm: Realm, before: dict[str, Any], what: str) -> None:
@@ -580,10 +580,10 @@ def attack_isolation(soak: Soak, victim: Realm, realms: list[Realm]) -> None:
             if any(work.workload_id in scope.uri for scope in grant.resources):
                 # The outsider's grant names this id: its twin names the missing one.
                 resources = tuple(
-                    scope.model_copy(update={"uri": scope.uri.replace(work.workload_id, missing)})
+                    msgspec.structs.replace(scope, uri=scope.uri.replace(work.workload_id, missing))
                     for scope in grant.resources
                 )
-                headers = soak.headers(grant.model_copy(update={"resources": resources}))
+                headers = soak.headers(msgspec.structs.replace(grant, resources=resources))
             twin, _, _ = soak.call(
                 operation,
                 headers,
@@ -642,8 +642,9 @@ def attack_credentials(
 
 def attack_revoked(soak: Soak, realm: Realm) -> None:
     before = soak.snapshot(realm)
-    doomed = soak.grant(realm, subject=Subject.service("doomed")).model_copy(
-        update={"id": soak.ledger.grant_id(realm.tenant, realm.application, soak.hex(10))}
+    doomed = msgspec.structs.replace(
+        soak.grant(realm, subject=Subject.service("doomed")),
+        id=soak.ledger.grant_id(realm.tenant, realm.application, soak.hex(10)),
     )
     headers = soak.headers(doomed)
     first = soak.send("GET", "/v1/workloads", headers, note="before revocation (cached)")
@@ -703,8 +704,8 @@ def attack_wrong_scope(soak: Soak, realm: Realm, offset: int) -> None:
         *(
             (
                 f"a {kind.value} scope",
-                soak.grant(realm).model_copy(
-                    update={"resources": (ResourceScope(kind=kind, uri=everything),)}
+                msgspec.structs.replace(
+                    soak.grant(realm), resources=[ResourceScope(kind=kind, uri=everything)]
                 ),
             )
             for kind in (
@@ -766,7 +767,7 @@ def attack_approvals(soak: Soak, realm: Realm) -> int:
         approvers = rng.sample(allowed, rng.randint(0, len(allowed)))
         policy: dict[str, Any] = {"approver_kinds": kinds}
         if approvers:
-            policy["approvers"] = [s.model_dump(mode="json") for s in approvers]
+            policy["approvers"] = [s.to_json() for s in approvers]
         requester = rng.choice(
             [Subject.agent("requester"), Subject.human("ada"), Subject.service("ops-bot")]
         )

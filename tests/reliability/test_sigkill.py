@@ -90,6 +90,7 @@ from feltdb import (
 )
 from feltdb.auth.policy import ALL_CAPABILITIES
 from feltdb.auth.tokens import Keyring
+from feltdb.records.codec import copied
 
 pytestmark = pytest.mark.multiprocess
 
@@ -716,9 +717,9 @@ def test_the_audit_finds_what_it_looks_for(tmp_path: Path) -> None:
         f"refused {d} WORKLOAD_STALE_FENCE complete",
         "nonsense",
     )
-    broken = stored[d].model_copy(deep=True)
+    broken = copied(stored[d])
     del broken.execution_history[1]
-    twice = stored[w].model_copy(deep=True)
+    twice = copied(stored[w])
     twice.attempts = [*stored[d].attempts, *stored[d].attempts]
     tampered = {d: broken, w: twice}
     found = Counter(c for c, _, _ in audit(tampered, planted) | planted.problems)

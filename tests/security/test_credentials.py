@@ -121,13 +121,13 @@ def test_nothing_stored_works_as_a_token(http: httpx.Client, server: Server, app
     # The attacker reads the database itself: the stored snapshot keeps its signature (it
     # is evidence, and the server can verify it), but it is not the token's.
     with WorkloadStore.open(server.target) as store:
-        stored = store.get(admitted["workload_id"]).authorization_snapshot.model_dump(mode="json")
+        stored = store.get(admitted["workload_id"]).authorization_snapshot.to_json()
         log = store.db.committed_transactions_after(0)
     assert stored["signature"] != REDACTED
     assert stored["signature"] not in requester_token
     assert_not_a_credential(http, stored)
     # It is evidence: the keyring verifies it as such, and never as a token.
-    evidence = SignedGrant.model_validate(stored)
+    evidence = SignedGrant.parse(stored)
     now = evidence.grant.issued_at + 1
     assert server.keyring.verify_evidence(evidence, now).id == evidence.grant.id
     with pytest.raises(WorkloadError):

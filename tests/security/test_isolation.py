@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import httpx
+import msgspec
 import pytest
 from support.attack import REQUESTER, WORKER, admit, bearer, claim, held
 from support.factories import SIGNER, make_request
@@ -52,7 +53,7 @@ def test_a_dependency_on_another_tenants_work_is_refused_as_missing_work_is(
 def in_tenant(tenant: str, **overrides: object) -> CreateWorkload:
     """The fixture request, made in ``tenant`` under a snapshot of that tenant."""
     base = make_request()
-    grant = base.authorization_snapshot.grant.model_copy(update={"tenant_id": tenant})
+    grant = msgspec.structs.replace(base.authorization_snapshot.grant, tenant_id=tenant)
     return make_request(tenant_id=tenant, authorization_snapshot=SIGNER.sign(grant), **overrides)
 
 
@@ -158,8 +159,8 @@ def test_a_subject_of_another_kind_with_the_same_id_is_another_worker(
 
 
 def constrained(server: Server, app: str, **limits: list[str]) -> dict[str, str]:
-    grant = server.grant(app, subject=REQUESTER).model_copy(
-        update={"constraints": GrantConstraints(**limits)}
+    grant = msgspec.structs.replace(
+        server.grant(app, subject=REQUESTER), constraints=GrantConstraints(**limits)
     )
     return bearer(server.keyring.sign(grant))
 
@@ -207,8 +208,9 @@ def test_the_library_refuses_admission_outside_the_snapshots_constraints(
     new_target: Callable[..., str],
 ):
     request = make_request()
-    grant = request.authorization_snapshot.grant.model_copy(
-        update={"constraints": GrantConstraints(environments=["staging"])}
+    grant = msgspec.structs.replace(
+        request.authorization_snapshot.grant,
+        constraints=GrantConstraints(environments=["staging"]),
     )
     with WorkloadStore.open(new_target()) as store, pytest.raises(WorkloadError) as refused:
         store.admit(make_request(authorization_snapshot=SIGNER.sign(grant)))

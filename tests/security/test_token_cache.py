@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from fastapi import FastAPI
 from support.attack import bearer
@@ -343,14 +344,13 @@ def test_the_cache_holds_at_most_its_bound_of_tokens(tmp_path: Path, keyring: Ke
         assert len(app.cache) == 8
         # A token longer than MAX_CACHED_TOKEN_CHARS is verified every time, never kept.
         app.cache.clear()
-        big = admin_grant().model_copy(
-            update={
-                "resources": tuple(
-                    ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=f"flow://app/w{n:04d}/*")
-                    for n in range(1000)
-                )
-                + admin_grant().resources
-            }
+        big = msgspec.structs.replace(
+            admin_grant(),
+            resources=[
+                ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=f"flow://app/w{n:04d}/*")
+                for n in range(1000)
+            ]
+            + admin_grant().resources,
         )
         long_token = keyring.sign(big)
         assert len(long_token) > MAX_CACHED_TOKEN_CHARS

@@ -33,7 +33,7 @@ from typing import Any, TypeVar, cast
 from feltdb import AttemptStatus, Completion, WorkloadError, WorkloadState, WorkloadStore
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode
-from feltdb.work.models import Workload
+from feltdb.records.workload import Workload
 from feltdb.worker import Context, Worker
 
 T = TypeVar("T")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage import Commit, Database, Mutation, Precondition, StorageConflict, StoredRow
-from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
 from feltdb.work.rows import planned_commit
 from feltdb.work.scheduling import row_index
 from feltdb.work.store import WorkloadStore
@@ -62,7 +62,7 @@ class PinnedReads:
     def rows_due(self, collection: str, column: str, now: int, *, limit: int) -> list[StoredRow]:
         due = []
         for row in self.rows.values():
-            value = getattr(row_index(Workload.model_validate(row.document)), column)
+            value = getattr(row_index(Workload.parse(row.document)), column)
             if value is not None and value <= now:
                 due.append((value, row.key, row))
         return [row for _, _, row in sorted(due, key=lambda d: d[:2])][:limit]

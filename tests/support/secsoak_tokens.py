@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from feltdb import Grant, GrantStatus, ResourceScope, ResourceScopeKind, Subject
 from feltdb.auth.tokens import Keyring, decode_token, encode_token
 from feltdb.storage.canonical import canonical_json
@@ -71,10 +73,12 @@ def bad_tokens(keyring: Keyring, grant: Grant, now: int, rng: random.Random) -> 
     signature = _document(good)["signature"]
     other = Keyring.generate(keyring.active)  # the same key id, another secret
     stranger = Keyring.generate("k-stranger")
-    later = grant.model_copy(update={"id": f"{grant.id}-b", "subject": Subject.human("mallory")})
+    later = msgspec.structs.replace(
+        grant, **{"id": f"{grant.id}-b", "subject": Subject.human("mallory")}
+    )
 
     def signed(**update: Any) -> str:
-        return keyring.sign(grant.model_copy(update=update))
+        return keyring.sign(msgspec.structs.replace(grant, **update))
 
     def wider(g: dict[str, Any]) -> None:
         g["resources"] = [{"kind": ResourceScopeKind.WORKLOAD.value, "uri": "flow://*"}]
@@ -119,9 +123,7 @@ def bad_tokens(keyring: Keyring, grant: Grant, now: int, rng: random.Random) -> 
             lambda g: g.update(capabilities=sorted(grant.capabilities)),
         ),
         "tampered-resources": _tampered(
-            signed(
-                resources=(ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://none/x"),)
-            ),
+            signed(resources=[ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://none/x")]),
             wider,
         ),
         "tampered-key-id": _token_of({**_document(good), "key_id": "k-stranger"}),

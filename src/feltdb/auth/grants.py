@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import enum
 
-from pydantic import BaseModel, ConfigDict, Field
+import msgspec
 
 from feltdb.auth.subjects import Subject
 from feltdb.fields import Instant, StringSet
+from feltdb.records.base import Record, frozen_members
 
 
 class ResourceScopeKind(enum.StrEnum):
@@ -20,10 +21,8 @@ class ResourceScopeKind(enum.StrEnum):
     AUDIT = "audit"
 
 
-class ResourceScope(BaseModel):
+class ResourceScope(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """A resource a grant covers: a kind and a URI pattern (``*`` matches any run)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: ResourceScopeKind
     uri: str
@@ -37,21 +36,20 @@ class GrantStatus(enum.StrEnum):
     REVOKED = "revoked"
 
 
-class GrantConstraints(BaseModel):
+class GrantConstraints(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """Narrowing conditions on a grant. Empty sets mean "no narrowing"."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    environments: StringSet = frozenset()
+    definitions: StringSet = frozenset()
 
-    environments: StringSet = Field(default_factory=frozenset)
-    definitions: StringSet = Field(default_factory=frozenset)
+    def __post_init__(self) -> None:
+        frozen_members(self, "environments", "definitions")
 
 
-class Grant(BaseModel):
+class Grant(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """A grant of capabilities on resources from an issuer to a subject, for a tenant and
     application, valid from ``issued_at`` until ``expires_at`` (unix seconds, exclusive).
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     contract_version: int = 1
     id: str
@@ -59,20 +57,23 @@ class Grant(BaseModel):
     subject: Subject
     tenant_id: str
     application_id: str
-    capabilities: StringSet = Field(default_factory=frozenset)
-    resources: tuple[ResourceScope, ...] = ()
-    constraints: GrantConstraints = Field(default_factory=GrantConstraints)
+    capabilities: StringSet = frozenset()
+    resources: list[ResourceScope] = msgspec.field(default_factory=list)
+    constraints: GrantConstraints = GrantConstraints()
     issued_at: Instant
     expires_at: Instant
     parent_grant: str | None = None
     revision: int = 1
     status: GrantStatus = GrantStatus.ACTIVE
 
+    def __post_init__(self) -> None:
+        frozen_members(self, "capabilities")
+        if type(self.resources) is not list:
+            msgspec.structs.force_setattr(self, "resources", list(self.resources))
 
-class SignedGrant(BaseModel):
+
+class SignedGrant(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """A grant with the key id and HMAC-SHA256 signature that vouch for it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     grant: Grant
     key_id: str

@@ -27,7 +27,7 @@ from feltdb.auth.subjects import Subject
 from feltdb.errors import ErrorCode, WorkloadError
 
 if TYPE_CHECKING:  # the records import this package: at run time they are only read
-    from feltdb.work.models import Workload
+    from feltdb.records.workload import Workload
 
 SUBMIT: Final = "workload:execute"
 """Admit work (``POST /v1/workloads``)."""
@@ -78,9 +78,9 @@ def application_grant(
         tenant_id=tenant_id,
         application_id=application_id,
         capabilities=frozenset(capabilities),
-        resources=(
-            ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=workload_uri(application_id, "*")),
-        ),
+        resources=[
+            ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=workload_uri(application_id, "*"))
+        ],
         issued_at=issued_at,
         expires_at=expires_at,
     )

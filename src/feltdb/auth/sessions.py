@@ -27,8 +27,6 @@ import secrets
 from dataclasses import dataclass
 from typing import Final
 
-from pydantic import ValidationError
-
 from feltdb.auth.grants import Grant, GrantStatus
 from feltdb.auth.signing import CSRF_DOMAIN, LOGIN_DOMAIN, SESSION_DOMAIN
 from feltdb.auth.tokens import MAX_TOKEN_CHARS, Keyring
@@ -117,7 +115,7 @@ def issue_ticket(
     seconds (less if the grant expires first).
     """
     body = {
-        "grant": grant.model_dump(mode="json"),
+        "grant": grant.to_json(),
         "nonce": secrets.token_hex(16),
         "expires_at": min(now + lifetime_s, grant.expires_at),
     }
@@ -151,9 +149,9 @@ def verify_ticket(keyring: Keyring, text: str, now: int) -> Ticket:
     ):
         raise _refused("the sign-in link's signature does not verify")
     try:
-        grant = Grant.model_validate(body["grant"])
+        grant = Grant.parse(body["grant"])
         nonce, expires_at = str(body["nonce"]), int(body["expires_at"])
-    except (ValidationError, KeyError, TypeError, ValueError):
+    except (WorkloadError, KeyError, TypeError, ValueError):
         raise _refused("the sign-in link is damaged") from None
     if now >= expires_at:
         raise _refused("the sign-in link has expired: issue another")

@@ -67,7 +67,7 @@ class GrantSigner:
     def _signature(self, grant: Grant, domain: bytes = b"") -> str:
         # surrogatepass: a grant decoded from a forged token may hold a lone surrogate;
         # it must fail to verify, not fail to encode (issue 9, point 7).
-        text = canonical_json(grant.model_dump(mode="json"))
+        text = canonical_json(grant.to_json())
         payload = domain + text.encode("utf-8", "surrogatepass")
         return hmac.new(self._secret, payload, hashlib.sha256).hexdigest()
 

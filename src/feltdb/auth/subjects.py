@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
-from functools import total_ordering
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+import msgspec
+from pydantic import BeforeValidator, Field, PlainSerializer
 
 from feltdb.fields import MAX_ID_CHARS, as_frozenset, sorted_list
+from feltdb.records.base import Record
 
 
 class SubjectKind(enum.StrEnum):
@@ -22,17 +23,14 @@ class SubjectKind(enum.StrEnum):
     CONNECTION = "connection"
 
 
-@total_ordering
-class Subject(BaseModel):
+class Subject(Record, frozen=True, order=True, kw_only=True):  # type: ignore[misc]
     """An identity: a kind and an id. Hashable, ordered and equal by ``(kind, id)``.
 
     Serializes as ``{"kind": "human", "id": "ada"}``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     kind: SubjectKind
-    id: Annotated[str, Field(max_length=MAX_ID_CHARS)]
+    id: Annotated[str, Field(max_length=MAX_ID_CHARS), msgspec.Meta(max_length=MAX_ID_CHARS)]
 
     @classmethod
     def human(cls, id: str) -> Subject:
@@ -64,22 +62,6 @@ class Subject(BaseModel):
         """An external system reached through a connection."""
         return cls(kind=SubjectKind.CONNECTION, id=id)
 
-    def _key(self) -> tuple[str, str]:
-        return (self.kind.value, self.id)
-
-    def __lt__(self, other: Any) -> bool:
-        if not isinstance(other, Subject):
-            return NotImplemented
-        return self._key() < other._key()
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Subject):
-            return NotImplemented
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.id}"
 
@@ -87,6 +69,6 @@ class Subject(BaseModel):
 SubjectSet = Annotated[
     frozenset[Subject],
     BeforeValidator(as_frozenset),
-    PlainSerializer(sorted_list),
+    PlainSerializer(sorted_list, return_type=list[Subject]),
 ]
 """A set of subjects: accepts any iterable, compares as a set, serializes sorted."""

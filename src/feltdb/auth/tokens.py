@@ -28,8 +28,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from feltdb.auth.grants import Grant, SignedGrant
 from feltdb.auth.signing import GrantSigner
 from feltdb.errors import ErrorCode, WorkloadError
@@ -81,9 +79,9 @@ def encode_token(signed: SignedGrant) -> str:
 
     Returns:
         ``TOKEN_PREFIX`` + unpadded base64url of the canonical JSON of
-        ``signed.model_dump(mode="json")``.
+        ``signed.to_json()``.
     """
-    document = canonical_json(signed.model_dump(mode="json"))
+    document = canonical_json(signed.to_json())
     return TOKEN_PREFIX + _b64encode(document.encode("utf-8"))
 
 
@@ -122,8 +120,8 @@ def decode_token(token: str) -> SignedGrant:
     except (ValueError, RecursionError):
         raise _unauthorized("token does not hold JSON") from None
     try:
-        signed = SignedGrant.model_validate(document)
-    except (ValidationError, ValueError, TypeError, RecursionError, WorkloadError):
+        signed = SignedGrant.parse(document)
+    except (ValueError, TypeError, RecursionError, WorkloadError):
         raise _unauthorized("token does not hold a valid signed grant") from None
     if not _SIGNATURE.fullmatch(signed.signature):
         raise _unauthorized("token signature is not 64 lowercase hex digits")

@@ -180,10 +180,10 @@ def grant_issue(
         subject=parse_subject(subject),
         tenant_id=tenant,
         application_id=application,
-        capabilities=capability,
-        resources=tuple(
+        capabilities=frozenset(capability or ()),
+        resources=[
             resource_scope(uri, application) for uri in resource or [f"flow://{application}/*"]
-        ),
+        ],
         constraints=GrantConstraints(
             environments=frozenset(environment or ()), definitions=frozenset(definition or ())
         ),

@@ -17,9 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from feltdb.fields import iso_instant
+from feltdb.records.workload import Workload, WorkloadApproval, WorkloadEvent
 from feltdb.storage import CommittedTransaction
 from feltdb.storage.audit_chain import ChainReport
-from feltdb.work.models import Workload, WorkloadApproval, WorkloadEvent
 from feltdb.work.states import WorkloadState
 
 PIPE_WIDTH = 200

@@ -35,8 +35,8 @@ from feltdb.cli.parsing import subject_option
 from feltdb.client.local import LocalClient
 from feltdb.client.protocol import MAX_PAGE, Page, WorkloadClient
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import Workload
 from feltdb.storage.targets import sqlite_path
-from feltdb.work.models import Workload
 from feltdb.work.store import WorkloadStore
 
 OPERATOR_GRANT_LIFETIME_S = 300

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import WorkloadClaim
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import WorkloadClaim
 
 
 @dataclass(frozen=True, slots=True)

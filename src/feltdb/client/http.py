@@ -26,8 +26,7 @@ from feltdb.client.http_batches import HttpBatches
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import (
+from feltdb.records.workload import (
     ApprovalDecision,
     Workload,
     WorkloadCheckpoint,
@@ -35,6 +34,7 @@ from feltdb.work.models import (
     WorkloadExecutionContext,
     WorkloadResult,
 )
+from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.submission import submission_fields
 

@@ -23,10 +23,10 @@ from feltdb.client.protocol import SubmissionLike, as_submission
 from feltdb.client.refusals import ClientError
 from feltdb.client.transport import Transport
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.batches import per_item
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.submission import submission_fields
 
 T = TypeVar("T")

@@ -35,21 +35,21 @@ from feltdb.client.protocol import (
     as_submission,
 )
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.storage.audit_chain import ChainReport
-from feltdb.work import worker_authority
-from feltdb.work.audit import anchor_of
-from feltdb.work.authority import Authority
-from feltdb.work.cursors import decode_cursor, encode_cursor
-from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import (
+from feltdb.records.workload import (
     ApprovalDecision,
-    CreateWorkload,
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
     WorkloadExecutionContext,
     WorkloadResult,
 )
+from feltdb.storage.audit_chain import ChainReport
+from feltdb.work import worker_authority
+from feltdb.work.audit import anchor_of
+from feltdb.work.authority import Authority
+from feltdb.work.cursors import decode_cursor, encode_cursor
+from feltdb.work.inputs import DEFAULT_LEASE_MS
+from feltdb.work.models import CreateWorkload
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.work.submission import admission_request

@@ -18,12 +18,13 @@ from feltdb.client.batches import (
 )
 from feltdb.client.protocol import SubmissionLike
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import Workload, WorkloadResult
 from feltdb.work import worker_authority
 from feltdb.work.authority import Authority
 from feltdb.work.batches import per_item
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import CreateWorkload, Workload, WorkloadResult
+from feltdb.work.models import CreateWorkload
 from feltdb.work.store import WorkloadStore
 
 Found = TypeVar("Found")

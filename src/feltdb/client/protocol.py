@@ -21,13 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
 from feltdb.errors import WorkloadError
-from feltdb.storage.audit_chain import ChainReport
-from feltdb.work.claimed import ClaimedWork, LeaseRenewal
-from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import (
+from feltdb.records.workload import (
     ApprovalDecision,
     ApprovalPolicy,
-    MutableRecord,
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
@@ -37,6 +33,10 @@ from feltdb.work.models import (
     WorkloadRetryPolicy,
     WorkloadTimeouts,
 )
+from feltdb.storage.audit_chain import ChainReport
+from feltdb.work.claimed import ClaimedWork, LeaseRenewal
+from feltdb.work.inputs import DEFAULT_LEASE_MS
+from feltdb.work.models import MutableRecord
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.submission import Submission
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.fields import MAX_LIST_ITEMS, MAX_SAFE_INTEGER
+from feltdb.records.workload import ApprovalDecision, Workload, WorkloadClaim, WorkloadResult
 from feltdb.server.errors import ErrorDetail
 from feltdb.server.fields import (
     NOT_BLANK,
@@ -26,7 +27,6 @@ from feltdb.server.fields import (
 )
 from feltdb.storage.base import CommittedTransaction
 from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
-from feltdb.work.models import ApprovalDecision, Workload, WorkloadClaim, WorkloadResult
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 MAX_WAIT_MS = 30_000

@@ -53,9 +53,9 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import DEFAULT_RETRY_ON
 from feltdb.work.changes import Operation, WorkloadChange
 from feltdb.work.events import attempt_failed
-from feltdb.work.models import DEFAULT_RETRY_ON
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import WorkloadStore
 

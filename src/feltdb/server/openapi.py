@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from feltdb.fields import MAX_ID_CHARS, MAX_LIST_ITEMS
+from feltdb.records.base import Record
 from feltdb.server.errors import error_responses
 from feltdb.server.fields import NO_NUL, NOT_BLANK
 from feltdb.work.submission import Submission
@@ -139,9 +140,11 @@ admission request, so FastAPI is told its schema rather than given a model to va
 
 
 def answers(
-    model: type[BaseModel] | None, *errors: int, status: int = 200
+    model: type[BaseModel | Record] | None, *errors: int, status: int = 200
 ) -> dict[int | str, dict[str, Any]]:
-    """A route's ``responses=``: its success answer's model and its error statuses."""
+    """A route's ``responses=``: its success answer's model (a body model, or a record,
+    whose schema is made from its declaration) and its error statuses.
+    """
     declared = error_responses(*errors)
     if model is not None:
         declared[status] = {"model": model}

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
 from feltdb.auth.policy import ensure_within_constraints
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS, MAX_LIST_ITEMS, text_problem
-from feltdb.storage.canonical import canonical_json, content_hash
-from feltdb.work.approvals import validate_approval_policy
-from feltdb.work.models import (
+from feltdb.records.workload import (
     DEADLINE_CONTRACT_VERSION,
     ApprovalPolicy,
-    CreateWorkload,
     Workload,
     WorkloadApproval,
     WorkloadDependency,
     WorkloadTimeouts,
 )
+from feltdb.storage.canonical import canonical_json, content_hash
+from feltdb.work.approvals import validate_approval_policy
+from feltdb.work.models import CreateWorkload
 from feltdb.work.safety import ensure_safe, ensure_safe_text
 from feltdb.work.states import WorkloadState
 from feltdb.work.transitions import transition
@@ -171,8 +172,8 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         attempts=[],
         checkpoints=[],
         result=None,
-        retry_policy=request.retry_policy.model_copy(),  # shallow: all fields immutable
-        timeouts=request.timeouts.model_copy(),
+        retry_policy=copy.copy(request.retry_policy),  # shallow: all fields immutable
+        timeouts=copy.copy(request.timeouts),
         attempt_count=0,
         retry_count=0,
         # Creation-time eligibility and retry backoff are the same thing, so they are the
@@ -184,7 +185,7 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         fencing_token=0,
         dependencies=list(request.dependencies),
         approval=(
-            WorkloadApproval(policy=request.approval.model_copy())
+            WorkloadApproval(policy=copy.copy(request.approval))
             if request.approval is not None
             else None
         ),

@@ -10,13 +10,14 @@ from typing import Any
 
 from feltdb.auth.policy import covers, within_constraints, workload_uri
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import StorageConflict
 from feltdb.work import inputs
 from feltdb.work.admission import new_workload, replay, validate_admission
 from feltdb.work.batches import Step
 from feltdb.work.changes import Operation
 from feltdb.work.identities import workload_id_for
-from feltdb.work.models import DURABLE_WORK_COLLECTION, CreateWorkload, Workload
+from feltdb.work.models import CreateWorkload
 from feltdb.work.rows import CREATED, LoadedWorkload, planned_commit, same_application
 from feltdb.work.unit import ReadAhead, UnitOfWork
 
@@ -140,9 +141,12 @@ def ensure_dependencies_visible(
     for index, dependency in enumerate(request.dependencies):
         planned = admitted.get(dependency.workload_id)
         if planned is not None:
-            document: dict[str, Any] | None = planned.model_dump(
-                include={"tenant_id", "application_id", "environment", "definition_id"}
-            )
+            document: dict[str, Any] | None = {
+                "tenant_id": planned.tenant_id,
+                "application_id": planned.application_id,
+                "environment": planned.environment,
+                "definition_id": planned.definition_id,
+            }
         else:
             row = unit.db.get_row(DURABLE_WORK_COLLECTION, dependency.workload_id)
             document = row.document if row is not None else None

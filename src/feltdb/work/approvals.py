@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from feltdb.auth import Subject
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.work.models import ApprovalDecision, ApprovalPolicy, Workload
+from feltdb.records.workload import ApprovalDecision, ApprovalPolicy, Workload
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 APPROVER_KINDS = frozenset({"human", "service"})
@@ -85,7 +85,7 @@ def decided_answer(
         "a different decision was already committed",
         {
             "outcome": decided.outcome.value,
-            "decided_by": decided.decided_by.model_dump(mode="json"),
+            "decided_by": decided.decided_by.to_json(),
             "decided_at": decided.decided_at,
         },
     )

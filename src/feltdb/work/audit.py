@@ -14,12 +14,12 @@ import json
 import re
 from typing import Any
 
+from feltdb.records.workload import Workload
 from feltdb.storage import audit_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.storage.base import CommittedTransaction, Database
 from feltdb.storage.canonical import sha256_hex
 from feltdb.work import inputs
-from feltdb.work.models import Workload
 
 AUDIT_SCAN = 1000
 """Log entries one :meth:`AuditTrail.after` call reads at most, whatever it finds."""

@@ -40,9 +40,7 @@ from feltdb.auth.policy import (
 )
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.storage.base import CommittedTransaction
-from feltdb.work.inputs import DEFAULT_LEASE_MS, Cursor
-from feltdb.work.models import (
+from feltdb.records.workload import (
     ApprovalDecision,
     Workload,
     WorkloadCheckpoint,
@@ -50,6 +48,8 @@ from feltdb.work.models import (
     WorkloadExecutionContext,
     WorkloadResult,
 )
+from feltdb.storage.base import CommittedTransaction
+from feltdb.work.inputs import DEFAULT_LEASE_MS, Cursor
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 if TYPE_CHECKING:  # the facade opens backends; what acts through it needs only its methods

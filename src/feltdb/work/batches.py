@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from feltdb.errors import WorkloadError
+from feltdb.records.codec import copied
+from feltdb.records.workload import Workload
 from feltdb.storage.base import Database, PlannedCommit, StorageConflict
 from feltdb.work.changes import Operation
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import Workload
 from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, planned_commit
 
 T = TypeVar("T")
@@ -109,7 +110,7 @@ class Batch:
         planned = self.pending.get(workload_id)
         if planned is None:
             return self.read(workload_id)
-        return LoadedWorkload.of(planned.workload.model_copy(deep=True), planned.version)
+        return LoadedWorkload.of(copied(planned.workload), planned.version)
 
     def result_owner(self, result_id: str, workload: Workload) -> str | None:
         """The workload of ``workload``'s application this batch records ``result_id`` for."""

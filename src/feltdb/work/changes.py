@@ -14,8 +14,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from feltdb.records.workload import Workload, WorkloadEvent
 from feltdb.storage.wakeups import Wakeups
-from feltdb.work.models import Workload, WorkloadEvent
 from feltdb.work.states import HELD_STATES, WorkloadState
 
 QUIET_STATES = HELD_STATES | {WorkloadState.CANCELLATION_REQUESTED}

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import StorageConflict
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork
 from feltdb.work.claiming import CandidateChoice
-from feltdb.work.models import DURABLE_WORK_COLLECTION
 from feltdb.work.states import WorkloadState
 from feltdb.work.unit import UnitOfWork
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from feltdb.work.models import Workload, WorkloadClaim
+from feltdb.records.workload import Workload, WorkloadClaim
 from feltdb.work.states import WorkloadState
 
 

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import Workload, WorkloadClaim
 from feltdb.storage.base import PlannedCommit, RowReader, StoredRow
 from feltdb.storage.partitions import ClaimPartitions, GroupSample
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
-from feltdb.work.models import Workload, WorkloadClaim
 from feltdb.work.partitions import group_accepted
 from feltdb.work.rows import MUTATED, LoadedWorkload, dependency_state, planned_commit, workload_of
 from feltdb.work.scheduling import dependencies_satisfied

@@ -12,8 +12,8 @@ import binascii
 import json
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import Workload
 from feltdb.work.inputs import Cursor
-from feltdb.work.models import Workload
 
 
 def encode_cursor(after: Cursor | None) -> str | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feltdb.work.models import DEADLINE_CONTRACT_VERSION, Workload
+from feltdb.records.workload import DEADLINE_CONTRACT_VERSION, Workload
 from feltdb.work.states import WorkloadState
 
 DEADLINE_ACTIVE_STATES = frozenset(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feltdb.work.models import Workload
+from feltdb.records.workload import Workload
 
 REDACTED = "redacted"
 """What an answer shows in place of the snapshot's signature."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from feltdb.work.models import Workload, WorkloadClaim, WorkloadEvent
+from feltdb.records.workload import Workload, WorkloadClaim, WorkloadEvent
 from feltdb.work.states import WorkloadState
 
 APPROVAL_DEADLINE = "approval"

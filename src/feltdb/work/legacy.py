@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+import msgspec
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.base import problem_path
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database
 from feltdb.work.audit import MIGRATION
 from feltdb.work.identities import legacy_idempotency_scope
-from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
 from feltdb.work.rows import planned_commit, workload_of
 
 
@@ -115,13 +116,13 @@ def _legacy_records(workloads: dict[str, Any]) -> dict[str, Workload]:
     problems: list[str] = []
     for index, (key, document) in enumerate(workloads.items()):
         try:
-            parsed[key] = Workload.model_validate(document)
-        except ValidationError as error:
-            first = error.errors(include_url=False)[0]
-            where = ".".join(str(part) for part in first["loc"]) or "record"
-            more = len(error.errors()) - 1
-            also = f" (and {more} more)" if more else ""
-            problems.append(f"record {index} ({key}): {where}: {first['msg']}{also}")
+            if not isinstance(document, dict):
+                problems.append(f"record {index} ({key}): record: not a JSON object")
+                continue
+            parsed[key] = msgspec.convert({**Workload.OLDER_DEFAULTS, **document}, Workload)
+        except msgspec.ValidationError as error:
+            where, problem = problem_path(error)
+            problems.append(f"record {index} ({key}): {where or 'record'}: {problem}")
         except WorkloadError as error:
             problems.append(f"record {index} ({key}): {error.message}")
     if problems:

@@ -13,10 +13,19 @@ the result with a compare-and-set on the version it loaded. The operators' part 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import (
+    Workload,
+    WorkloadAttempt,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadExecutionContext,
+    WorkloadResult,
+)
 from feltdb.storage.canonical import content_hash
 from feltdb.work.events import failure_evidence, failures
 from feltdb.work.identities import (
@@ -24,14 +33,6 @@ from feltdb.work.identities import (
     checkpoint_id_for,
     claim_id_for,
     lease_id_for,
-)
-from feltdb.work.models import (
-    Workload,
-    WorkloadAttempt,
-    WorkloadCheckpoint,
-    WorkloadClaim,
-    WorkloadExecutionContext,
-    WorkloadResult,
 )
 from feltdb.work.recovery import apply_retry_decision
 from feltdb.work.retry import (
@@ -161,7 +162,7 @@ def claim(
     transition(
         workload, WorkloadState.CLAIMED, worker, now, {"fencing_token": str(current.fencing_token)}
     )
-    return current.model_copy()  # its fields are immutable values: a shallow copy is enough
+    return copy.copy(current)  # its fields are immutable values: a shallow copy is enough
 
 
 def start(workload: Workload, claim_id: str, worker: str, fencing_token: int, now: int) -> None:
@@ -194,7 +195,7 @@ def heartbeat(
     current = fence(workload, claim_id, worker, fencing_token, now)
     current.last_heartbeat = now
     current.expires_at = now + lease_seconds(extend_ms)
-    return current.model_copy()  # its fields are immutable values: a shallow copy is enough
+    return copy.copy(current)  # its fields are immutable values: a shallow copy is enough
 
 
 def execution_context(

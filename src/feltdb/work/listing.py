@@ -6,11 +6,11 @@ exist.
 from __future__ import annotations
 
 from feltdb.auth.scope import Scope
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database
 from feltdb.work import inputs
 from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
-from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
 from feltdb.work.rows import workload_of
 from feltdb.work.states import WorkloadState
 from feltdb.work.unit import in_scope

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from feltdb.auth import Subject
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import ApprovalDecision
 from feltdb.work import inputs, operators
 from feltdb.work.approvals import decided_answer, ensure_approver_permitted
 from feltdb.work.batches import Step
 from feltdb.work.changes import Operation
-from feltdb.work.models import ApprovalDecision
 from feltdb.work.safety import ensure_safe_text
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.worker_commands import Load, deadline_refusal

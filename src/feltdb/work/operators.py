@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from feltdb.auth import Subject
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import ApprovalDecision, Workload
 from feltdb.work.lifecycle import fence
-from feltdb.work.models import (
-    ApprovalDecision,
-    Workload,
-)
 from feltdb.work.recovery import apply_retry_decision, end_held_attempt
 from feltdb.work.retry import (
     operator_retries,

@@ -6,10 +6,8 @@ dead-lettered. Pure, as :mod:`feltdb.work.lifecycle` is.
 
 from __future__ import annotations
 
+from feltdb.records.workload import Workload
 from feltdb.work.events import deadline_evidence
-from feltdb.work.models import (
-    Workload,
-)
 from feltdb.work.retry import (
     RetryDecision,
     attempt_budget,

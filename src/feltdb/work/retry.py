@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from feltdb.records.workload import Workload, WorkloadRetryPolicy
 from feltdb.work.deadlines import WORK_BOUNDING_DEADLINES
-from feltdb.work.models import Workload, WorkloadRetryPolicy
 from feltdb.work.states import BackoffPolicy
 
 RETRY = "retry"

@@ -11,14 +11,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_SAFE_INTEGER
+from feltdb.records.codec import stored_document, stored_workload
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
-from feltdb.storage.canonical import stored_json
 from feltdb.work.audit import audit_record
-from feltdb.work.models import DURABLE_WORK_COLLECTION, CreateWorkload, Workload
+from feltdb.work.models import CreateWorkload
 from feltdb.work.scheduling import row_index
 from feltdb.work.states import WorkloadState
 
@@ -51,23 +50,15 @@ class LoadedWorkload:
 
 
 def workload_of(row: StoredRow) -> Workload:
-    """The workload a stored row holds: validated straight from its stored text when the
-    row has it (pydantic-core parses and validates in one pass, with no dict in between),
-    else from its document.
+    """The workload a stored row holds (:func:`~feltdb.records.codec.stored_workload`).
 
     Raises:
         WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the row is not a workload record
             (nor JSON at all).
     """
-    try:
-        if row.text is not None:
-            return Workload.model_validate_json(row.text)
-        return Workload.model_validate(row.document)
-    except ValidationError as error:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_STORAGE_FAILURE,
-            f"stored workload {row.key} is not a valid workload record: {error}",
-        ) from error
+    if row.text is not None:  # row.document would be decoded from it: not asked for
+        return stored_workload(row.key, row.text)
+    return stored_workload(row.key, None, row.document)
 
 
 def planned_commit(
@@ -86,8 +77,7 @@ def planned_commit(
                 f"workload {workload.workload_id}: {counter} would pass {MAX_SAFE_INTEGER}",
                 {"fields": [counter]},
             )
-    document = workload.to_json()
-    text = stored_text(workload.workload_id, document)
+    document, text = stored_document_of(workload)
     operation_id = "work_tx_" + secrets.token_hex(12)
     index = row_index(workload)
     return PlannedCommit(
@@ -105,20 +95,21 @@ def planned_commit(
     )
 
 
-def stored_text(workload_id: str, document: dict[str, Any]) -> str:
-    """The text a workload's ``document`` is stored as, made once per commit: its
-    canonical JSON (:func:`~feltdb.storage.canonical.stored_json`), which the audit
+def stored_document_of(workload: Workload) -> tuple[dict[str, Any], str]:
+    """``workload``'s document and the text it is stored as, made once per commit: its
+    canonical JSON (:func:`~feltdb.records.codec.stored_document`), which the audit
     record's ``source_digest`` hashes too.
 
     Raises:
-        WorkloadError: ``WORKLOAD_INVALID`` when the document is not JSON.
+        WorkloadError: ``WORKLOAD_INVALID`` when the workload holds a value that is not JSON.
     """
     try:
-        return stored_json(document)
+        return stored_document(workload)
     except ValueError as error:
         raise WorkloadError(
             ErrorCode.WORKLOAD_INVALID,
-            f"the document at {DURABLE_WORK_COLLECTION}/{workload_id} is not JSON: {error}",
+            f"the document at {DURABLE_WORK_COLLECTION}/{workload.workload_id} is not JSON: "
+            f"{error}",
         ) from error
 
 

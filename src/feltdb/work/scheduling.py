@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from feltdb.records.workload import Workload
 from feltdb.storage.base import RowIndex
 from feltdb.work.deadlines import next_deadline_at
-from feltdb.work.models import Workload
 from feltdb.work.partitions import claim_group
 from feltdb.work.recovery import RECOVERABLE_STATES
 from feltdb.work.states import WorkloadState

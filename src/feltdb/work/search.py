@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from feltdb.records.workload import Workload
 from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
-from feltdb.work.models import Workload
 
 SEARCH_SCAN = 2000
 """The most workloads one search reads."""

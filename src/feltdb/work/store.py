@@ -21,6 +21,15 @@ from typing import Any
 from feltdb.auth import Subject
 from feltdb.auth.scope import Scope
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import (
+    DURABLE_WORK_COLLECTION,
+    ApprovalDecision,
+    Workload,
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadExecutionContext,
+    WorkloadResult,
+)
 from feltdb.storage.base import Database
 from feltdb.storage.targets import open_database
 from feltdb.work import admitting, claim_loop, inputs, legacy, listing, sweeps, worker_batches
@@ -32,16 +41,7 @@ from feltdb.work.changes import CommitObserver
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.clock import resolved_now as _now
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
-from feltdb.work.models import (
-    DURABLE_WORK_COLLECTION,
-    ApprovalDecision,
-    CreateWorkload,
-    Workload,
-    WorkloadCheckpoint,
-    WorkloadClaim,
-    WorkloadExecutionContext,
-    WorkloadResult,
-)
+from feltdb.work.models import CreateWorkload
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.unit import UnitOfWork

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import StorageConflict
 from feltdb.work import recovery
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
-from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
 from feltdb.work.rows import LoadedWorkload, workload_of
 from feltdb.work.scheduling import row_index
 from feltdb.work.unit import UnitOfWork

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.work.models import Workload, WorkloadEvent
+from feltdb.records.workload import Workload, WorkloadEvent
 from feltdb.work.states import WorkloadState
 
 LEGAL_TRANSITIONS: frozenset[tuple[WorkloadState, WorkloadState]] = frozenset(

@@ -21,13 +21,13 @@ from typing import TypeGuard, TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database, PlannedCommit, StorageConflict, StoredRow
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
 from feltdb.work.batches import Batch, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
-from feltdb.work.models import DURABLE_WORK_COLLECTION, Workload
 from feltdb.work.rows import MUTATED, LoadedWorkload, planned_commit, same_application, workload_of
 
 T = TypeVar("T")

@@ -14,10 +14,10 @@ from typing import Any, Protocol, TypeVar
 
 from feltdb.auth.policy import ClaimFilter, claim_filter
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import WorkloadClaim, WorkloadResult
 from feltdb.work.authority import Authority
 from feltdb.work.batches import Completion, Heartbeat, per_item
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
-from feltdb.work.models import WorkloadClaim, WorkloadResult
 
 
 class Fenced(Protocol):

@@ -9,11 +9,11 @@ from collections.abc import Iterator, Sequence
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import Workload, WorkloadResult
 from feltdb.work import inputs
 from feltdb.work import worker_commands as decide
 from feltdb.work.batches import Completion, Heartbeat
 from feltdb.work.claimed import LeaseRenewal
-from feltdb.work.models import Workload, WorkloadResult
 from feltdb.work.unit import UnitOfWork
 
 

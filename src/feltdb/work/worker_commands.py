@@ -17,18 +17,18 @@ from typing import Any, TypeVar
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_PATH_CHARS, iso_instant
-from feltdb.storage.canonical import content_hash
-from feltdb.work import inputs, lifecycle, operators, recovery
-from feltdb.work.batches import Completion, Heartbeat, Step
-from feltdb.work.changes import Operation
-from feltdb.work.deadlines import deadline_breach
-from feltdb.work.models import (
+from feltdb.records.workload import (
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
     WorkloadExecutionContext,
     WorkloadResult,
 )
+from feltdb.storage.canonical import content_hash
+from feltdb.work import inputs, lifecycle, operators, recovery
+from feltdb.work.batches import Completion, Heartbeat, Step
+from feltdb.work.changes import Operation
+from feltdb.work.deadlines import deadline_breach
 from feltdb.work.rows import LoadedWorkload
 from feltdb.work.safety import ensure_safe, ensure_safe_text
 from feltdb.work.states import WorkloadState

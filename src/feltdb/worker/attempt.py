@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from feltdb.errors import WorkloadError
-from feltdb.work.models import Workload, WorkloadClaim
+from feltdb.records.workload import Workload, WorkloadClaim
 from feltdb.work.states import WorkloadState
 from feltdb.worker.context import Context
 from feltdb.worker.failures import is_lease_lost, is_transient

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from feltdb.client.batches import CompletionItem
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import WorkloadResult
 from feltdb.work.inputs import MAX_BATCH_ITEMS
-from feltdb.work.models import WorkloadResult
 
 log = logging.getLogger("feltdb.worker")
 

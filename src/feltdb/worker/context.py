@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from feltdb.work.models import Workload, WorkloadCheckpoint, WorkloadClaim
+from feltdb.records.workload import Workload, WorkloadCheckpoint, WorkloadClaim
 
 CheckpointCall = Callable[[Any], WorkloadCheckpoint]
 """Commits a checkpoint for the attempt (the runtime's, with its retries and fencing)."""

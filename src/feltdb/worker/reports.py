@@ -18,9 +18,9 @@ from feltdb.auth.policy import worker_name
 from feltdb.client.batches import CompletionItem, HeartbeatItem
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import Workload, WorkloadCheckpoint, WorkloadResult
 from feltdb.work.claimed import LeaseRenewal
 from feltdb.work.inputs import MAX_BATCH_ITEMS
-from feltdb.work.models import Workload, WorkloadCheckpoint, WorkloadResult
 from feltdb.work.states import WorkloadState
 from feltdb.worker.attempt import Attempt, answered, cancellation_requested, send
 from feltdb.worker.attempt import heartbeat_interval_s as interval

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from support.server import Server
 
@@ -38,8 +39,9 @@ def default_snapshot() -> Any:
     from feltdb import ResourceScope, ResourceScopeKind
 
     everything = ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://default/workloads/*")
-    grant = make_request().authorization_snapshot.grant.model_copy(
-        update={"tenant_id": "default", "application_id": "default", "resources": (everything,)}
+    grant = msgspec.structs.replace(
+        make_request().authorization_snapshot.grant,
+        **{"tenant_id": "default", "application_id": "default", "resources": (everything,)},
     )
     return SIGNER.sign(grant)
 

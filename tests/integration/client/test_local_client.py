@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from support.server import Server, submission
 
@@ -65,7 +66,7 @@ def behind(server: Server) -> Iterator[WorkloadStore]:
 def local_of(server: Server, store: WorkloadStore, app: str, **narrowing: Any) -> LocalClient:
     grant = server.grant(app)
     if narrowing:
-        grant = grant.model_copy(update={"constraints": GrantConstraints(**narrowing)})
+        grant = msgspec.structs.replace(grant, constraints=GrantConstraints(**narrowing))
     scope = Scope.of_grant(grant)
     return LocalClient(store, scope, grant.subject, grant=server.keyring.evidence(grant))
 
@@ -192,7 +193,7 @@ def test_a_submission_builds_the_same_request_through_either_client(
 ):
     over_http = admitted_over_http(**fields)
     in_process = admitted_in_process(tmp_path, **fields)
-    assert over_http.model_dump() == in_process.model_dump()
+    assert over_http.to_json() == in_process.to_json()
     assert in_process.requested_by == REQUESTER and in_process.authorization_snapshot == GRANT
     if "timeouts" in fields:
         assert in_process.timeouts == WorkloadTimeouts(execution_ms=60_000, approval_ms=1000)

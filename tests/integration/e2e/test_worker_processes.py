@@ -26,7 +26,7 @@ from support.server import Server, serve
 from feltdb import Subject
 from feltdb.auth.policy import CLAIM
 from feltdb.client import Client
-from feltdb.work.models import Workload
+from feltdb.records.workload import Workload
 from feltdb.work.states import AttemptStatus, WorkloadState
 
 pytestmark = pytest.mark.multiprocess

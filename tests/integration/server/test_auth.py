@@ -11,6 +11,7 @@ import base64
 import time
 
 import httpx
+import msgspec
 import pytest
 from support.server import Server, submission
 
@@ -74,8 +75,8 @@ def refusal(answer: httpx.Response, status: int, code: str = "WORKLOAD_UNAUTHORI
 def tampered(token: str) -> str:
     """The token with its grant widened and the old signature kept."""
     signed = decode_token(token)
-    grant = signed.grant.model_copy(update={"tenant_id": "t2"})
-    return encode_token(signed.model_copy(update={"grant": grant}))
+    grant = msgspec.structs.replace(signed.grant, tenant_id="t2")
+    return encode_token(msgspec.structs.replace(signed, grant=grant))
 
 
 UNDECODABLE = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import msgspec
 from support.server import WORK_CAPABILITY, Server, submission
 
 from feltdb import GrantConstraints, Subject
@@ -226,8 +227,9 @@ def test_a_grant_constrained_to_a_definition_gets_404_for_another_definitions_it
     everything = worker(server, app, "w0")
     answer = http.post("/v1/batches/claims", json={"limit": 2}, headers=everything)
     claims = [item["claim"] for item in answer.json()["items"]]
-    grant = server.grant(app, subject=Subject.worker("w0")).model_copy(
-        update={"constraints": GrantConstraints(definitions=["mine"])}
+    grant = msgspec.structs.replace(
+        server.grant(app, subject=Subject.worker("w0")),
+        constraints=GrantConstraints(definitions=["mine"]),
     )
     constrained = {"Authorization": f"Bearer {server.keyring.sign(grant)}"}
     beats = [{k: c[k] for k in ("workload_id", "claim_id", "fencing_token")} for c in claims]

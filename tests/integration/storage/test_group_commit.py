@@ -17,10 +17,10 @@ from support.factories import CAPABILITIES, make_request
 
 from feltdb import WorkloadStore
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage import Commit, Database, Mutation, Precondition, StorageConflict
 from feltdb.storage.base import PlannedCommit
 from feltdb.storage.group_commit import GroupCommit
-from feltdb.work.models import DURABLE_WORK_COLLECTION
 
 THREADS = 8
 NOW = 11

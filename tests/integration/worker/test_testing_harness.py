@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from feltdb.records.workload import WorkloadRetryPolicy
 from feltdb.testing import WorkerTestEnvironment
-from feltdb.work.models import WorkloadRetryPolicy
 from feltdb.worker import Context, Permanent, Worker
 
 

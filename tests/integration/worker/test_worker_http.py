@@ -17,7 +17,7 @@ from feltdb import Subject
 from feltdb.auth.policy import CLAIM
 from feltdb.client import Client, ClientError
 from feltdb.errors import ErrorCode
-from feltdb.work.models import Workload
+from feltdb.records.workload import Workload
 from feltdb.work.states import WorkloadState
 from feltdb.worker import Context, Worker
 

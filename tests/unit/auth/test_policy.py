@@ -19,6 +19,7 @@ from feltdb.auth import (
     REVOKE,
     SUBMIT,
     Grant,
+    GrantConstraints,
     ResourceScope,
     ResourceScopeKind,
     Subject,
@@ -290,7 +291,9 @@ def test_a_pattern_that_covers_the_application_covers_every_workload_of_it(
 
 
 def test_constraints_narrow_by_environment_and_definition():
-    grant = make_grant(constraints={"environments": ["staging"], "definitions": ["a", "b"]})
+    grant = make_grant(
+        constraints=GrantConstraints(environments=["staging"], definitions=["a", "b"])
+    )
     assert within_constraints(grant, "staging", "a")
     assert not within_constraints(grant, "production", "a")
     assert not within_constraints(grant, "staging", "c")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_request
 
@@ -25,13 +26,14 @@ def admit(store: WorkloadStore, key: str, **fields) -> str:
 def admit_elsewhere(store: WorkloadStore, key: str) -> None:
     """Admit work of the application "elsewhere", under a grant of that application."""
     request = make_request(idempotency_key=key)
-    grant = request.authorization_snapshot.grant.model_copy(
-        update={
+    grant = msgspec.structs.replace(
+        request.authorization_snapshot.grant,
+        **{
             "application_id": "elsewhere",
             "resources": (
                 ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://elsewhere/workloads/*"),
             ),
-        }
+        },
     )
     store.admit(
         make_request(

@@ -23,8 +23,8 @@ from feltdb.auth.policy import (
     may_read,
 )
 from feltdb.errors import WorkloadError
+from feltdb.records.workload import Workload, WorkloadClaim
 from feltdb.work.admission import new_workload
-from feltdb.work.models import Workload, WorkloadClaim
 
 WORKER = Subject.worker("w1")
 

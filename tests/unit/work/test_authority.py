@@ -3,6 +3,7 @@ the scope and the actor composed once, for the API, the dashboard and the local 
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -38,7 +39,7 @@ def grant_of(subject, capabilities, application="app", **constraints):
         subject, "t", application, capabilities, issued_at=1, expires_at=10_000
     )
     if constraints:
-        grant = grant.model_copy(update={"constraints": GrantConstraints(**constraints)})
+        grant = msgspec.structs.replace(grant, constraints=GrantConstraints(**constraints))
     return grant
 
 

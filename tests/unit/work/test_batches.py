@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -362,13 +363,14 @@ def test_equal_result_ids_of_two_applications_in_one_batch_are_each_their_own(st
 
     mine = running(store, ["a"])[0]
     request = make_request(idempotency_key="theirs", application_id="other")
-    grant = request.authorization_snapshot.grant.model_copy(
-        update={
+    grant = msgspec.structs.replace(
+        request.authorization_snapshot.grant,
+        **{
             "application_id": "other",
             "resources": (
                 ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://other/workloads/*"),
             ),
-        }
+        },
     )
     request.authorization_snapshot = SIGNER.sign(grant)
     theirs = store.create(request)

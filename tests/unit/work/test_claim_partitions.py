@@ -13,6 +13,7 @@ import threading
 import uuid
 from typing import Any
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_request
 
@@ -57,7 +58,7 @@ def _backlog(store: WorkloadStore) -> None:
 def _of_tenant(tenant: str) -> CreateWorkload:
     """The fixture request, by an agent whose grant is of ``tenant``."""
     request = make_request()
-    grant = request.authorization_snapshot.grant.model_copy(update={"tenant_id": tenant})
+    grant = msgspec.structs.replace(request.authorization_snapshot.grant, tenant_id=tenant)
     return make_request(
         tenant_id=tenant, idempotency_key="theirs", authorization_snapshot=SIGNER.sign(grant)
     )

@@ -24,6 +24,7 @@ from feltdb import (
     WorkloadTimeouts,
     deadline_breach,
 )
+from feltdb.records.codec import copied
 from feltdb.work.deadlines import (
     DEADLINE_ACTIVE_STATES,
     deadline_instants,
@@ -74,7 +75,7 @@ def running(
 
 
 def copy_with(w: Workload, **timeouts: int | None) -> Workload:
-    copy = w.model_copy(deep=True)
+    copy = copied(w)
     copy.timeouts = WorkloadTimeouts(**timeouts)
     return copy
 
@@ -281,7 +282,7 @@ def test_only_passed_deadlines_compete(store):
 def test_a_contract_version_1_workload_never_breaches(store):
     w, _ = claimed(store, overall_ms=60_000, claim_ms=60_000, heartbeat_ms=60_000)
     w = copy_with(w, overall_ms=1, claim_ms=1, heartbeat_ms=1, queue_ms=1)
-    legacy = w.model_copy(deep=True)
+    legacy = copied(w)
     legacy.contract_version = 1
     assert deadline_breach(w, 10**6) is not None
     assert deadline_breach(legacy, 10**6) is None
@@ -438,7 +439,7 @@ optional_ms = st.one_of(st.none(), st.integers(min_value=1, max_value=10**7))
 def test_a_breach_is_exactly_the_next_deadline_having_arrived(
     bases, base, timeouts, contract_version, next_attempt_at, heartbeat_at, now
 ):
-    w = bases[base].model_copy(deep=True)
+    w = copied(bases[base])
     w.timeouts = WorkloadTimeouts(**timeouts)
     w.contract_version = contract_version
     if w.state is S.READY:

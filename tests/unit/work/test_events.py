@@ -3,6 +3,7 @@ deadline's timeout said, asked for as values, on work the store really moved."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -75,10 +76,10 @@ def test_evidence_an_older_writer_left_malformed_is_no_event(store):
     store.enforce_deadlines(now=14)
     workload = store.get(workload_id)
     timed_out = next(e for e in workload.execution_history if e.to is WorkloadState.TIMED_OUT)
-    altered = timed_out.model_copy(update={"evidence": {"deadline": "execution"}})
+    altered = msgspec.structs.replace(timed_out, evidence={"deadline": "execution"})
     assert events.deadline_passed(altered) is None
-    garbled = timed_out.model_copy(
-        update={"evidence": {"deadline": "execution", "deadline_at": "soon"}}
+    garbled = msgspec.structs.replace(
+        timed_out, evidence={"deadline": "execution", "deadline_at": "soon"}
     )
     assert events.deadline_passed(garbled) is None
     assert events.attempt_failed(timed_out) is None

@@ -20,6 +20,7 @@ from feltdb import (
     WorkloadStore,
 )
 from feltdb.fields import MAX_SAFE_INTEGER
+from feltdb.records.codec import copied
 from feltdb.work.retry import (
     RETRY,
     attempt_budget,
@@ -51,7 +52,7 @@ def claimed_once(tmp_path_factory) -> Iterator[Workload]:
 def with_policy(
     base: Workload, *, attempt_count: int, max_attempts: int = 3, retry_on: set[str] | None = None
 ) -> Workload:
-    w = base.model_copy(deep=True)
+    w = copied(base)
     w.retry_policy = WorkloadRetryPolicy(
         max_attempts=max_attempts,
         retry_on=retry_on

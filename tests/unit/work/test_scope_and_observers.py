@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_request
 
@@ -64,12 +65,13 @@ def test_work_inside_the_scope_is_acted_on(store):
 
 def test_admission_refuses_a_snapshot_that_does_not_cover_the_new_work(store):
     request = make_request()
-    grant = request.authorization_snapshot.grant.model_copy(
-        update={
+    grant = msgspec.structs.replace(
+        request.authorization_snapshot.grant,
+        **{
             "resources": (
                 ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://app/workloads/x-*"),
             )
-        }
+        },
     )
     request.authorization_snapshot = SIGNER.sign(grant)
     with pytest.raises(WorkloadError) as refused:

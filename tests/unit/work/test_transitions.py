@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -16,6 +17,7 @@ from feltdb import (
     WorkloadStore,
     can_transition,
 )
+from feltdb.records.codec import copied
 from feltdb.work.transitions import EVENT_NAMES, LEGAL_TRANSITIONS, transition
 
 S = WorkloadState
@@ -56,7 +58,7 @@ def ready(tmp_path_factory) -> Iterator[Workload]:
 
 
 def in_state(base: Workload, state: WorkloadState) -> Workload:
-    w = base.model_copy(deep=True)
+    w = copied(base)
     w.state = state
     return w
 
@@ -137,7 +139,7 @@ def test_the_first_event_of_an_empty_history_has_sequence_one(ready):
 
 def test_sequence_numbers_follow_the_last_event_not_the_history_length(ready):
     w = in_state(ready, S.READY)
-    w.execution_history = [w.execution_history[0].model_copy(update={"sequence": 7})]
+    w.execution_history = [msgspec.structs.replace(w.execution_history[0], sequence=7)]
     transition(w, S.CLAIMED, "w1", 11)
     assert [e.sequence for e in w.execution_history] == [7, 8]
 

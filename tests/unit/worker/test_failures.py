@@ -9,8 +9,8 @@ import pytest
 from support.factories import make_request
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import Workload, WorkloadCheckpoint, WorkloadClaim, WorkloadTimeouts
 from feltdb.work.admission import new_workload
-from feltdb.work.models import Workload, WorkloadCheckpoint, WorkloadClaim, WorkloadTimeouts
 from feltdb.worker import Context, Permanent, Retryable, Worker, heartbeat_interval_s
 from feltdb.worker.failures import (
     FailureReport,

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
+from feltdb.records.workload import Workload
 from feltdb.server.bodies import AuditPage, WorkloadPage
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
@@ -26,7 +27,6 @@ from feltdb.work.audit import ANCHOR, anchor_of
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.disclosure import disclosed
 from feltdb.work.inputs import Cursor
-from feltdb.work.models import Workload
 from feltdb.work.states import WorkloadState
 
 DEFAULT_PAGE = 50

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from feltdb.fields import MAX_ID_CHARS
+from feltdb.records.workload import Workload
 from feltdb.server.bodies import (
     DecisionAnswer,
     DecisionBody,
@@ -26,7 +27,6 @@ from feltdb.server.openapi import AUTH, WITH_BODY
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Acting, Auth, Now, State, WorkloadId
 from feltdb.work.disclosure import disclosed
-from feltdb.work.models import Workload
 
 log = logging.getLogger("feltdb.server")
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body
 from fastapi.responses import JSONResponse
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import Workload
 from feltdb.server.batches import answered
 from feltdb.server.bodies import (
     AdmissionBatchAnswer,
@@ -40,7 +41,7 @@ from feltdb.server.routes.deps import (
 )
 from feltdb.work.batches import per_item
 from feltdb.work.disclosure import disclosed
-from feltdb.work.models import CreateWorkload, Workload
+from feltdb.work.models import CreateWorkload
 from feltdb.work.submission import SUPPLIED_BY_THE_AUTHORITY, admission_request
 
 router = APIRouter(prefix=PREFIX)

@@ -20,6 +20,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import (
+    WorkloadCheckpoint,
+    WorkloadClaim,
+    WorkloadExecutionContext,
+    WorkloadResult,
+)
 from feltdb.server.batches import answered
 from feltdb.server.bodies import (
     CheckpointBody,
@@ -53,12 +59,6 @@ from feltdb.server.routes.deps import (
 from feltdb.work import worker_authority
 from feltdb.work.disclosure import disclosed
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import (
-    WorkloadCheckpoint,
-    WorkloadClaim,
-    WorkloadExecutionContext,
-    WorkloadResult,
-)
 from feltdb.work.store import WorkloadStore
 from feltdb.work.worker_authority import claim_choice
 

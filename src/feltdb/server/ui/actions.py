@@ -24,6 +24,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse, Response
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import ApprovalDecision
 from feltdb.server.errors import status_for
 from feltdb.server.routes.deps import Caller, ServerState
 from feltdb.server.ui.pages import approvals_page, audit_page, dead_letters_page
@@ -34,7 +35,6 @@ from feltdb.server.verification import verify_chain
 from feltdb.work import inputs
 from feltdb.work.authority import Authority
 from feltdb.work.events import approval_expired
-from feltdb.work.models import ApprovalDecision
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 router = APIRouter(prefix="/ui", include_in_schema=False, route_class=PageRoute)

@@ -19,12 +19,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from feltdb.auth.scope import Scope
+from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import Database
 from feltdb.work import inputs
 from feltdb.work.changes import Operation
 from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
-from feltdb.work.models import DURABLE_WORK_COLLECTION
 from feltdb.work.rows import workload_of
 from feltdb.work.states import WorkloadState
 

@@ -32,6 +32,7 @@ from feltdb.auth.policy import (
 )
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS, MAX_SUBJECT_CHARS
+from feltdb.records.workload import ApprovalDecision, Workload
 from feltdb.server.ui import overview as dashboard_overview
 from feltdb.server.ui.chart import chart_of
 from feltdb.server.ui.render import page
@@ -44,7 +45,6 @@ from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.deadlines import deadline_instants
 from feltdb.work.events import last_effect
 from feltdb.work.inputs import Cursor
-from feltdb.work.models import ApprovalDecision, Workload
 from feltdb.work.operators import RETRYABLE_BY_OPERATOR
 from feltdb.work.search import MAX_QUERY_CHARS, search
 from feltdb.work.states import TERMINAL_STATES, WorkloadState

@@ -79,7 +79,7 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
         "tenant_id": grant.tenant_id,
         "application_id": grant.application_id,
         "subject": str(grant.subject),
-        "evidence": evidence.model_dump(mode="json"),
+        "evidence": evidence.to_json(),
         "opened_at": now,
         "expires_at": expires_at,
     }
@@ -105,7 +105,7 @@ def session_of(db: Database, session_id: str, now: int) -> Session | None:
     expires_at = int(document["expires_at"])
     if now >= expires_at:
         return None
-    return Session(SignedGrant.model_validate(document["evidence"]), expires_at)
+    return Session(SignedGrant.parse(document["evidence"]), expires_at)
 
 
 def end_session(db: Database, session_id: str, now: int) -> bool:
@@ -118,7 +118,7 @@ def end_session(db: Database, session_id: str, now: int) -> bool:
     row = db.get_row(SESSIONS_COLLECTION, key)
     if row is None:
         return False
-    evidence = SignedGrant.model_validate(row.document["evidence"])
+    evidence = SignedGrant.parse(row.document["evidence"])
     operation_id = _operation_id()
     try:
         db.commit(
