@@ -118,3 +118,33 @@ def test_a_document_an_older_release_wrote_with_the_standard_library_still_reads
     claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11)
     assert claim is not None and claim.workload_id == w.workload_id
     assert stored_text(store, w.workload_id) == canonical_json(store.get(w.workload_id).to_json())
+
+
+def test_a_document_without_the_fields_added_since_reads_with_what_their_absence_meant(
+    store: WorkloadStore,
+) -> None:
+    w, _ = store.admit(make_request(session_id=None))
+    document = w.to_json()
+    assert document["session_id"] is None and document["dependencies"] == []
+    older = {k: v for k, v in document.items() if k not in ("session_id", "dependencies")}
+    del older["timeouts"]["approval_ms"]
+    replace_text(store, w.workload_id, canonical_json(older))
+    assert store.get(w.workload_id) == w
+    claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11)
+    assert claim is not None and claim.workload_id == w.workload_id
+    rewritten = json.loads(stored_text(store, w.workload_id))
+    assert rewritten["session_id"] is None and rewritten["dependencies"] == []
+    assert rewritten["timeouts"]["approval_ms"] is None
+
+
+def test_a_stored_document_missing_a_required_field_is_a_storage_failure(
+    store: WorkloadStore,
+) -> None:
+    w, _ = store.admit(make_request())
+    document = w.to_json()
+    del document["state"]
+    replace_text(store, w.workload_id, canonical_json(document))
+    with pytest.raises(WorkloadError) as raised:
+        store.get(w.workload_id)
+    assert raised.value.code == ErrorCode.WORKLOAD_STORAGE_FAILURE
+    assert "state" in raised.value.message
