@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support.factories import CAPABILITIES, make_request
@@ -50,7 +52,7 @@ def load_backlog(
             }
             if varied:
                 update |= {"priority": i % 10, "created_at": 10 + i // 100}
-            workload = template.model_copy(update=update)
+            workload = msgspec.structs.replace(template, **update)
             mutations.append(
                 Mutation(
                     DURABLE_WORK_COLLECTION,

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from support.factories import CAPABILITIES, make_request
@@ -38,8 +40,8 @@ def load(target: str, backlog: int, run: str) -> None:
         for first in range(0, backlog, LOAD_BATCH):
             mutations, guards = [], []
             for i in range(first, min(first + LOAD_BATCH, backlog)):
-                w = template.model_copy(
-                    update={"workload_id": f"{run}_{i:08d}", "priority": i % 10, "created_at": i}
+                w = msgspec.structs.replace(
+                    template, workload_id=f"{run}_{i:08d}", priority=i % 10, created_at=i
                 )
                 mutations.append(
                     Mutation(DURABLE_WORK_COLLECTION, w.workload_id, w.to_json(), row_index(w))

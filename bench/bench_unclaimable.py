@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -51,7 +53,7 @@ def load_unclaimable(store: WorkloadStore, size: int) -> float:
 
 def of_tenant(tenant: str, key: str) -> CreateWorkload:
     """The fixture request, by an agent whose grant is of ``tenant``."""
-    grant = make_request().authorization_snapshot.grant.model_copy(update={"tenant_id": tenant})
+    grant = msgspec.structs.replace(make_request().authorization_snapshot.grant, tenant_id=tenant)
     return make_request(
         tenant_id=tenant, idempotency_key=key, authorization_snapshot=SIGNER.sign(grant)
     )
