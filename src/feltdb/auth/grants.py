@@ -27,6 +27,10 @@ class ResourceScope(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     kind: ResourceScopeKind
     uri: str
 
+    def __post_init__(self) -> None:
+        if type(self.kind) is not ResourceScopeKind:
+            msgspec.structs.force_setattr(self, "kind", ResourceScopeKind(self.kind))
+
 
 class GrantStatus(enum.StrEnum):
     """Whether a grant may still be used."""
@@ -70,6 +74,8 @@ class Grant(Record, frozen=True, kw_only=True):  # type: ignore[misc]
         frozen_members(self, "capabilities")
         if type(self.resources) is not list:
             msgspec.structs.force_setattr(self, "resources", list(self.resources))
+        if type(self.status) is not GrantStatus:
+            msgspec.structs.force_setattr(self, "status", GrantStatus(self.status))
 
 
 class SignedGrant(Record, frozen=True, kw_only=True):  # type: ignore[misc]

@@ -85,11 +85,21 @@ class GrantSigner:
     def sign(self, grant: Grant) -> SignedGrant:
         """Sign ``grant`` as evidence (an authorization snapshot): the signature covers
         every field of it, and is never a valid token signature.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` for a grant no verifier would accept (a
+                field of the wrong type or out of its bound): nothing unusable is signed.
         """
+        grant = _checked(grant)
         return SignedGrant(grant=grant, key_id=self.key_id, signature=self._signature(grant))
 
     def sign_token(self, grant: Grant) -> SignedGrant:
-        """Sign ``grant`` as a bearer token's credential (:data:`TOKEN_DOMAIN`)."""
+        """Sign ``grant`` as a bearer token's credential (:data:`TOKEN_DOMAIN`).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``, as :meth:`sign`.
+        """
+        grant = _checked(grant)
         signature = self._signature(grant, TOKEN_DOMAIN)
         return SignedGrant(grant=grant, key_id=self.key_id, signature=signature)
 
@@ -132,3 +142,13 @@ class GrantSigner:
         if now >= grant.expires_at:
             raise WorkloadError(ErrorCode.WORKLOAD_UNAUTHORIZED, "grant has expired")
         return grant
+
+
+def _checked(grant: Grant) -> Grant:
+    """``grant`` as a verifier would read it back: a record is not validated when it is
+    constructed, so one is validated before it is signed.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming the first bad field.
+    """
+    return Grant.parse(grant.to_json())

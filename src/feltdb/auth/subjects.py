@@ -62,6 +62,11 @@ class Subject(Record, frozen=True, order=True, kw_only=True):  # type: ignore[mi
         """An external system reached through a connection."""
         return cls(kind=SubjectKind.CONNECTION, id=id)
 
+    def __post_init__(self) -> None:
+        # Constructed with a kind's value ("human"), as JSON spells it: made the member.
+        if type(self.kind) is not SubjectKind:
+            msgspec.structs.force_setattr(self, "kind", SubjectKind(self.kind))
+
     def __str__(self) -> str:
         return f"{self.kind.value}:{self.id}"
 

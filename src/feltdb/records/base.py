@@ -16,30 +16,35 @@ wrote is not checked again when read. Validation happens where input enters:
 
 from __future__ import annotations
 
+import inspect
 import re
-from typing import Annotated, Any, NotRequired, TypeVar
+from typing import Annotated, Any, NotRequired, Self
 
 import msgspec
 from pydantic import ConfigDict, Field, GetCoreSchemaHandler
+from pydantic._internal._docs_extraction import extract_docstrings_from_cls
 from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
 from feltdb.errors import ErrorCode, WorkloadError
 
-R = TypeVar("R", bound="Record")
-
 _PATH_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+_NAMED_FIELD = re.compile(r"(?:missing required|contains unknown) field `([^`]*)`")
 
 
 def problem_path(error: msgspec.ValidationError) -> tuple[str, str]:
     """The dotted field path a msgspec validation error names (``retry_policy.max_attempts``,
-    ``execution_history.0.to``; ``""`` for the whole value) and its problem without it.
+    ``execution_history.0.to``, the missing or unknown field itself; ``""`` for the whole
+    value) and its problem without the path.
     """
     message = str(error)
-    problem, _, where = message.rpartition(" - at `")
-    if not where:
-        return "", message
+    problem, at, where = message.rpartition(" - at `")
+    if not at:
+        problem, where = message, "$`"
     steps = [name or index for name, index in _PATH_STEP.findall(where.rstrip("`")[1:])]
+    named = _NAMED_FIELD.search(problem)
+    if named is not None:
+        steps.append(named.group(1))
     return ".".join(steps), problem
 
 
@@ -51,31 +56,39 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False)
     """
 
     @classmethod
-    def parse(cls: type[R], data: Any) -> R:
-        """Validate ``data`` (a dict, or JSON text) into this record: every field's type and
-        bound is checked.
+    def parse(cls, data: Any) -> Self:
+        """Validate ``data``, a JSON object as decoded (a dict), into this record: every
+        field's type and bound is checked. Nothing else is taken for one (a string is not
+        read as JSON text: one record has one form).
 
         Raises:
             WorkloadError: ``WORKLOAD_INVALID`` naming the first bad field.
         """
         try:
-            if isinstance(data, str | bytes):
-                return msgspec.json.decode(data, type=cls)
-            return msgspec.convert(data, cls)
+            parsed: Self = msgspec.convert(data, cls)
         except msgspec.ValidationError as error:
-            path, problem = problem_path(error)
-            named = path or cls.__name__
-            raise WorkloadError(
-                ErrorCode.WORKLOAD_INVALID,
-                f"invalid {cls.__name__}: {named}: {problem}",
-                {"fields": [named]},
-            ) from None
+            raise _invalid(cls, error) from None
+        return parsed
+
+    @classmethod
+    def parse_json(cls, text: str | bytes) -> Self:
+        """Validate JSON ``text`` into this record, as :meth:`parse` validates a dict.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` naming the first bad field, or saying the
+                text is not JSON.
+        """
+        try:
+            parsed: Self = msgspec.json.decode(text, type=cls)
+        except msgspec.ValidationError as error:
+            raise _invalid(cls, error) from None
         except msgspec.DecodeError as error:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_INVALID,
                 f"invalid {cls.__name__}: not JSON: {error}",
                 {"fields": [cls.__name__]},
             ) from None
+        return parsed
 
     def to_json(self) -> dict[str, Any]:
         """This record as a JSON-ready dict with the reference's field names (sets as
@@ -93,17 +106,22 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False)
         made into the record; it serializes by the same declaration (as :meth:`to_json`).
         """
         fields = msgspec.structs.fields(cls)
+        described = extract_docstrings_from_cls(cls, use_inspect=True)
         typed: dict[str, Any] = {}
         for field in fields:
-            kind = field.type
-            if field.encode_name != field.name:
-                kind = Annotated[kind, Field(alias=field.encode_name)]
+            declared = Field(
+                alias=field.encode_name if field.encode_name != field.name else None,
+                description=described.get(field.name),
+                json_schema_extra=None if field.required else {"default": _default(field)},
+            )
+            kind = Annotated[field.type, declared]  # type: ignore[name-defined]
             typed[field.name] = kind if field.required else NotRequired[kind]
         shape = TypedDict(cls.__name__, typed)  # type: ignore[misc]
         shape.__pydantic_config__ = ConfigDict(  # type: ignore[attr-defined]
             extra="forbid" if cls.__struct_config__.forbid_unknown_fields else "ignore",
             validate_by_name=True,
             validate_by_alias=True,
+            json_schema_extra={"description": inspect.cleandoc(cls.__doc__ or cls.__name__)},
         )
         checked = handler.generate_schema(shape)
         names = [field.name for field in fields]
@@ -120,6 +138,22 @@ class Record(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False)
                 unpacked, return_schema=checked
             ),
         )
+
+
+def _default(field: msgspec.structs.FieldInfo) -> Any:
+    """A field's default as JSON (for the schema)."""
+    value = field.default_factory() if field.default is msgspec.NODEFAULT else field.default
+    return msgspec.to_builtins(value, order="deterministic")
+
+
+def _invalid(record: type[Record], error: msgspec.ValidationError) -> WorkloadError:
+    path, problem = problem_path(error)
+    named = path or record.__name__
+    return WorkloadError(
+        ErrorCode.WORKLOAD_INVALID,
+        f"invalid {record.__name__}: {named}: {problem}",
+        {"fields": [named]},
+    )
 
 
 def frozen_members(record: msgspec.Struct, *names: str) -> None:

@@ -64,9 +64,9 @@ def stored_workload(key: str, text: str | None, document: Any = None) -> Workloa
         except msgspec.ValidationError:
             if text is not None:
                 document = msgspec.json.decode(text)
-            if not isinstance(document, dict) or Workload.OLDER_DEFAULTS.keys() <= document.keys():
+            if not isinstance(document, dict) or Workload.completed(document) is document:
                 raise
-            return msgspec.convert({**Workload.OLDER_DEFAULTS, **document}, Workload)
+            return msgspec.convert(Workload.completed(document), Workload)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise WorkloadError(
             ErrorCode.WORKLOAD_STORAGE_FAILURE,

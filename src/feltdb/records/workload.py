@@ -10,7 +10,7 @@ field without one, so that the stored text names every field it always named.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import msgspec
 
@@ -256,3 +256,19 @@ class Workload(Record, kw_only=True, omit_defaults=True, forbid_unknown_fields=F
 
     OLDER_DEFAULTS: ClassVar[dict[str, Any]] = {"session_id": None, "dependencies": []}
     """Fields an older store's documents may lack, and what they meant there."""
+
+    @classmethod
+    def completed(cls, document: dict[str, Any]) -> dict[str, Any]:
+        """``document`` with each of :attr:`OLDER_DEFAULTS` it lacks (an older store's
+        document, a legacy file's record), as its absence meant.
+        """
+        if cls.OLDER_DEFAULTS.keys() <= document.keys():
+            return document
+        return {**cls.OLDER_DEFAULTS, **document}
+
+    @classmethod
+    def parse(cls, data: Any) -> Self:
+        """Validate ``data`` into a workload, as :meth:`Record.parse` does, reading a
+        document that lacks a field added since as its absence meant.
+        """
+        return super().parse(cls.completed(data) if isinstance(data, dict) else data)

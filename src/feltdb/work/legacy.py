@@ -119,7 +119,7 @@ def _legacy_records(workloads: dict[str, Any]) -> dict[str, Workload]:
             if not isinstance(document, dict):
                 problems.append(f"record {index} ({key}): record: not a JSON object")
                 continue
-            parsed[key] = msgspec.convert({**Workload.OLDER_DEFAULTS, **document}, Workload)
+            parsed[key] = msgspec.convert(Workload.completed(document), Workload)
         except msgspec.ValidationError as error:
             where, problem = problem_path(error)
             problems.append(f"record {index} ({key}): {where or 'record'}: {problem}")

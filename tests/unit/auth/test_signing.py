@@ -88,7 +88,7 @@ def test_signing_is_deterministic(signer):
 
 def test_a_signed_grant_survives_a_json_round_trip(signer):
     signed = signer.sign(make_grant(capabilities={"b", "a"}))
-    again = SignedGrant.parse(record_text(signed))
+    again = SignedGrant.parse_json(record_text(signed))
     assert signer.verify(again, ISSUED_AT) == signed.grant
 
 

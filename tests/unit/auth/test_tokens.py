@@ -149,6 +149,8 @@ MALFORMED = {
     "json-null": token_of(None),
     "json-list": token_of([VALID_DOCUMENT]),
     "json-string": token_of("fgt1."),
+    # The signed grant's own JSON text, as a JSON string: one credential has one form.
+    "signed-grant-as-a-json-string": token_of(json.dumps(VALID_DOCUMENT)),
     "json-number": token_of(1),
     "nan": TOKEN_PREFIX + b64(json.dumps(VALID_DOCUMENT)[:-1] + ',"x":NaN}'),
     "deeply-nested": TOKEN_PREFIX + b64("[" * 30_000 + "]" * 30_000),

@@ -3,7 +3,9 @@ what is kept (evidence, never a token or a session id), when they end, and their
 
 from __future__ import annotations
 
-from feltdb import Subject, WorkloadStore
+import pytest
+
+from feltdb import Subject, WorkloadError, WorkloadStore
 from feltdb.auth.policy import application_grant
 from feltdb.auth.sessions import new_session_id, session_key
 from feltdb.auth.tokens import Keyring
@@ -13,6 +15,7 @@ from feltdb.server.ui.sessions import (
     SESSIONS_COLLECTION,
     SPENT_TICKETS_COLLECTION,
 )
+from feltdb.storage import Mutation, Precondition
 
 NOW = 1_800_000_000
 RING = Keyring({"k1": bytes([7] * 32)}, "k1")
@@ -75,3 +78,25 @@ def test_pruning_deletes_only_what_has_ended(store: WorkloadStore) -> None:
     assert sessions.prune_expired(store.db, NOW + 900) == 1  # the ticket, refused everywhere by now
     assert store.db.list_rows(SPENT_TICKETS_COLLECTION) == []
     assert sessions.prune_expired(store.db, NOW + 900) == 0
+
+
+def test_a_session_row_that_holds_no_signed_grant_is_a_storage_failure(
+    store: WorkloadStore,
+) -> None:
+    session_id = new_session_id()
+    sessions.open_session(store.db, session_id, evidence(), NOW)
+    key = session_key(session_id)
+    row = store.db.get_row(SESSIONS_COLLECTION, key)
+    assert row is not None
+    damaged = {**row.document, "evidence": {"grant": "?"}}
+    damaged.pop("__version", None)
+    guard = Precondition(SESSIONS_COLLECTION, key, expected_version=row.version)
+    store.db.commit("damage", [Mutation(SESSIONS_COLLECTION, key, damaged)], [guard])
+    for read in (
+        lambda: sessions.session_of(store.db, session_id, NOW + 5),
+        lambda: sessions.end_session(store.db, session_id, NOW + 5),
+    ):
+        with pytest.raises(WorkloadError) as raised:
+            read()
+        assert raised.value.code == "WORKLOAD_STORAGE_FAILURE"
+        assert "signed grant" in raised.value.message

@@ -20,11 +20,13 @@ them: a session past its end, and a ticket's nonce once the ticket itself is ref
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from feltdb.auth.grants import SignedGrant
 from feltdb.auth.sessions import session_key
+from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, StorageConflict
 from feltdb.storage.canonical import sha256_hex
 
@@ -97,6 +99,9 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
 def session_of(db: Database, session_id: str, now: int) -> Session | None:
     """The session ``session_id`` names, if it is open at ``now``; ``None`` for one never
     opened, ended, or past its end. One keyed read.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the row is not a session's.
     """
     row = db.get_row(SESSIONS_COLLECTION, session_key(session_id))
     if row is None:
@@ -105,7 +110,22 @@ def session_of(db: Database, session_id: str, now: int) -> Session | None:
     expires_at = int(document["expires_at"])
     if now >= expires_at:
         return None
-    return Session(SignedGrant.parse(document["evidence"]), expires_at)
+    return Session(_evidence(row.key, document), expires_at)
+
+
+def _evidence(key: str, document: Mapping[str, Any]) -> SignedGrant:
+    """The signed grant a session row keeps as its evidence.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` when the row holds none.
+    """
+    try:
+        return SignedGrant.parse(document.get("evidence"))
+    except WorkloadError as error:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE,
+            f"the session row {SESSIONS_COLLECTION}/{key} holds no signed grant: {error.message}",
+        ) from None
 
 
 def end_session(db: Database, session_id: str, now: int) -> bool:
@@ -118,7 +138,7 @@ def end_session(db: Database, session_id: str, now: int) -> bool:
     row = db.get_row(SESSIONS_COLLECTION, key)
     if row is None:
         return False
-    evidence = SignedGrant.parse(row.document["evidence"])
+    evidence = _evidence(key, row.document)
     operation_id = _operation_id()
     try:
         db.commit(

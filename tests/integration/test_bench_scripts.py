@@ -1,0 +1,65 @@
+"""The benchmark scripts run: each one that drives the library directly, at a tiny size.
+
+`make bench` takes half an hour, so a script broken by a change of the library (a record's
+method renamed, an argument added) would otherwise be found only then. These runs measure
+nothing worth reading; they prove the scripts still run to the end and write their JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+RUNS = {
+    "bench_claim_next.py": ["--sizes", "20", "--claims", "3"],
+    "bench_unclaimable.py": ["--sizes", "0,20", "--claims", "3", "--backends", "sqlite"],
+    "bench_hot_path.py": ["--workloads", "5"],
+    "bench_cpu_profile.py": ["--workloads", "200", "--rounds", "1"],
+    "bench_input_checks.py": ["--rounds", "1", "--calls", "20"],
+    "bench_commit_many.py": ["--plans", "5", "--rounds", "1"],
+}
+
+
+@pytest.mark.parametrize("script", sorted(RUNS))
+def test_a_benchmark_script_runs_to_the_end(script: str, tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    ran = subprocess.run(
+        [sys.executable, str(BENCH / script), *RUNS[script], "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads(out.read_text()), f"{script} wrote no results"
+
+
+def test_the_claim_throughput_script_loads_and_drains_a_sqlite_store(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    target = tmp_path / "work.db"
+    ran = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_claim_throughput.py"),
+            "--target",
+            str(target),
+            "--backlog",
+            "20",
+            "--processes",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert json.loads(out.read_text())
