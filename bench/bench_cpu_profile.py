@@ -41,11 +41,12 @@ BATCH = 100
 BUCKETS = (
     ("sqlite", ("sqlite3", "storage/sqlite")),
     ("pydantic", ("pydantic",)),
-    ("json", ("json", "orjson", "canonical.py")),
+    ("json", ("json", "orjson", "msgspec", "canonical.py", "records/codec.py")),
     ("hashing", ("_hashlib", "hashlib", "hmac")),
     ("feltdb work/", ("feltdb/work/",)),
     ("feltdb storage/", ("feltdb/storage/",)),
     ("feltdb auth/", ("feltdb/auth/",)),
+    ("feltdb records/", ("feltdb/records/",)),
 )
 
 
