@@ -5,8 +5,9 @@ is internal. Each name is imported when first used, so ``import feltdb`` (and th
 line's ``--version``) costs nothing of the authority it does not use.
 """
 
-import importlib as _importlib
 import typing as _typing
+
+import feltdb.lazy as _lazy
 
 if _typing.TYPE_CHECKING:
     from feltdb.auth import (
@@ -151,15 +152,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> _typing.Any:
-    """The public name ``name``, imported from its module on first use (PEP 562)."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'feltdb' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value  # later uses find it without this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = _lazy.exported(__name__, _EXPORTS, globals())

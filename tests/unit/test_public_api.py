@@ -446,3 +446,21 @@ def test_importing_feltdb_or_asking_its_version_loads_nothing_of_the_authority()
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == [f"feltdb {__import__('feltdb').__version__}", "[]"]
+
+
+def test_every_name_of_feltdb_auth_is_exported_from_where_it_is_defined():
+    import ast
+    import inspect
+
+    import feltdb.auth
+
+    assert sorted(feltdb.auth._EXPORTS) == sorted(feltdb.auth.__all__)
+    for name, module in feltdb.auth._EXPORTS.items():
+        assert getattr(feltdb.auth, name) is getattr(importlib.import_module(module), name)
+    shown = {
+        alias.name: node.module
+        for node in ast.walk(ast.parse(inspect.getsource(feltdb.auth)))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert shown == feltdb.auth._EXPORTS

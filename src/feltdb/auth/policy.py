@@ -19,8 +19,19 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
+# The capabilities are the policy's words: re-exported, so `feltdb.auth.policy` names
+# them as it always has (the command line takes them from the module that imports nothing).
+from feltdb.auth.capabilities import ALL_CAPABILITIES as ALL_CAPABILITIES
+from feltdb.auth.capabilities import APPROVE as APPROVE
+from feltdb.auth.capabilities import AUDIT as AUDIT
+from feltdb.auth.capabilities import CANCEL as CANCEL
+from feltdb.auth.capabilities import CLAIM as CLAIM
+from feltdb.auth.capabilities import OPERATE as OPERATE
+from feltdb.auth.capabilities import READ as READ
+from feltdb.auth.capabilities import REVOKE as REVOKE
+from feltdb.auth.capabilities import SUBMIT as SUBMIT
 from feltdb.auth.grants import Grant, ResourceScope, ResourceScopeKind
 from feltdb.auth.scope import Scope
 from feltdb.auth.subjects import Subject
@@ -28,26 +39,6 @@ from feltdb.errors import ErrorCode, WorkloadError
 
 if TYPE_CHECKING:  # the records import this package: at run time they are only read
     from feltdb.records.workload import Workload
-
-SUBMIT: Final = "workload:execute"
-"""Admit work (``POST /v1/workloads``)."""
-READ: Final = "workload:read"
-"""Read work."""
-CLAIM: Final = "workload:claim"
-"""Act as a worker: claim, start, heartbeat, checkpoint, complete, fail."""
-CANCEL: Final = "workload:cancel"
-"""Request cancellation."""
-OPERATE: Final = "workload:operate"
-"""Operator actions, e.g. retry."""
-APPROVE: Final = "workload:approve"
-"""Decide work awaiting approval."""
-AUDIT: Final = "audit:read"
-"""Read committed transactions."""
-REVOKE: Final = "grant:revoke"
-"""Revoke a grant of one's own tenant and application (``POST /v1/grants/{id}/revoke``)."""
-
-ALL_CAPABILITIES: Final = frozenset({SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE})
-"""Every capability the server checks (an administrator's grant holds them all)."""
 
 
 def workload_uri(application_id: str, workload_id: str) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from feltdb.auth.policy import AUDIT
+from feltdb.auth.capabilities import AUDIT
 from feltdb.cli.render import audit_line, print_json, verify_lines
 from feltdb.cli.targets import (
     Target,
@@ -21,10 +21,10 @@ from feltdb.cli.targets import (
     usage_error,
     within,
 )
-from feltdb.client.local import LocalClient
-from feltdb.client.protocol import AuditPage, WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.work.audit import anchor_of
+
+if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --help
+    from feltdb.client.protocol import AuditPage, WorkloadClient
 
 audit_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``audit`` group; the root adds it without a name (a top-level group)."""
@@ -162,6 +162,9 @@ def verify(
     if given is not None:
         target = within(given.target, target, typed_options(context))
         json_output = json_output or given.json_output
+    from feltdb.client.local import LocalClient
+    from feltdb.work.audit import anchor_of
+
     with connected(target, needs=(AUDIT,)) as client:
         if isinstance(client, LocalClient):
             # The local operator holds the store itself: the whole report, unredacted.

@@ -10,16 +10,18 @@ from __future__ import annotations
 import secrets
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from feltdb.auth import Grant, GrantConstraints, Keyring, ResourceScope, ResourceScopeKind
-from feltdb.auth.policy import ALL_CAPABILITIES, REVOKE
-from feltdb.auth.sessions import TICKET_LIFETIME_S, issue_ticket
+from feltdb.auth.capabilities import ALL_CAPABILITIES, REVOKE
 from feltdb.cli.parsing import parse_subject
 from feltdb.cli.render import print_json, stdout_console, when
 from feltdb.cli.targets import JsonOption, Target, connected, targeted
+
+if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --help
+    from feltdb.auth.grants import Grant, ResourceScope
+    from feltdb.auth.tokens import Keyring
 
 DEFAULT_KEYRING = Path("feltdb-keyring.json")
 DEFAULT_SERVER = "http://127.0.0.1:8700"
@@ -49,6 +51,8 @@ def keys_new(
     ] = DEFAULT_KEYRING,
 ) -> None:
     """Create a keyring with one new random signing key."""
+    from feltdb.auth.tokens import Keyring
+
     keyring = Keyring.generate()
     try:
         keyring.save(out, exclusive=True)
@@ -61,6 +65,8 @@ def keys_new(
 
 def resource_scope(uri: str, application_id: str) -> ResourceScope:
     """A scope for ``uri``: a workload scope under ``flow://APP/workloads/``, else the app's."""
+    from feltdb.auth.grants import ResourceScope, ResourceScopeKind
+
     if uri.startswith(f"flow://{application_id}/workloads/"):
         return ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri=uri)
     return ResourceScope(kind=ResourceScopeKind.APPLICATION, uri=uri)
@@ -151,6 +157,8 @@ def grant_issue(
     """Mint a signed grant and print it as a bearer token on stdout (its grant id, to revoke
     it by, on stderr); with --login, a one-time sign-in link to the dashboard instead.
     """
+    from feltdb.auth.tokens import Keyring  # here, as every command: not for --help
+
     try:
         ring = Keyring.load(keyring)
     except OSError as error:
@@ -173,8 +181,29 @@ def grant_issue(
         raise typer.BadParameter(f"give {', '.join(missing)} (or --admin)")
     if server is not None and not login:
         raise typer.BadParameter("--server names where a --login link points: give --login")
+    lasts = lifetime if lifetime is not None else (86400 if admin else 3600)
+    narrowed = (resource, environment, definition)
+    grant = _new_grant((issuer, subject), (tenant, application), capability, narrowed, lasts)
+    _print_issued(ring, grant, (server or DEFAULT_SERVER) if login else None)
+
+
+def _new_grant(
+    who: tuple[str, str],
+    where: tuple[str, str],
+    capability: list[str] | None,
+    narrowed: tuple[list[str] | None, list[str] | None, list[str] | None],
+    lifetime: int,
+) -> Grant:
+    """The grant ``grant issue`` mints: from ``who`` (issuer, subject) to act in ``where``
+    (tenant, application), holding ``capability``, on the ``narrowed`` resources,
+    environments and definitions, for ``lifetime`` seconds from now.
+    """
+    from feltdb.auth.grants import Grant, GrantConstraints
+
+    (issuer, subject), (tenant, application) = who, where
+    resource, environment, definition = narrowed
     now = int(time.time())
-    grant = Grant(
+    return Grant(
         id=f"grant_{secrets.token_hex(8)}",
         issuer=parse_subject(issuer),
         subject=parse_subject(subject),
@@ -188,15 +217,16 @@ def grant_issue(
             environments=frozenset(environment or ()), definitions=frozenset(definition or ())
         ),
         issued_at=now,
-        expires_at=now + (lifetime if lifetime is not None else (86400 if admin else 3600)),
+        expires_at=now + lifetime,
     )
-    _print_issued(ring, grant, (server or DEFAULT_SERVER) if login else None)
 
 
 def _print_issued(ring: Keyring, grant: Grant, login_server: str | None) -> None:
     """Print ``grant`` signed: as a bearer token, or (given the server the dashboard is
     at) as a one-time sign-in link; its id, to revoke it by, on stderr.
     """
+    from feltdb.auth.sessions import TICKET_LIFETIME_S, issue_ticket
+
     revoke = f"revoke it with: feltdb grant revoke {grant.id}"
     if login_server is None:
         typer.echo(ring.sign(grant))

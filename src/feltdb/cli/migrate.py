@@ -10,7 +10,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from feltdb.cli.render import stdout_console
 from feltdb.cli.targets import DbOption, refusals, usage_error
-from feltdb.work.store import WorkloadStore
 
 migrate_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds ``migrate-legacy``; the root adds it without a name (a top-level command)."""
@@ -37,6 +36,8 @@ def migrate_legacy(
     console = stdout_console()
     counted = [0]
     written = [0]
+    from feltdb.work.store import WorkloadStore  # here, as every command: not for --help
+
     with refusals(), WorkloadStore.open(db) as store:
         with Progress(
             TextColumn("migrating"),

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from feltdb.auth import Subject, SubjectKind
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_ID_CHARS
+
+if TYPE_CHECKING:
+    from feltdb.auth import Subject
 
 
 def parse_subject(text: str) -> Subject:
@@ -24,6 +25,11 @@ def parse_subject(text: str) -> Subject:
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` for an unknown kind or an empty id.
     """
+    # Imported here, as every command module imports what a command runs: the records
+    # (pydantic, msgspec) are no part of --help.
+    from feltdb.auth.subjects import Subject, SubjectKind
+    from feltdb.fields import MAX_ID_CHARS
+
     kind, _, subject_id = text.partition(":")
     kinds = ", ".join(k.value for k in SubjectKind)
     if kind not in {k.value for k in SubjectKind} or not subject_id:

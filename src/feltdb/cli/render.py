@@ -9,17 +9,17 @@ import json
 import os
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from feltdb.fields import iso_instant
-from feltdb.records.workload import Workload, WorkloadApproval, WorkloadEvent
-from feltdb.storage import CommittedTransaction
-from feltdb.storage.audit_chain import ChainReport
+if TYPE_CHECKING:  # what is rendered arrives with the command that runs: not for --help
+    from feltdb.records.workload import Workload, WorkloadApproval, WorkloadEvent
+    from feltdb.storage import CommittedTransaction
+    from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.states import WorkloadState
 
 PIPE_WIDTH = 200
@@ -55,6 +55,8 @@ def stdout_console() -> Console:
 
 def when(at: float | None) -> str:
     """A unix time as ISO 8601 UTC (``2026-12-01T10:30:00Z``); ``-`` for none."""
+    from feltdb.fields import iso_instant
+
     return "-" if at is None else iso_instant(at)
 
 

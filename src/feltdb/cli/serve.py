@@ -10,21 +10,16 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 
-from feltdb.auth import Keyring
-from feltdb.auth.keyrings import (
-    KEYRING_ENV,
-    environment_keyring,
-    keyring_path_beside,
-    load_or_create_keyring,
-)
 from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
 from feltdb.heap import settle_heap
-from feltdb.storage.targets import sqlite_path
+
+if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --help
+    from feltdb.auth import Keyring
 
 
 def demo(
@@ -127,6 +122,14 @@ def _server_keyring(db: str, path: Path | None, say: Callable[[str], None]) -> K
     """The server's keyring: ``FELTDB_KEYRING``'s, else the file at ``path`` (default:
     beside the store), created with an admin token, printed, when missing.
     """
+    from feltdb.auth.keyrings import (
+        KEYRING_ENV,
+        environment_keyring,
+        keyring_path_beside,
+        load_or_create_keyring,
+    )
+    from feltdb.storage.targets import sqlite_path
+
     from_env = environment_keyring()
     if from_env is not None:
         # A keyring handed over by the environment is the operator's: nothing is written

@@ -10,14 +10,11 @@ from typing import Annotated, Any
 
 import typer
 
-from feltdb.auth.policy import SUBMIT
+from feltdb.auth.capabilities import SUBMIT
 from feltdb.cli.parsing import parse_input, parse_not_before, subject_option
 from feltdb.cli.render import print_json, stdout_console
 from feltdb.cli.targets import JsonOption, Target, connected, targeted
-from feltdb.client.protocol import given_fields
-from feltdb.work.disclosure import disclosed
 from feltdb.work.states import BackoffPolicy
-from feltdb.work.submission import Submission
 
 submit_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds ``submit``; the root adds it without a name, so it appears at the top level."""
@@ -130,6 +127,8 @@ def submit(
     """Submit work: prints its id and state ("already submitted" when the key was used
     before for the same request).
     """
+    from feltdb.client.protocol import given_fields  # here, as every command: not for --help
+
     fields = given_fields({
         "environment": environment,
         "definition_id": definition,
@@ -151,6 +150,14 @@ def submit(
         ),
         "approval": _approval(approval, approver, approver_kind),
     })  # fmt: skip
+    _submit(target, fields, json_output)
+
+
+def _submit(target: Target, fields: dict[str, Any], json_output: bool) -> None:
+    """Submit the request ``fields`` make, and say what became of it."""
+    from feltdb.work.disclosure import disclosed
+    from feltdb.work.submission import Submission
+
     with connected(target, create=True, needs=(SUBMIT,), records=True) as client:
         workload, created = client.submit(Submission.parse(fields))
     if json_output:

@@ -23,21 +23,22 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from feltdb.auth import Keyring, SignedGrant, Subject
-from feltdb.auth.keyrings import environment_keyring, keyring_path_beside, load_or_create_keyring
-from feltdb.auth.policy import application_grant
-from feltdb.auth.scope import Scope
 from feltdb.cli.parsing import subject_option
-from feltdb.client.local import LocalClient
-from feltdb.client.protocol import MAX_PAGE, Page, WorkloadClient
 from feltdb.errors import WorkloadError
-from feltdb.records.workload import Workload
-from feltdb.storage.targets import sqlite_path
-from feltdb.work.store import WorkloadStore
+
+if TYPE_CHECKING:
+    from feltdb.auth import Keyring, SignedGrant, Subject
+    from feltdb.auth.scope import Scope
+    from feltdb.client.local import LocalClient
+    from feltdb.client.protocol import Page, WorkloadClient
+    from feltdb.records.workload import Workload
+
+# What a command runs (the store, the clients, the auth records) is imported where it runs:
+# none of it is needed to declare the commands, and `feltdb --help` imports only typer.
 
 OPERATOR_GRANT_LIFETIME_S = 300
 """How long the grant of a ``--db`` operator lasts: one command's worth (five minutes)."""
@@ -228,6 +229,11 @@ def _local_operator(
     target: Target, stack: ExitStack, *, create: bool, needs: Iterable[str], records: bool
 ) -> LocalClient:
     """A local operator's client on the store ``target.db``, which ``stack`` closes."""
+    from feltdb.auth.scope import Scope
+    from feltdb.client.local import LocalClient
+    from feltdb.storage.targets import sqlite_path
+    from feltdb.work.store import WorkloadStore
+
     db = str(target.db)
     path = sqlite_path(db)
     if path is not None and not create and not path.exists():
@@ -247,6 +253,8 @@ def _local_operator(
 
 def local_operator() -> Subject:
     """The person running the command: ``human:`` and the login name."""
+    from feltdb.auth.subjects import Subject
+
     return Subject.human(getpass.getuser())
 
 
@@ -254,6 +262,13 @@ def operator_keyring(db: str, now: int) -> Keyring:
     """The keyring a server on ``db`` would use: ``FELTDB_KEYRING`` when set, else the
     file beside the store (created when missing, as ``feltdb serve`` would create it).
     """
+    from feltdb.auth.keyrings import (
+        environment_keyring,
+        keyring_path_beside,
+        load_or_create_keyring,
+    )
+    from feltdb.storage.targets import sqlite_path
+
     from_env = environment_keyring()
     if from_env is not None:
         return from_env
@@ -268,6 +283,8 @@ def operator_grant(
     :data:`OPERATOR_GRANT_LIFETIME_S`, signed with ``keyring`` as evidence (the
     ``authorization_snapshot`` of what it submits): never a token.
     """
+    from feltdb.auth.policy import application_grant
+
     grant = application_grant(
         subject,
         scope.tenant_id,
@@ -284,6 +301,8 @@ def collect(read: Callable[[str | None, int], Page], limit: int) -> builtins.lis
     each page's cursor until it is ``None`` or enough are found. A page may hold fewer than
     asked for (a filtered page), so the cursor, not the count, ends the walk.
     """
+    from feltdb.client.protocol import MAX_PAGE
+
     found: builtins.list[Workload] = []
     cursor: str | None = None
     while len(found) < limit:

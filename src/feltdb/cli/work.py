@@ -8,16 +8,17 @@ renders the answer (:mod:`feltdb.cli.render`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 import typer
 
-from feltdb.auth.policy import APPROVE, CANCEL, OPERATE, READ
+from feltdb.auth.capabilities import APPROVE, CANCEL, OPERATE, READ
 from feltdb.cli.render import print_json, show_workload, stdout_console, workload_table
 from feltdb.cli.targets import JsonOption, Target, collect, connected, targeted
-from feltdb.client.protocol import Page, WorkloadClient
-from feltdb.work.disclosure import disclosed
 from feltdb.work.states import ApprovalOutcome, WorkloadState
+
+if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --help
+    from feltdb.client.protocol import Page, WorkloadClient
 
 work_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the commands on work; the root adds it without a name (top-level commands)."""
@@ -39,7 +40,7 @@ StateOption = Annotated[
 DefinitionOption = Annotated[str | None, typer.Option(help="Only work of this definition id.")]
 
 
-Read = Callable[[WorkloadClient, str | None, int], Page]
+Read: TypeAlias = "Callable[[WorkloadClient, str | None, int], Page]"
 """One page of a list: ``read(client, cursor, size)``."""
 
 
@@ -61,6 +62,8 @@ def _list(
         limit = EVERYTHING
     listed = found[:limit]
     if json_output:
+        from feltdb.work.disclosure import disclosed
+
         print_json([disclosed(w) for w in listed])
     else:
         workload_table(stdout_console(), listed, title, reasons=reasons, order=ORDER)
@@ -137,6 +140,8 @@ def show(workload_id: IdArgument, json_output: JsonOption = False, *, target: Ta
     with connected(target, needs=(READ,)) as client:
         workload = client.get(workload_id)
     if json_output:
+        from feltdb.work.disclosure import disclosed
+
         print_json(disclosed(workload))
     else:
         show_workload(stdout_console(), workload)

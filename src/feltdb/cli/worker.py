@@ -7,16 +7,17 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
 from feltdb.cli.targets import usage_error
 from feltdb.errors import WorkloadError
-from feltdb.work.inputs import MAX_BATCH_ITEMS
-from feltdb.worker import Worker
-from feltdb.worker.runtime import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY
+from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY, MAX_PLANS_PER_BATCH
+
+if TYPE_CHECKING:  # the runtime is imported when a worker is loaded, not for --help
+    from feltdb.worker import Worker
 
 worker_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``worker`` command; the root adds it without a name (a top-level command)."""
@@ -29,6 +30,8 @@ def load_worker(target: str) -> Worker:
     Raises:
         typer.BadParameter: the target is malformed, does not import, or is not a Worker.
     """
+    from feltdb.worker import Worker
+
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise typer.BadParameter(
@@ -87,7 +90,7 @@ CompletionBatchOption = Annotated[
     int | None,
     typer.Option(
         min=1,
-        max=MAX_BATCH_ITEMS,
+        max=MAX_PLANS_PER_BATCH,
         help="Completions sent in one call (one commit) at most, for attempts finishing "
         "together; 1: one call each (overrides the Worker's; default 100).",
     ),

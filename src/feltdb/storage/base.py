@@ -56,9 +56,6 @@ if TYPE_CHECKING:
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""
 
-MAX_PLANS_PER_BATCH = 1024
-"""The most plans one :meth:`Database.commit_many` takes (a revision numbers them in 10 bits)."""
-
 
 class StorageConflict(WorkloadError):
     """A precondition of a commit failed: another writer committed first. Nothing was written."""
@@ -380,10 +377,11 @@ class Database(BatchReads, ChainLog, IndexCounts, Protocol):
         opens no transaction.
 
         Raises:
-            WorkloadError: ``WORKLOAD_INVALID`` for more than :data:`MAX_PLANS_PER_BATCH`
-                plans, or for any plan :meth:`commit` refuses as invalid (checked for every
-                plan before anything is written; a value only the database refuses, such as
-                an integer outside 64 bits, is found while writing): the whole batch is
+            WorkloadError: ``WORKLOAD_INVALID`` for more than
+                :data:`~feltdb.limits.MAX_PLANS_PER_BATCH` plans, or for any plan
+                :meth:`commit` refuses as invalid (checked for every plan before anything
+                is written; a value only the database refuses, such as an integer outside
+                64 bits, is found while writing): the whole batch is
                 refused. ``WORKLOAD_STORAGE_FAILURE`` for any other database failure.
                 Whatever is raised, nothing was written.
         """

@@ -4,7 +4,7 @@ carrying any of many result ids.
 :class:`BatchReads` is the part of the :class:`~feltdb.storage.base.Database` protocol that
 a batch of commands reads ahead with (``feltdb.work.unit.UnitOfWork.read_ahead``), so that
 a hundred completions cost two round trips, not two hundred; each read is at most
-:data:`~feltdb.storage.base.MAX_PLANS_PER_BATCH` keys, and every key one index seek.
+:data:`~feltdb.limits.MAX_PLANS_PER_BATCH` keys, and every key one index seek.
 """
 
 from __future__ import annotations

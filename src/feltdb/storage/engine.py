@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Generic, TypeVar
 
+from feltdb.limits import MAX_PLANS_PER_BATCH
 from feltdb.storage.base import (
-    MAX_PLANS_PER_BATCH,
     Commit,
     CommittedTransaction,
     Mutation,

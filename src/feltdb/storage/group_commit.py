@@ -20,8 +20,8 @@ from collections import deque
 from collections.abc import Sequence
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.limits import MAX_PLANS_PER_BATCH
 from feltdb.storage.base import (
-    MAX_PLANS_PER_BATCH,
     Commit,
     Database,
     PlannedCommit,
@@ -52,7 +52,7 @@ class GroupCommit:
     Args:
         db: the database written to.
         max_plans: the most plans one transaction takes (at most
-            :data:`~feltdb.storage.base.MAX_PLANS_PER_BATCH`).
+            :data:`~feltdb.limits.MAX_PLANS_PER_BATCH`).
     """
 
     def __init__(self, db: Database, *, max_plans: int = MAX_PLANS_PER_BATCH) -> None:

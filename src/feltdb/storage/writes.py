@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, LiteralString
 
 from feltdb.errors import WorkloadError
+from feltdb.limits import MAX_PLANS_PER_BATCH
 from feltdb.storage import array_writes
 from feltdb.storage.audit_chain import row_hash
 from feltdb.storage.base import (
-    MAX_PLANS_PER_BATCH,
     Commit,
     Mutation,
     PlannedCommit,

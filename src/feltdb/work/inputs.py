@@ -22,7 +22,7 @@ from feltdb.fields import (
     MAX_TEXT_CHARS,
     text_problem,
 )
-from feltdb.storage.base import MAX_PLANS_PER_BATCH
+from feltdb.limits import MAX_PLANS_PER_BATCH
 from feltdb.work.states import WorkloadState
 
 MAX_BATCH_ITEMS = MAX_PLANS_PER_BATCH

@@ -36,6 +36,7 @@ from feltdb.auth.scope import Scope
 from feltdb.client.local import LocalClient
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork
 from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
@@ -65,10 +66,6 @@ H = TypeVar("H", bound=Handler)
 HEARTBEAT_TICK_S = 0.25
 """How often the heartbeat thread looks for a lease due for extension."""
 
-MAX_CONCURRENCY = 4096
-"""The most handlers one worker runs at once (each runs on a thread of its own)."""
-MAX_COMPLETION_WAIT_MS = 60_000
-"""The longest a finished attempt may be kept waiting for others to join its completion."""
 
 MAINTENANCE_INTERVAL_S = 1.0
 """How often an embedded worker runs the authority's maintenance (deadlines, lost

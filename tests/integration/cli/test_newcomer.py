@@ -402,6 +402,25 @@ def test_an_error_is_one_line_on_stderr_however_long_not_wrapped_at_80(tmp_path:
     assert len([line for line in run.stderr.splitlines() if line]) == 1
 
 
+def test_the_help_imports_only_the_command_line_none_of_what_a_command_runs():
+    probe = (
+        "import sys\n"
+        "sys.argv = ['feltdb', '--help']\n"
+        "from feltdb.cli import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('pydantic', 'msgspec', 'sqlite3', 'feltdb.records', 'feltdb.auth.grants',\n"
+        "         'feltdb.work.store', 'feltdb.client', 'feltdb.storage', 'feltdb.worker')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "Usage" in run.stdout and "submit" in run.stdout
+    assert run.stdout.splitlines()[-1] == "[]"
+
+
 def test_the_command_line_imports_no_postgresql_or_http_client_it_does_not_use():
     probe = (
         "import sys\n"

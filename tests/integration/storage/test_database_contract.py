@@ -29,6 +29,7 @@ import pytest
 from support.rows import keys, put, ready, work_index
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.limits import MAX_PLANS_PER_BATCH
 from feltdb.storage import (
     Commit,
     Database,
@@ -39,7 +40,7 @@ from feltdb.storage import (
     StorageConflict,
     StoredRow,
 )
-from feltdb.storage.base import MAX_PLANS_PER_BATCH, RowReader
+from feltdb.storage.base import RowReader
 from feltdb.storage.partitions import ClaimPartitions
 from feltdb.storage.sql import load_queries
 from feltdb.storage.targets import open_database
