@@ -17,27 +17,33 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 RUNS = {
-    "bench_claim_next.py": ["--sizes", "20", "--claims", "3"],
-    "bench_unclaimable.py": ["--sizes", "0,20", "--claims", "3", "--backends", "sqlite"],
-    "bench_hot_path.py": ["--workloads", "5"],
-    "bench_cpu_profile.py": ["--workloads", "200", "--rounds", "1"],
-    "bench_input_checks.py": ["--rounds", "1", "--calls", "20"],
-    "bench_commit_many.py": ["--plans", "5", "--rounds", "1"],
+    "bench_claim_next.py": (["--sizes", "20", "--claims", "3"], "results"),
+    "bench_unclaimable.py": (
+        ["--sizes", "0,20", "--claims", "3", "--backends", "sqlite"],
+        "results",
+    ),
+    "bench_hot_path.py": (["--workloads", "5"], "ops"),
+    "bench_cpu_profile.py": (["--workloads", "200", "--rounds", "1"], "cpu_us"),
+    "bench_input_checks.py": (["--rounds", "1", "--calls", "20"], "admission_us"),
+    "bench_commit_many.py": (["--plans", "5", "--rounds", "1"], "results"),
 }
+"""Each script, its tiny-size arguments, and a key of the figures it must write."""
 
 
 @pytest.mark.parametrize("script", sorted(RUNS))
 def test_a_benchmark_script_runs_to_the_end(script: str, tmp_path: Path) -> None:
     out = tmp_path / "out.json"
+    arguments, figures = RUNS[script]
     ran = subprocess.run(
-        [sys.executable, str(BENCH / script), *RUNS[script], "--out", str(out)],
+        [sys.executable, str(BENCH / script), *arguments, "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=240,
         cwd=tmp_path,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert json.loads(out.read_text()), f"{script} wrote no results"
+    written = json.loads(out.read_text())
+    assert written[figures], f"{script} wrote no {figures}"
 
 
 def test_the_claim_throughput_script_loads_and_drains_a_sqlite_store(tmp_path: Path) -> None:
@@ -62,4 +68,5 @@ def test_the_claim_throughput_script_loads_and_drains_a_sqlite_store(tmp_path: P
         cwd=tmp_path,
     )
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert json.loads(out.read_text())
+    [drained] = json.loads(out.read_text())["results"]
+    assert drained["workloads"] == 20 and drained["per_process"] == [20]

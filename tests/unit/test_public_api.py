@@ -24,7 +24,7 @@ from feltdb import (
     WorkloadRetryPolicy,
     WorkloadState,
 )
-from feltdb.records.codec import record_text
+from feltdb.records.codec import stored_document
 
 # Taken literally from docs/api.md: the store and its opener, the error, every type of the Types
 # section and of its Records list, the constants and functions, and the authorization types.
@@ -189,7 +189,7 @@ def test_a_workload_event_serializes_from_state_as_from():
     document = event.to_json()
     assert document["from"] == "READY"
     assert "from_state" not in document
-    assert json.loads(record_text(event))["from"] == "READY"
+    assert json.loads(stored_document(event)[1])["from"] == "READY"
 
 
 def test_a_workload_event_reads_from_as_from_state():
@@ -254,7 +254,7 @@ def test_each_subject_constructor_makes_its_kind(subject, kind):
 
 def test_a_subject_serializes_as_kind_and_id():
     assert Subject.human("ada").to_json() == {"kind": "human", "id": "ada"}
-    assert json.loads(record_text(Subject.human("ada"))) == {"kind": "human", "id": "ada"}
+    assert json.loads(stored_document(Subject.human("ada"))[1]) == {"kind": "human", "id": "ada"}
 
 
 def test_a_subject_is_immutable():

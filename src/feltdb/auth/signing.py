@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Any
 
 from feltdb.auth.grants import Grant, GrantStatus, SignedGrant
 from feltdb.errors import ErrorCode, WorkloadError
@@ -64,10 +65,11 @@ class GrantSigner:
         self.key_id = key_id
         self._secret = bytes(secret)
 
-    def _signature(self, grant: Grant, domain: bytes = b"") -> str:
+    def _signature(self, document: dict[str, Any], domain: bytes = b"") -> str:
+        """The signature of a grant's ``document`` (its :meth:`~Grant.to_json`)."""
         # surrogatepass: a grant decoded from a forged token may hold a lone surrogate;
         # it must fail to verify, not fail to encode (issue 9, point 7).
-        text = canonical_json(grant.to_json())
+        text = canonical_json(document)
         payload = domain + text.encode("utf-8", "surrogatepass")
         return hmac.new(self._secret, payload, hashlib.sha256).hexdigest()
 
@@ -90,8 +92,7 @@ class GrantSigner:
             WorkloadError: ``WORKLOAD_INVALID`` for a grant no verifier would accept (a
                 field of the wrong type or out of its bound): nothing unusable is signed.
         """
-        grant = _checked(grant)
-        return SignedGrant(grant=grant, key_id=self.key_id, signature=self._signature(grant))
+        return self._signed(grant, b"")
 
     def sign_token(self, grant: Grant) -> SignedGrant:
         """Sign ``grant`` as a bearer token's credential (:data:`TOKEN_DOMAIN`).
@@ -99,9 +100,16 @@ class GrantSigner:
         Raises:
             WorkloadError: ``WORKLOAD_INVALID``, as :meth:`sign`.
         """
-        grant = _checked(grant)
-        signature = self._signature(grant, TOKEN_DOMAIN)
-        return SignedGrant(grant=grant, key_id=self.key_id, signature=signature)
+        return self._signed(grant, TOKEN_DOMAIN)
+
+    def _signed(self, grant: Grant, domain: bytes) -> SignedGrant:
+        # A record is not validated when it is made: the grant is read back as a verifier
+        # would read it (refused WORKLOAD_INVALID naming the field), from the one document
+        # its signature covers.
+        document = grant.to_json()
+        checked = Grant.parse(document)
+        signature = self._signature(document, domain)
+        return SignedGrant(grant=checked, key_id=self.key_id, signature=signature)
 
     def verify(self, signed: SignedGrant, now: int) -> Grant:
         """Return the grant if this key signed it as evidence, it is active and ``now`` is
@@ -130,7 +138,7 @@ class GrantSigner:
             )
         # Compared as bytes: compare_digest refuses str holding non-ASCII characters, and a
         # signature is whatever the caller sent (issue 9, point 6).
-        expected = self._signature(signed.grant, domain).encode("ascii")
+        expected = self._signature(signed.grant.to_json(), domain).encode("ascii")
         given = signed.signature.encode("utf-8", "surrogatepass")
         if not hmac.compare_digest(given, expected):
             raise WorkloadError(ErrorCode.WORKLOAD_UNAUTHORIZED, "grant signature does not verify")
@@ -142,13 +150,3 @@ class GrantSigner:
         if now >= grant.expires_at:
             raise WorkloadError(ErrorCode.WORKLOAD_UNAUTHORIZED, "grant has expired")
         return grant
-
-
-def _checked(grant: Grant) -> Grant:
-    """``grant`` as a verifier would read it back: a record is not validated when it is
-    constructed, so one is validated before it is signed.
-
-    Raises:
-        WorkloadError: ``WORKLOAD_INVALID`` naming the first bad field.
-    """
-    return Grant.parse(grant.to_json())

@@ -36,7 +36,7 @@ from feltdb.records.workload import (
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.models import MutableRecord
+from feltdb.work.models import Request
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.submission import Submission
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 Jsonable = Mapping[str, Any] | WorkloadRetryPolicy | WorkloadTimeouts | ApprovalPolicy
 """A policy given as its record or as its JSON fields."""
 
-SubmissionLike = MutableRecord | Mapping[str, Any]
+SubmissionLike = Request | Mapping[str, Any]
 """A :data:`~feltdb.work.submission.Submission`, or its fields as a mapping."""
 
 MAX_PAGE = 500
@@ -90,7 +90,7 @@ def given_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def as_submission(value: SubmissionLike) -> MutableRecord:
+def as_submission(value: SubmissionLike) -> Request:
     """``value`` as a :data:`~feltdb.work.submission.Submission` (a mapping is parsed).
 
     Raises:
@@ -98,9 +98,9 @@ def as_submission(value: SubmissionLike) -> MutableRecord:
     """
     if isinstance(value, Submission):
         return value
-    if isinstance(value, MutableRecord):
+    if isinstance(value, Request):
         value = value.model_dump(exclude_unset=True)
-    submission: MutableRecord = Submission.parse(dict(value))
+    submission: Request = Submission.parse(dict(value))
     return submission
 
 

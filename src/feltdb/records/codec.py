@@ -12,7 +12,6 @@ Reading is msgspec's alone: one pass from the text to the struct, checking types
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Final
 
 import msgspec
@@ -36,15 +35,6 @@ def stored_document(record: Record) -> tuple[dict[str, Any], str]:
     return document, stored_json(document)
 
 
-def record_text(record: Record) -> str:
-    """The canonical JSON text of ``record``.
-
-    Raises:
-        ValueError: the record holds a value that is not JSON.
-    """
-    return stored_document(record)[1]
-
-
 def stored_workload(key: str, text: str | None, document: Any = None) -> Workload:
     """The workload a stored row holds, decoded from its ``text`` (or, without one,
     converted from its ``document``) and not validated beyond its types: the authority
@@ -62,11 +52,15 @@ def stored_workload(key: str, text: str | None, document: Any = None) -> Workloa
                 return _WORKLOAD.decode(text)
             return msgspec.convert(document, Workload)
         except msgspec.ValidationError:
+            # Perhaps an older store's document, lacking a field added since.
             if text is not None:
                 document = msgspec.json.decode(text)
-            if not isinstance(document, dict) or Workload.completed(document) is document:
+            if not isinstance(document, dict):
                 raise
-            return msgspec.convert(Workload.completed(document), Workload)
+            completed = Workload.completed(document)
+            if completed is document:  # it lacked none: the error stands
+                raise
+            return msgspec.convert(completed, Workload)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise WorkloadError(
             ErrorCode.WORKLOAD_STORAGE_FAILURE,
@@ -79,7 +73,4 @@ def copied(workload: Workload) -> Workload:
     """A deep copy of ``workload`` (through its encoding: exact, and faster than
     ``copy.deepcopy``).
     """
-    try:
-        return _WORKLOAD.decode(_ENCODER.encode(workload))
-    except (msgspec.EncodeError, UnicodeEncodeError):  # a lone surrogate in its input
-        return copy.deepcopy(workload)
+    return _WORKLOAD.decode(_ENCODER.encode(workload))

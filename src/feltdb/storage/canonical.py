@@ -47,9 +47,9 @@ def stored_json(value: Any) -> str:
     """:func:`canonical_json` of a JSON value that holds no NaN nor infinity, the same text
     byte for byte, made by orjson (about eight times faster on a workload's document).
 
-    For a value of plain JSON types as ``model_dump(mode="json")`` answers it (which
-    writes non-finite floats as ``null``). orjson would write NaN as ``null`` too, and an
-    enum or a UUID as its value, where :func:`canonical_json` refuses them, so a value of
+    For a value of plain JSON types, as a record's ``to_json`` answers it (whose values
+    were checked to be finite JSON where they entered). orjson would write NaN as ``null``,
+    and an enum or a UUID as its value, where :func:`canonical_json` refuses them, so a value of
     unknown origin goes to :func:`canonical_json` instead. A value orjson refuses (an
     integer beyond 64 bits, a key that is not a string, a lone surrogate) and text that
     may hold a float orjson writes otherwise (:func:`_may_differ`) are made by

@@ -306,6 +306,9 @@ def committed(
     return Commit(revision, transaction_id, rows)
 
 
+R = TypeVar("R")
+
+
 def keyset_page(
     select: Callable[[str, Mapping[str, Any]], list[StoredRow]],
     collection: str,
@@ -315,31 +318,45 @@ def keyset_page(
     after: tuple[int, int, str],
     limit: int,
 ) -> list[StoredRow]:
-    """The rows after a cursor, by two keyset seeks over the index (``select`` runs a
-    dialect's statement by name): the rest of ``after``'s priority on ``(priority,
-    created_at, key)``, then, if the page is not full, the lower priorities. Neither reads a
-    row before the cursor.
+    """The rows after a cursor (:func:`past_position`, over the application's range or its
+    state's); ``select`` runs a dialect's statement by name.
     """
     scope = "by_application" if state is None else "by_state"
-    priority, created_at, key = after
-    params: dict[str, Any] = {
+    ranged = {
         "collection": collection,
         "tenant_id": tenant_id,
         "application_id": application_id,
         "state": state,
-        "priority": priority,
-        "created_at": created_at,
-        "key": key,
-        "limit": limit,
     }
-    rows = select(f"page_rows_{scope}_same_priority", params)
-    if len(rows) < limit:
-        params["limit"] = limit - len(rows)
-        rows += select(f"page_rows_{scope}_lower_priority", params)
+    return past_position(
+        lambda name, more, params: select(name, {**params, "limit": more}),
+        f"page_rows_{scope}",
+        ranged,
+        after,
+        limit,
+    )
+
+
+def past_position(
+    fetch: Callable[[str, int, dict[str, Any]], list[R]],
+    statements: str,
+    ranged: Mapping[str, Any],
+    after: tuple[int, int, str],
+    limit: int,
+) -> list[R]:
+    """Up to ``limit`` rows (``-1``: all) of a range past ``after`` on ``(priority DESC,
+    created_at, key)``, by two keyset seeks: ``{statements}_same_priority``, the rest of
+    ``after``'s priority, then, if that does not fill the page, ``{statements}_lower_priority``.
+    Neither reads a row before the position. ``fetch(name, limit, params)`` runs one.
+    """
+    priority, created_at, key = after
+    position = {**ranged, "priority": priority, "created_at": created_at, "key": key}
+    rows = fetch(f"{statements}_same_priority", limit, position)
+    if limit < 0 or len(rows) < limit:
+        more = -1 if limit < 0 else limit - len(rows)
+        rows += fetch(f"{statements}_lower_priority", more, position)
     return rows
 
-
-R = TypeVar("R")
 
 SelectedRow = tuple[str, str, int, int, str]
 """A selected row as fetched: ``(collection, key, version, revision, document)``."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, LiteralString
 
 from feltdb.storage.dialect import Session
-from feltdb.storage.encoding import SelectedRow, merge_ranges
+from feltdb.storage.encoding import SelectedRow, merge_ranges, past_position
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,20 +51,13 @@ class Selection:
             definition, claim_group = group
             ranged = {"definition": definition, "claim_group": claim_group}
             if after is None:
-                return self._fetch("claimable_rows_in_group", depth, **ranged)
-            # Two seeks past the position (its priority's rest, then the lower ones), as
-            # keyset_page: the rows before it are never read again.
-            priority, created_at, key = after
-            position = {**ranged, "priority": priority, "created_at": created_at, "key": key}
-            rows = self._fetch("claimable_rows_in_group_same_priority", depth, **position)
-            if depth < 0 or len(rows) < depth:
-                more = -1 if depth < 0 else depth - len(rows)
-                rows += self._fetch("claimable_rows_in_group_lower_priority", more, **position)
-            return rows
+                return self._fetch("claimable_rows_in_group", depth, ranged)
+            # The rows before the position are never read again.
+            return past_position(self._fetch, "claimable_rows_in_group", ranged, after, depth)
 
         return merge_ranges(fetch, groups, 0 if after is not None else offset, limit)
 
-    def _fetch(self, name: str, depth: int, **range_params: Any) -> list[tuple[Any, ...]]:
+    def _fetch(self, name: str, depth: int, range_params: dict[str, Any]) -> list[tuple[Any, ...]]:
         params = {**self.params, **range_params, "limit": self.limit_of(depth)}
         found: list[tuple[Any, ...]] = self.session.execute(self.queries[name], params).fetchall()
         return found

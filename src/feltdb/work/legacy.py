@@ -15,10 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.records.base import problem_path
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database
 from feltdb.work.audit import MIGRATION
@@ -116,13 +113,7 @@ def _legacy_records(workloads: dict[str, Any]) -> dict[str, Workload]:
     problems: list[str] = []
     for index, (key, document) in enumerate(workloads.items()):
         try:
-            if not isinstance(document, dict):
-                problems.append(f"record {index} ({key}): record: not a JSON object")
-                continue
-            parsed[key] = msgspec.convert(Workload.completed(document), Workload)
-        except msgspec.ValidationError as error:
-            where, problem = problem_path(error)
-            problems.append(f"record {index} ({key}): {where or 'record'}: {problem}")
+            parsed[key] = Workload.parse(document)
         except WorkloadError as error:
             problems.append(f"record {index} ({key}): {error.message}")
     if problems:

@@ -41,9 +41,9 @@ def invalid_input(record: str, error: ValidationError) -> WorkloadError:
     )
 
 
-class _RecordMeta(ModelMetaclass):
+class _RequestMeta(ModelMetaclass):
     # Wrapping construction here rather than in __init__: pydantic routes model_validate
-    # (and every nested record) through a custom __init__, which would lose field paths.
+    # (and every nested model) through a custom __init__, which would lose field paths.
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().__call__(*args, **kwargs)
@@ -51,8 +51,12 @@ class _RecordMeta(ModelMetaclass):
             raise invalid_input(cls.__name__, error) from error
 
 
-class Record(BaseModel, metaclass=_RecordMeta):
-    """Base of every workload record: strict about unknown fields, JSON by reference names."""
+class Request(BaseModel, metaclass=_RequestMeta):
+    """Base of the requests that enter the authority (pydantic, validated when made):
+    strict about unknown fields, JSON by the reference's names. Its maker may still change
+    one before it is submitted (an assignment is not validated: the admission validates
+    what it is given).
+    """
 
     model_config = ConfigDict(
         extra="forbid",
@@ -63,7 +67,7 @@ class Record(BaseModel, metaclass=_RecordMeta):
 
     @classmethod
     def parse(cls, data: Any) -> Any:
-        """Validate ``data`` (a dict or a JSON string) into this record.
+        """Validate ``data`` (a dict or a JSON string) into this request.
 
         Raises:
             WorkloadError: ``WORKLOAD_INVALID`` naming each bad field.
@@ -76,14 +80,8 @@ class Record(BaseModel, metaclass=_RecordMeta):
             raise invalid_input(cls.__name__, error) from error
 
     def to_json(self) -> dict[str, Any]:
-        """This record as a JSON-ready dict with the reference's field names."""
+        """This request as a JSON-ready dict with the reference's field names."""
         return self.model_dump(mode="json")
-
-
-class MutableRecord(Record):
-    """A request its maker may still change before it is submitted (an assignment is not
-    validated: the admission validates what it is given).
-    """
 
 
 def _require_json(value: Any) -> Any:
@@ -96,7 +94,7 @@ def _require_json(value: Any) -> Any:
     return value
 
 
-class CreateWorkload(MutableRecord):
+class CreateWorkload(Request):
     """A request to admit a workload. Construct it with keywords."""
 
     tenant_id: str

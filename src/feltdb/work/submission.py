@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import create_model
 
 from feltdb.auth import SignedGrant, Subject
-from feltdb.work.models import CreateWorkload, MutableRecord
+from feltdb.work.models import CreateWorkload, Request
 
 SUPPLIED_BY_THE_AUTHORITY = (
     "tenant_id",
@@ -26,9 +26,9 @@ SUPPLIED_BY_THE_AUTHORITY = (
 )
 """``CreateWorkload`` fields a submission never carries: the credential's and the clock's."""
 
-Submission: type[MutableRecord] = create_model(
+Submission: type[Request] = create_model(
     "Submission",
-    __base__=MutableRecord,
+    __base__=Request,
     __doc__="A CreateWorkload without the fields the authority supplies (tenant,"
     " application, requester, authorization snapshot, created_at).",
     **{
@@ -41,7 +41,7 @@ Submission: type[MutableRecord] = create_model(
 drift). ``Submission.parse(body)`` refuses a bad one ``WORKLOAD_INVALID``, naming fields."""
 
 
-def submission_fields(submission: MutableRecord) -> dict[str, Any]:
+def submission_fields(submission: Request) -> dict[str, Any]:
     """The fields the submitter gave (as JSON), so ``CreateWorkload``'s defaults stand for
     the rest.
     """
@@ -49,7 +49,7 @@ def submission_fields(submission: MutableRecord) -> dict[str, Any]:
 
 
 def admission_request(
-    submission: MutableRecord | dict[str, Any],
+    submission: Request | dict[str, Any],
     *,
     tenant_id: str,
     application_id: str,

@@ -20,7 +20,7 @@ from support.factories import make_request
 
 from feltdb.client import LocalClient
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.records.codec import record_text
+from feltdb.records.codec import stored_document
 from feltdb.records.workload import Workload, WorkloadClaim, WorkloadResult, WorkloadRetryPolicy
 from feltdb.work.states import WorkloadState
 from feltdb.work.store import WorkloadStore
@@ -437,7 +437,7 @@ def test_an_error_that_looks_like_a_secret_is_withheld(
     assert event.evidence["failure_kind"] == kind
     assert w.attempts[0].error == WITHHELD
     assert w.last_failure == f"{kind}: {WITHHELD}"
-    text = record_text(w)
+    text = stored_document(w)[1]
     assert "PRIVATE KEY" not in text and "sk-live" not in text
 
 

@@ -18,7 +18,7 @@ from feltdb import (
     Subject,
     WorkloadError,
 )
-from feltdb.records.codec import record_text
+from feltdb.records.codec import stored_document
 
 SECRET = bytes([1] * 32)
 ISSUED_AT = 100
@@ -88,7 +88,7 @@ def test_signing_is_deterministic(signer):
 
 def test_a_signed_grant_survives_a_json_round_trip(signer):
     signed = signer.sign(make_grant(capabilities={"b", "a"}))
-    again = SignedGrant.parse_json(record_text(signed))
+    again = SignedGrant.parse_json(stored_document(signed)[1])
     assert signer.verify(again, ISSUED_AT) == signed.grant
 
 

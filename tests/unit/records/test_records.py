@@ -34,18 +34,27 @@ def refused(parse: Any, data: Any) -> WorkloadError:
 
 
 @pytest.mark.parametrize(
-    ("change", "field"),
+    ("change", "field", "problem"),
     [
-        (lambda d: d.pop("state"), "state"),
-        (lambda d: d["retry_policy"].update(bogus=1), "retry_policy.bogus"),
+        (lambda d: d.pop("state"), "state", "missing required field"),
+        (lambda d: d["retry_policy"].update(bogus=1), "retry_policy.bogus", "unknown field"),
         (
             lambda d: d["authorization_snapshot"]["grant"].pop("id"),
             "authorization_snapshot.grant.id",
+            "missing required field",
         ),
-        (lambda d: d["retry_policy"].update(max_attempts=-1), "retry_policy.max_attempts"),
-        (lambda d: d["execution_history"][0].update(to="LOST"), "execution_history.0.to"),
-        (lambda d: d["requested_by"].update(id="x" * 257), "requested_by.id"),
-        (lambda d: d.update(priority=True), "priority"),
+        (
+            lambda d: d["retry_policy"].update(max_attempts=-1),
+            "retry_policy.max_attempts",
+            ">= 0",
+        ),
+        (
+            lambda d: d["execution_history"][0].update(to="LOST"),
+            "execution_history.0.to",
+            "Invalid enum value 'LOST'",
+        ),
+        (lambda d: d["requested_by"].update(id="x" * 257), "requested_by.id", "length <= 256"),
+        (lambda d: d.update(priority=True), "priority", "Expected `int`, got `bool`"),
     ],
     ids=[
         "missing",
@@ -57,13 +66,15 @@ def refused(parse: Any, data: Any) -> WorkloadError:
         "bool",
     ],
 )
-def test_parse_names_the_field_that_is_wrong(change: Any, field: str) -> None:
+def test_parse_names_the_field_that_is_wrong_and_what_is_wrong_with_it(
+    change: Any, field: str, problem: str
+) -> None:
     document = a_workload()
     change(document)
     error = refused(Workload.parse, document)
     assert error.details == {"fields": [field]}
-    assert field in error.message
-    assert error.message.rstrip().endswith(":") is False, "the problem is said, not only where"
+    assert error.message.startswith(f"invalid Workload: {field}: ")
+    assert problem in error.message
 
 
 def test_parse_takes_a_dict_and_parse_json_takes_text_and_neither_takes_the_other() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from feltdb.worker.threads import IDLE_NAME, AttemptThreads
+from feltdb.worker.threads import AttemptThreads
 
 
 def attempt(n: int) -> Any:
@@ -48,19 +48,22 @@ def test_attempts_reuse_at_most_size_threads_each_named_for_its_workload() -> No
 
 def test_a_thread_still_running_at_close_ends_after_its_attempt() -> None:
     release, started = threading.Event(), threading.Event()
+    ran_on: list[threading.Thread] = []
 
     def run(job: Any) -> None:
+        ran_on.append(threading.current_thread())
         started.set()
         release.wait(5)
 
     pool = AttemptThreads(3, run)
     pool.submit(attempt(1))
-    started.wait(5)
+    assert started.wait(5)
     pool.close()
-    names = [t.name for t in threading.enumerate()]
-    assert "feltdb-attempt-w1" in names and IDLE_NAME not in names
+    [thread] = ran_on
+    assert thread.is_alive() and thread.name == "feltdb-attempt-w1", "close waits for no one"
     release.set()
-    wait_until(lambda: all(t.name != "feltdb-attempt-w1" for t in threading.enumerate()))
+    thread.join(5)
+    assert not thread.is_alive(), "its attempt done, the closed pool's thread ends"
 
 
 @pytest.mark.parametrize("failure", [RuntimeError("the runtime's own"), SystemExit(3)])
