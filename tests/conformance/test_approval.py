@@ -195,7 +195,7 @@ def test_an_approval_policy_is_validated_compared_on_replay_and_required_for_a_d
             store.create(request)
         assert refused.value.code == "WORKLOAD_INVALID", repr(policy)
     request = make_request()
-    request.timeouts.approval_ms = 1_000
+    request.timeouts = msgspec.structs.replace(request.timeouts, approval_ms=1_000)
     with pytest.raises(WorkloadError) as refused:
         store.create(request)
     assert refused.value.code == "WORKLOAD_INVALID", "approval_ms needs a policy"
@@ -227,7 +227,7 @@ def test_an_approval_policy_is_validated_compared_on_replay_and_required_for_a_d
 def test_work_whose_approval_wait_expired_never_runs_on_a_late_approval(store):
     policy_request = make_request()
     policy_request.approval = ApprovalPolicy()
-    policy_request.timeouts.approval_ms = 2_000
+    policy_request.timeouts = msgspec.structs.replace(policy_request.timeouts, approval_ms=2_000)
     w = store.create(policy_request)
     id, input_hash = w.workload_id, w.input_hash
     # created_at 10: the wait ends at 12.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 from support.pinned import pinned_store
@@ -110,15 +111,17 @@ def _set_priority(request):
 
 
 def _set_max_attempts(request):
-    request.retry_policy.max_attempts = 9
+    request.retry_policy = msgspec.structs.replace(request.retry_policy, max_attempts=9)
 
 
 def _drop_retry_on_worker_failure(request):
-    request.retry_policy.retry_on = request.retry_policy.retry_on - {"worker_failure"}
+    request.retry_policy = msgspec.structs.replace(
+        request.retry_policy, retry_on=request.retry_policy.retry_on - {"worker_failure"}
+    )
 
 
 def _set_execution_timeout(request):
-    request.timeouts.execution_ms = 60_000
+    request.timeouts = msgspec.structs.replace(request.timeouts, execution_ms=60_000)
 
 
 def _drop_a_dependency(request):
@@ -198,7 +201,7 @@ def test_a_replay_matches_only_an_equivalent_request_and_names_every_conflicting
     reopened = open_store()
     assert not reopened.admit(original.model_copy(deep=True))[1]
     changed = original.model_copy(deep=True)
-    changed.retry_policy.initial_delay_ms = 5
+    changed.retry_policy = msgspec.structs.replace(changed.retry_policy, initial_delay_ms=5)
     with pytest.raises(WorkloadError) as refused:
         reopened.admit(changed)
     assert refused.value.code == "IDEMPOTENCY_KEY_REUSED"

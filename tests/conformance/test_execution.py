@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -10,7 +11,7 @@ from feltdb import WorkloadDependency, WorkloadError, WorkloadState
 
 def test_retry_dead_letter_checkpoint_and_secret_safety(store):
     request = make_request()
-    request.retry_policy.max_attempts = 1
+    request.retry_policy = msgspec.structs.replace(request.retry_policy, max_attempts=1)
     w = store.create(request)
     claim = store.claim(w.workload_id, "a", CAPABILITIES, now=11, lease_ms=10_000)
     store.start(w.workload_id, claim.claim_id, "a", claim.fencing_token, now=12)

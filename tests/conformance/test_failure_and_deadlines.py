@@ -6,6 +6,7 @@ from committed timestamps, are versioned with the record, and race safely.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -138,7 +139,9 @@ def test_failure_policy_decides_retry_and_an_unknown_effect_is_decided_like_a_lo
     # A retryable kind with an unknown effect, under a policy that does not re-run lost
     # work: not retried automatically.
     def without_worker_failure(request):
-        request.retry_policy.retry_on = {"timeout", "transient_connection"}
+        request.retry_policy = msgspec.structs.replace(
+            request.retry_policy, retry_on={"timeout", "transient_connection"}
+        )
 
     store, id, claim = claimed("fail-unknown", without_worker_failure)
     store.start(id, claim.claim_id, "a", claim.fencing_token, now=12)
@@ -184,7 +187,7 @@ def test_failure_policy_decides_retry_and_an_unknown_effect_is_decided_like_a_lo
 
     # The attempt budget bounds retries.
     def two_attempts(request):
-        request.retry_policy.max_attempts = 2
+        request.retry_policy = msgspec.structs.replace(request.retry_policy, max_attempts=2)
 
     store, id, claim = claimed("fail-budget", two_attempts)
     assert (
@@ -228,7 +231,7 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
     # execution: a heartbeat inside the deadline keeps the attempt; after it, every worker
     # call is refused and the attempt is timed out, once.
     def execution_deadline(request):
-        request.timeouts.execution_ms = 5_000
+        request.timeouts = msgspec.structs.replace(request.timeouts, execution_ms=5_000)
 
     store, id, claim = claimed("deadline-exec", execution_deadline)
     store.start(id, claim.claim_id, "a", claim.fencing_token, now=12)
@@ -248,7 +251,7 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
     # heartbeat: the gap since the last heartbeat; a heartbeat that commits first moves the
     # deadline, the recovery pass after it changes nothing.
     def heartbeat_deadline(request):
-        request.timeouts.heartbeat_ms = 3_000
+        request.timeouts = msgspec.structs.replace(request.timeouts, heartbeat_ms=3_000)
 
     store, id, claim = claimed("deadline-heartbeat", heartbeat_deadline)
     store.start(id, claim.claim_id, "a", claim.fencing_token, now=12)
@@ -261,8 +264,10 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
 
     # claim: claimed but never started; not retried when the policy says so.
     def claim_deadline(request):
-        request.timeouts.claim_ms = 2_000
-        request.retry_policy.retry_on = {"worker_failure"}
+        request.timeouts = msgspec.structs.replace(request.timeouts, claim_ms=2_000)
+        request.retry_policy = msgspec.structs.replace(
+            request.retry_policy, retry_on={"worker_failure"}
+        )
 
     store, id, claim = claimed("deadline-claim", claim_deadline)
     with pytest.raises(WorkloadError) as refused:
@@ -276,7 +281,7 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
     # workload's previous attempt is not rewritten.
     store = open_store(new_target("deadline-queue"))
     request = make_request()
-    request.timeouts.queue_ms = 4_000
+    request.timeouts = msgspec.structs.replace(request.timeouts, queue_ms=4_000)
     id = store.create(request).workload_id
     with pytest.raises(WorkloadError) as refused:
         store.claim(id, "a", CAPABILITIES, now=14, lease_ms=10_000)
@@ -287,7 +292,7 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
     assert not w.attempts
 
     def overall_deadline(request):
-        request.timeouts.overall_ms = 10_000
+        request.timeouts = msgspec.structs.replace(request.timeouts, overall_ms=10_000)
 
     store, id, claim = claimed("deadline-overall", overall_deadline)
     store.start(id, claim.claim_id, "a", claim.fencing_token, now=12)
@@ -301,16 +306,16 @@ def test_deadlines_are_enforced_from_committed_timestamps_and_race_safely(
 
 def test_deadlines_are_versioned_and_zero_is_refused(store):
     request = make_request()
-    request.timeouts.queue_ms = 0
+    request.timeouts = msgspec.structs.replace(request.timeouts, queue_ms=0)
     with pytest.raises(WorkloadError) as refused:
         store.create(request)
     assert refused.value.code == "WORKLOAD_INVALID"
     # A record admitted before deadlines were enforced keeps its contract.
     request = make_request()
-    request.timeouts.queue_ms = 1_000
+    request.timeouts = msgspec.structs.replace(request.timeouts, queue_ms=1_000)
     id = store.create(request).workload_id
     assert store.get(id).contract_version == DEADLINE_CONTRACT_VERSION
-    legacy = store.get(id)  # a detached copy: get returns a fresh object each call
-    legacy.contract_version = 1
+    # A copy at contract version 1: the committed record is left as it is.
+    legacy = msgspec.structs.replace(store.get(id), contract_version=1)
     assert deadline_breach(legacy, 1_000_000) is None
     assert deadline_breach(store.get(id), 1_000_000) is not None

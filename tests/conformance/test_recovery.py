@@ -7,6 +7,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 from support.pinned import commit_unchecked, pinned_store
@@ -211,7 +212,9 @@ def test_concurrent_recovery_never_exceeds_the_attempt_budget(store_target: str,
 
 def test_a_policy_that_does_not_retry_worker_failure_dead_letters_a_lost_attempt(store):
     request = make_request()
-    request.retry_policy.retry_on = frozenset({"timeout"})
+    request.retry_policy = msgspec.structs.replace(
+        request.retry_policy, retry_on=frozenset({"timeout"})
+    )
     workload_id = store.create(request).workload_id
     claim = store.claim(workload_id, "worker-a", CAPABILITIES, now=100, lease_ms=10_000)
     store.recover_expired(now=claim.expires_at)
@@ -223,8 +226,7 @@ def test_a_policy_that_does_not_retry_worker_failure_dead_letters_a_lost_attempt
 def test_claiming_exhausted_ready_work_dead_letters_it_instead(store, open_store):
     workload_id = store.create(make_request()).workload_id
     # What unbounded recovery used to leave behind: Ready, budget spent.
-    legacy = store.get(workload_id)
-    legacy.attempt_count = 7
+    legacy = msgspec.structs.replace(store.get(workload_id), attempt_count=7)
     commit_unchecked(store, legacy)
     with pytest.raises(WorkloadError) as refused:
         store.claim(workload_id, "worker-a", CAPABILITIES, now=100, lease_ms=10_000)

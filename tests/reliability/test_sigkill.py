@@ -68,6 +68,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import pytest
 from support import batch_child, crash_client_child, crash_single_child
 from support.crash_log import whole_lines
@@ -90,7 +91,6 @@ from feltdb import (
 )
 from feltdb.auth.policy import ALL_CAPABILITIES
 from feltdb.auth.tokens import Keyring
-from feltdb.records.codec import copied
 
 pytestmark = pytest.mark.multiprocess
 
@@ -717,10 +717,10 @@ def test_the_audit_finds_what_it_looks_for(tmp_path: Path) -> None:
         f"refused {d} WORKLOAD_STALE_FENCE complete",
         "nonsense",
     )
-    broken = copied(stored[d])
-    del broken.execution_history[1]
-    twice = copied(stored[w])
-    twice.attempts = [*stored[d].attempts, *stored[d].attempts]
+    history = list(stored[d].execution_history)
+    del history[1]
+    broken = msgspec.structs.replace(stored[d], execution_history=history)
+    twice = msgspec.structs.replace(stored[w], attempts=[*stored[d].attempts, *stored[d].attempts])
     tampered = {d: broken, w: twice}
     found = Counter(c for c, _, _ in audit(tampered, planted) | planted.problems)
     assert set(found) == set(CATEGORIES) - {"not_completed"}, found

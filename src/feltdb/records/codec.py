@@ -21,7 +21,6 @@ from feltdb.records.base import Record
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.canonical import stored_json
 
-_ENCODER: Final = msgspec.json.Encoder()
 _WORKLOAD: Final = msgspec.json.Decoder(Workload)
 
 
@@ -67,10 +66,3 @@ def stored_workload(key: str, text: str | None, document: Any = None) -> Workloa
             f"stored workload {DURABLE_WORK_COLLECTION}/{key} is not a valid workload "
             f"record: {error}",
         ) from error
-
-
-def copied(workload: Workload) -> Workload:
-    """A deep copy of ``workload`` (through its encoding: exact, and faster than
-    ``copy.deepcopy``).
-    """
-    return _WORKLOAD.decode(_ENCODER.encode(workload))

@@ -1,7 +1,8 @@
 """The workload and the records it holds, with the reference's field names and defaults.
 
-Plain structs (:class:`~feltdb.records.base.Record`): the authority makes them from
-input it has checked and changes them only through its transition functions. Each
+Plain, frozen structs (:class:`~feltdb.records.base.Record`): the authority makes them
+from input it has checked and never edits one; a decision answers a new record beside the
+one it was given (``msgspec.structs.replace``), which shares every part it did not change. Each
 serializes exactly as the reference names it (``WorkloadEvent``'s ``from_state`` is
 ``"from"``); a field the reference leaves out when empty (an approval, a decision's
 reason) is declared with its empty default on a record that omits defaults, every other
@@ -34,7 +35,7 @@ DURABLE_WORK_COLLECTION = "system_durable_work"
 DEFAULT_RETRY_ON = frozenset({"timeout", "worker_failure", "transient_connection"})
 
 
-class WorkloadRetryPolicy(Record, kw_only=True):
+class WorkloadRetryPolicy(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """How often, how soon, and for which failure kinds work is retried automatically."""
 
     max_attempts: Count = 3
@@ -47,7 +48,7 @@ class WorkloadRetryPolicy(Record, kw_only=True):
         frozen_members(self, "retry_on")
 
 
-class WorkloadTimeouts(Record, kw_only=True):
+class WorkloadTimeouts(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """Deadlines, in milliseconds; ``None`` means no deadline. See ``deadline_breach``."""
 
     queue_ms: Count | None = None
@@ -68,7 +69,7 @@ class WorkloadTimeouts(Record, kw_only=True):
     )
 
 
-class ApprovalPolicy(Record, kw_only=True):
+class ApprovalPolicy(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """Who may decide a workload that requires approval.
 
     Presence on admission is the requirement. A decision always needs the authenticated
@@ -98,7 +99,7 @@ class ApprovalDecision(Record, frozen=True, kw_only=True, omit_defaults=True):  
     """The input the decider reviewed: the decision binds to it."""
 
 
-class WorkloadApproval(Record, kw_only=True, omit_defaults=True):
+class WorkloadApproval(Record, frozen=True, kw_only=True, omit_defaults=True):  # type: ignore[misc]
     """The approval a workload requires and, once committed, its decision."""
 
     policy: ApprovalPolicy
@@ -116,7 +117,7 @@ class WorkloadDependency(Record, frozen=True, kw_only=True):  # type: ignore[mis
     required_state: WorkloadState = WorkloadState.SUCCEEDED
 
 
-class WorkloadClaim(Record, kw_only=True):
+class WorkloadClaim(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """A worker's lease on a workload, fenced by a token that grows with every claim."""
 
     claim_id: str
@@ -130,7 +131,7 @@ class WorkloadClaim(Record, kw_only=True):
     last_heartbeat: Instant
 
 
-class WorkloadAttempt(Record, kw_only=True):
+class WorkloadAttempt(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """One claim of a workload and what became of it."""
 
     attempt_id: str
@@ -206,7 +207,9 @@ class WorkloadEvent(Record, frozen=True, kw_only=True):  # type: ignore[misc]
 
 # Unknown fields are ignored: a stored document carries the storage's "__version" (the
 # row's, not the record's).
-class Workload(Record, kw_only=True, omit_defaults=True, forbid_unknown_fields=False):
+class Workload(  # type: ignore[misc]
+    Record, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=False
+):
     """A unit of work, its whole history, and where it stands."""
 
     contract_version: Count

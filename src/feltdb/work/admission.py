@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -172,8 +171,8 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         attempts=[],
         checkpoints=[],
         result=None,
-        retry_policy=copy.copy(request.retry_policy),  # shallow: all fields immutable
-        timeouts=copy.copy(request.timeouts),
+        retry_policy=request.retry_policy,  # records are frozen: shared, never copied
+        timeouts=request.timeouts,
         attempt_count=0,
         retry_count=0,
         # Creation-time eligibility and retry backoff are the same thing, so they are the
@@ -185,9 +184,7 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         fencing_token=0,
         dependencies=list(request.dependencies),
         approval=(
-            WorkloadApproval(policy=copy.copy(request.approval))
-            if request.approval is not None
-            else None
+            WorkloadApproval(policy=request.approval) if request.approval is not None else None
         ),
     )
     # The history records the eligibility the work was admitted with, so "why was this
@@ -201,8 +198,7 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         # authorized decision commits.
         evidence["approval"] = "required"
         initial = WorkloadState.AWAITING_APPROVAL
-    transition(workload, initial, ADMISSION_ACTOR, request.created_at, evidence)
-    return workload
+    return transition(workload, initial, ADMISSION_ACTOR, request.created_at, evidence)
 
 
 def _dependencies(dependencies: list[WorkloadDependency]) -> list[str]:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from feltdb.errors import WorkloadError
-from feltdb.records.codec import copied
 from feltdb.records.workload import Workload
 from feltdb.storage.base import Database, PlannedCommit, StorageConflict
 from feltdb.work.changes import Operation
@@ -104,13 +103,12 @@ class Batch:
     """Result ids this batch records, and the workload of each."""
 
     def load(self, workload_id: str) -> LoadedWorkload:
-        """The workload as the batch leaves it so far: a copy of what an earlier item
-        planned (so a refused item leaves nothing behind), else the committed one.
+        """The workload as the batch leaves it so far: what an earlier item planned (as it
+        is: a decision edits nothing, so a refused item leaves nothing behind), else the
+        committed one.
         """
         planned = self.pending.get(workload_id)
-        if planned is None:
-            return self.read(workload_id)
-        return LoadedWorkload.of(copied(planned.workload), planned.version)
+        return self.read(workload_id) if planned is None else planned
 
     def result_owner(self, result_id: str, workload: Workload) -> str | None:
         """The workload of ``workload``'s application this batch records ``result_id`` for."""

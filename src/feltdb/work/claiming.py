@@ -45,7 +45,8 @@ class CandidateChoice:
     chosen: list[tuple[LoadedWorkload, Operation, WorkloadClaim | None]] = field(
         default_factory=list
     )
-    """Each candidate chosen: as read, what was done, and the claim granted (if one was)."""
+    """Each candidate chosen: as decided on its read, what was done, and the claim granted
+    (if one was)."""
     last: tuple[int, int, str] | None = None
     """Where the last candidate examined stands in claim order: (priority, created_at, id)."""
     after: tuple[int, int, str] | None = None
@@ -91,10 +92,10 @@ class CandidateChoice:
             settled = self._settle(loaded.workload)
             if settled is None:
                 continue  # not claimable after all: never fail the whole search
-            operation, granted = settled
+            operation, decided, granted = settled
             claimed += granted is not None
-            self.chosen.append((loaded, operation, granted))
-            plans.append(planned_commit(loaded.workload, MUTATED, row.version, operation.value))
+            self.chosen.append((loaded.decided(decided), operation, granted))
+            plans.append(planned_commit(decided, MUTATED, row.version, operation.value))
         return plans
 
     def _candidate(self, workload: Workload, read: RowReader) -> bool:
@@ -119,20 +120,23 @@ class CandidateChoice:
             self.states[key] = dependency_state(read, dependent, workload_id)
         return self.states[key]
 
-    def _settle(self, workload: Workload) -> tuple[Operation, WorkloadClaim | None] | None:
-        breach = deadline_breach(workload, self.now)
+    def _settle(
+        self, workload: Workload
+    ) -> tuple[Operation, Workload, WorkloadClaim | None] | None:
+        now = self.now
+        breach = deadline_breach(workload, now)
         if breach is not None:
-            recovery.time_out_past_deadline(workload, breach[0], breach[1], self.now)
-            return Operation.DEADLINE, None
+            timed_out = recovery.time_out_past_deadline(workload, breach[0], breach[1], now)
+            return Operation.DEADLINE, timed_out, None
         if recovery.budget_exhausted(workload):
-            recovery.dead_letter_exhausted(workload, self.now)
-            return Operation.EXHAUSTED, None
+            return Operation.EXHAUSTED, recovery.dead_letter_exhausted(workload, now), None
         try:
-            granted = lifecycle.claim(workload, self.worker, self.held, self.now, self.lease_ms)
+            claimed = lifecycle.claim(workload, self.worker, self.held, now, self.lease_ms)
+            granted, decided = claimed.answer, claimed.workload
             if self.start:
-                lifecycle.start(
-                    workload, granted.claim_id, self.worker, granted.fencing_token, self.now
+                decided = lifecycle.start(
+                    decided, granted.claim_id, self.worker, granted.fencing_token, now
                 )
         except WorkloadError:
             return None
-        return Operation.CLAIM, granted
+        return Operation.CLAIM, decided, granted

@@ -1,21 +1,23 @@
-"""A worker's part of a workload's life, as pure edits of a loaded ``Workload``: claiming,
+"""A worker's part of a workload's life, as decisions on a loaded ``Workload``: claiming,
 starting, heartbeats, checkpoints, results and failure reports, each behind the fence of
 the current claim.
 
-Each function either refuses (raises :class:`WorkloadError`, leaving the workload as it
-was *for the caller's purposes*: the caller discards it and commits nothing) or edits the
-workload in place and returns what the operation answers. None reads the clock or the
-store; :class:`~feltdb.work.store.WorkloadStore` loads, calls one of these, and commits
-the result with a compare-and-set on the version it loaded. The operators' part is in
+Each function either refuses (raises :class:`WorkloadError`: the caller commits nothing)
+or answers the decided workload, a new record, with what the command answers
+(:class:`~feltdb.work.outcome.Outcome`; the workload alone when the answer is its new
+state). None edits the workload it is given, reads the clock or reads the store: the unit
+of work (:mod:`feltdb.work.unit`) loads, calls one of these, and commits the new record
+with a compare-and-set on the version it loaded. The operators' part is in
 :mod:`feltdb.work.operators`; what follows a failure, a deadline or a lost worker in
 :mod:`feltdb.work.recovery`.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from typing import Any
+
+from msgspec.structs import replace
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import (
@@ -28,25 +30,15 @@ from feltdb.records.workload import (
 )
 from feltdb.storage.canonical import content_hash
 from feltdb.work.events import failure_evidence, failures
-from feltdb.work.identities import (
-    attempt_id_for,
-    checkpoint_id_for,
-    claim_id_for,
-    lease_id_for,
-)
+from feltdb.work.identities import attempt_id_for, checkpoint_id_for, claim_id_for, lease_id_for
+from feltdb.work.outcome import Outcome
 from feltdb.work.recovery import apply_retry_decision
-from feltdb.work.retry import (
-    failure_decision,
-)
-from feltdb.work.states import (
-    AttemptStatus,
-    WorkloadState,
-)
-from feltdb.work.transitions import can_transition, transition
+from feltdb.work.retry import failure_decision
+from feltdb.work.states import AttemptStatus, WorkloadState
+from feltdb.work.transitions import can_transition, transition, with_last_attempt
 
 RUNNING_STATES = frozenset({WorkloadState.RUNNING, WorkloadState.CHECKPOINTED})
 """States in which a started attempt may checkpoint or complete."""
-
 
 FAILURE_EFFECTS = frozenset({"none", "unknown"})
 
@@ -127,45 +119,50 @@ def ensure_claimable(workload: Workload, capabilities: frozenset[str], now: int)
 
 def claim(
     workload: Workload, worker: str, capabilities: frozenset[str], now: int, lease_ms: int
-) -> WorkloadClaim:
+) -> Outcome[WorkloadClaim]:
     """Claim ``workload`` for ``worker`` under a new fencing token and a lease of ``lease_ms``.
 
     Raises:
         WorkloadError: as :func:`ensure_claimable`.
     """
     ensure_claimable(workload, capabilities, now)
-    workload.fencing_token += 1
-    workload.attempt_count += 1
+    token = workload.fencing_token + 1
+    attempt_count = workload.attempt_count + 1
     current = WorkloadClaim(
-        claim_id=claim_id_for(workload.workload_id, workload.fencing_token, worker),
+        claim_id=claim_id_for(workload.workload_id, token, worker),
         workload_id=workload.workload_id,
         worker_id=worker,
-        lease_id=lease_id_for(workload.fencing_token),
-        fencing_token=workload.fencing_token,
+        lease_id=lease_id_for(token),
+        fencing_token=token,
         capability_snapshot=workload.capability_snapshot,
         claimed_at=now,
         expires_at=now + lease_seconds(lease_ms),
         last_heartbeat=now,
     )
-    workload.attempts.append(
-        WorkloadAttempt(
-            attempt_id=attempt_id_for(workload.workload_id, workload.attempt_count),
-            workload_id=workload.workload_id,
-            worker_id=worker,
-            claim_id=current.claim_id,
-            fencing_token=current.fencing_token,
-            input_hash=workload.input_hash,
-            status=AttemptStatus.CLAIMED,
-        )
+    attempt = WorkloadAttempt(
+        attempt_id=attempt_id_for(workload.workload_id, attempt_count),
+        workload_id=workload.workload_id,
+        worker_id=worker,
+        claim_id=current.claim_id,
+        fencing_token=token,
+        input_hash=workload.input_hash,
+        status=AttemptStatus.CLAIMED,
     )
-    workload.current_claim = current
-    transition(
-        workload, WorkloadState.CLAIMED, worker, now, {"fencing_token": str(current.fencing_token)}
+    claimed = transition(
+        workload,
+        WorkloadState.CLAIMED,
+        worker,
+        now,
+        {"fencing_token": str(token)},
+        fencing_token=token,
+        attempt_count=attempt_count,
+        attempts=[*workload.attempts, attempt],
+        current_claim=current,
     )
-    return copy.copy(current)  # its fields are immutable values: a shallow copy is enough
+    return Outcome(claimed, current)
 
 
-def start(workload: Workload, claim_id: str, worker: str, fencing_token: int, now: int) -> None:
+def start(workload: Workload, claim_id: str, worker: str, fencing_token: int, now: int) -> Workload:
     """Start the claimed attempt.
 
     Raises:
@@ -178,24 +175,21 @@ def start(workload: Workload, claim_id: str, worker: str, fencing_token: int, no
             f"{workload.state.value} cannot transition to RUNNING",
             {"state": workload.state.value},
         )
-    attempt = workload.attempts[-1]
-    attempt.status = AttemptStatus.RUNNING
-    attempt.started_at = now
-    transition(workload, WorkloadState.RUNNING, worker, now)
+    attempts = with_last_attempt(workload, status=AttemptStatus.RUNNING, started_at=now)
+    return transition(workload, WorkloadState.RUNNING, worker, now, attempts=attempts)
 
 
 def heartbeat(
     workload: Workload, claim_id: str, worker: str, fencing_token: int, now: int, extend_ms: int
-) -> WorkloadClaim:
+) -> Outcome[WorkloadClaim]:
     """Record a heartbeat and extend the lease to ``now + extend_ms``.
 
     Raises:
         WorkloadError: as :func:`fence`.
     """
     current = fence(workload, claim_id, worker, fencing_token, now)
-    current.last_heartbeat = now
-    current.expires_at = now + lease_seconds(extend_ms)
-    return copy.copy(current)  # its fields are immutable values: a shallow copy is enough
+    extended = replace(current, last_heartbeat=now, expires_at=now + lease_seconds(extend_ms))
+    return Outcome(replace(workload, current_claim=extended), extended)
 
 
 def execution_context(
@@ -243,7 +237,7 @@ def _ensure_running(workload: Workload, what: str) -> None:
 
 def checkpoint(
     workload: Workload, claim_id: str, worker: str, fencing_token: int, state: Any, now: int
-) -> WorkloadCheckpoint:
+) -> Outcome[WorkloadCheckpoint]:
     """Commit progress of the running attempt; the next sequence number is assigned.
 
     Raises:
@@ -251,23 +245,25 @@ def checkpoint(
     """
     fence(workload, claim_id, worker, fencing_token, now)
     _ensure_running(workload, "checkpoint")
-    attempt = workload.attempts[-1]
-    attempt.status = AttemptStatus.CHECKPOINTED
     sequence = len(workload.checkpoints) + 1
     saved = WorkloadCheckpoint(
         checkpoint_id=checkpoint_id_for(workload.workload_id, sequence),
         workload_id=workload.workload_id,
-        attempt_id=attempt.attempt_id,
+        attempt_id=workload.attempts[-1].attempt_id,
         sequence=sequence,
         state=state,
         state_hash=content_hash(state),
         created_at=now,
         produced_by=worker,
     )
-    workload.checkpoints.append(saved)
+    changes: dict[str, Any] = {
+        "attempts": with_last_attempt(workload, status=AttemptStatus.CHECKPOINTED),
+        "checkpoints": [*workload.checkpoints, saved],
+    }
     if workload.state is WorkloadState.RUNNING:
-        transition(workload, WorkloadState.CHECKPOINTED, worker, now)
-    return saved
+        checkpointed = transition(workload, WorkloadState.CHECKPOINTED, worker, now, **changes)
+        return Outcome(checkpointed, saved)
+    return Outcome(replace(workload, **changes), saved)
 
 
 def completion_replay(
@@ -305,7 +301,7 @@ def complete(
     artifacts: list[str],
     schema_version: int,
     now: int,
-) -> WorkloadResult:
+) -> Outcome[WorkloadResult]:
     """Record the running attempt's result and succeed the workload.
 
     Raises:
@@ -314,15 +310,11 @@ def complete(
     """
     fence(workload, claim_id, worker, fencing_token, now)
     _ensure_running(workload, "completion")
-    attempt = workload.attempts[-1]
     output_hash = content_hash(output)
-    attempt.status = AttemptStatus.SUCCEEDED
-    attempt.ended_at = now
-    attempt.result_hash = output_hash
     result = WorkloadResult(
         result_id=result_id,
         workload_id=workload.workload_id,
-        attempt_id=attempt.attempt_id,
+        attempt_id=workload.attempts[-1].attempt_id,
         status="succeeded",
         output=output,
         output_hash=output_hash,
@@ -332,10 +324,19 @@ def complete(
         created_at=now,
         schema_version=schema_version,
     )
-    workload.result = result
-    workload.current_claim = None
-    transition(workload, WorkloadState.SUCCEEDED, worker, now)
-    return result
+    attempts = with_last_attempt(
+        workload, status=AttemptStatus.SUCCEEDED, ended_at=now, result_hash=output_hash
+    )
+    succeeded = transition(
+        workload,
+        WorkloadState.SUCCEEDED,
+        worker,
+        now,
+        attempts=attempts,
+        result=result,
+        current_claim=None,
+    )
+    return Outcome(succeeded, result)
 
 
 def failure_replay(
@@ -375,7 +376,7 @@ def fail(
     error: str,
     effect: str | None,
     now: int,
-) -> WorkloadState:
+) -> Workload:
     """Record the current attempt's failure; the retry policy decides ``READY`` (with
     backoff) or ``DEAD_LETTER``. Accepted from ``CLAIMED`` (could not start; effect
     ``none`` implied) as well as from a started attempt.
@@ -394,13 +395,17 @@ def fail(
             f"{workload.state.value} cannot transition to FAILED",
             {"state": workload.state.value},
         )
-    attempt = workload.attempts[-1]
-    attempt.status = AttemptStatus.FAILED
-    attempt.ended_at = now
-    attempt.error = error
-    workload.last_failure = f"{kind}: {error}"
-    workload.current_claim = None
-    evidence = failure_evidence(kind, attempt.attempt_id, effect)
-    transition(workload, WorkloadState.FAILED, worker, now, evidence)
-    apply_retry_decision(workload, failure_decision(workload, kind, effect), now)
-    return workload.state
+    evidence = failure_evidence(kind, workload.attempts[-1].attempt_id, effect)
+    failed = transition(
+        workload,
+        WorkloadState.FAILED,
+        worker,
+        now,
+        evidence,
+        attempts=with_last_attempt(
+            workload, status=AttemptStatus.FAILED, ended_at=now, error=error
+        ),
+        last_failure=f"{kind}: {error}",
+        current_claim=None,
+    )
+    return apply_retry_decision(failed, failure_decision(failed, kind, effect), now)

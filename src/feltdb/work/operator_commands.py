@@ -19,7 +19,7 @@ from feltdb.work.batches import Step
 from feltdb.work.changes import Operation
 from feltdb.work.safety import ensure_safe_text
 from feltdb.work.states import ApprovalOutcome, WorkloadState
-from feltdb.work.worker_commands import Load, deadline_refusal
+from feltdb.work.worker_commands import Load, deadline_step
 
 
 def cancel(workload_id: str, actor: str, now: int, load: Load) -> Step[WorkloadState]:
@@ -30,14 +30,16 @@ def cancel(workload_id: str, actor: str, now: int, load: Load) -> Step[WorkloadS
     loaded = load(workload_id)
     if loaded.state is WorkloadState.CANCELLATION_REQUESTED:
         return Step(answer=loaded.state)
-    return Step(loaded, Operation.CANCEL, operators.cancel(loaded.workload, actor, now))
+    cancelled = operators.cancel(loaded.workload, actor, now)
+    return Step(loaded.decided(cancelled), Operation.CANCEL, cancelled.state)
 
 
 def timeout(workload_id: str, actor: str, now: int, load: Load) -> Step[WorkloadState]:
     """Time out ready or held work now."""
     actor = inputs.actor(actor)
     loaded = load(workload_id)
-    return Step(loaded, Operation.TIMEOUT, operators.operator_timeout(loaded.workload, actor, now))
+    timed_out = operators.operator_timeout(loaded.workload, actor, now)
+    return Step(loaded.decided(timed_out), Operation.TIMEOUT, timed_out.state)
 
 
 def retry(workload_id: str, actor: str, reason: str | None, now: int, load: Load) -> Step[None]:
@@ -47,8 +49,8 @@ def retry(workload_id: str, actor: str, reason: str | None, now: int, load: Load
     if reason is not None:
         ensure_safe_text(reason, "reasons")
     loaded = load(workload_id)
-    operators.operator_retry(loaded.workload, actor, now, reason)
-    return Step(loaded, Operation.RETRY)
+    rearmed = operators.operator_retry(loaded.workload, actor, now, reason)
+    return Step(loaded.decided(rearmed), Operation.RETRY)
 
 
 def decide(
@@ -82,11 +84,11 @@ def decide(
         )
     if workload.approval.decision is not None:
         return Step(answer=decided_answer(workload.approval.decision, outcome))
-    refusal = deadline_refusal(loaded, now)
-    if refusal is not None:
-        return Step(loaded, Operation.DEADLINE, refusal=refusal)
-    decision = operators.decide(workload, decider, outcome, note, grant_id, input_hash, now)
-    return Step(loaded, Operation.DECIDE, (decision, False))
+    timed_out = deadline_step(loaded, now)
+    if timed_out is not None:
+        return timed_out
+    decided = operators.decide(workload, decider, outcome, note, grant_id, input_hash, now)
+    return Step(loaded.decided(decided.workload), Operation.DECIDE, (decided.answer, False))
 
 
 def decision_inputs(

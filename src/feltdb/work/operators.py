@@ -1,15 +1,18 @@
-"""The requesters', operators' and approvers' part of a workload's life, as pure edits of a
+"""The requesters', operators' and approvers' part of a workload's life, as decisions on a
 loaded ``Workload``: cancellation, an operator's timeout and re-arm, approval decisions.
-Pure, as :mod:`feltdb.work.lifecycle` is.
+Pure, as :mod:`feltdb.work.lifecycle` is: each answers the decided workload, a new record.
 """
 
 from __future__ import annotations
+
+from msgspec.structs import replace
 
 from feltdb.auth import Subject
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import ApprovalDecision, Workload
 from feltdb.work.lifecycle import fence
-from feltdb.work.recovery import apply_retry_decision, end_held_attempt
+from feltdb.work.outcome import Outcome
+from feltdb.work.recovery import apply_retry_decision, ended_held_attempt
 from feltdb.work.retry import (
     operator_retries,
     operator_timeout_decision,
@@ -20,7 +23,7 @@ from feltdb.work.states import (
     AttemptStatus,
     WorkloadState,
 )
-from feltdb.work.transitions import transition
+from feltdb.work.transitions import transition, with_last_attempt
 
 CANCEL_AT_ONCE = frozenset(
     {
@@ -34,7 +37,7 @@ CANCEL_AT_ONCE = frozenset(
 """States cancelled at once: no worker holds the work."""
 
 
-def cancel(workload: Workload, actor: str, now: int) -> WorkloadState:
+def cancel(workload: Workload, actor: str, now: int) -> Workload:
     """Cancel: at once when no worker holds the work, otherwise request it of the worker.
     A repeated request changes nothing.
 
@@ -42,22 +45,21 @@ def cancel(workload: Workload, actor: str, now: int) -> WorkloadState:
         WorkloadError: ``WORKLOAD_TRANSITION_DENIED`` for finished work.
     """
     if workload.state in CANCEL_AT_ONCE:
-        workload.current_claim = None
-        transition(workload, WorkloadState.CANCELLED, actor, now)
-    elif workload.state in HELD_STATES:
-        transition(workload, WorkloadState.CANCELLATION_REQUESTED, actor, now)
-    elif workload.state is not WorkloadState.CANCELLATION_REQUESTED:
+        return transition(workload, WorkloadState.CANCELLED, actor, now, current_claim=None)
+    if workload.state in HELD_STATES:
+        return transition(workload, WorkloadState.CANCELLATION_REQUESTED, actor, now)
+    if workload.state is not WorkloadState.CANCELLATION_REQUESTED:
         raise WorkloadError(
             ErrorCode.WORKLOAD_TRANSITION_DENIED,
             f"a {workload.state.value} workload cannot be cancelled",
             {"state": workload.state.value},
         )
-    return workload.state
+    return workload
 
 
 def confirm_cancel(
     workload: Workload, claim_id: str, worker: str, fencing_token: int, now: int
-) -> None:
+) -> Workload:
     """The holding worker confirms a requested cancellation; the attempt ends cancelled.
 
     Raises:
@@ -67,14 +69,15 @@ def confirm_cancel(
     fence(workload, claim_id, worker, fencing_token, now)
     if workload.state is not WorkloadState.CANCELLATION_REQUESTED:
         raise WorkloadError(ErrorCode.WORKLOAD_TRANSITION_DENIED, "cancellation was not requested")
-    if workload.attempts:
-        workload.attempts[-1].status = AttemptStatus.CANCELLED
-        workload.attempts[-1].ended_at = now
-    workload.current_claim = None
-    transition(workload, WorkloadState.CANCELLED, worker, now)
+    attempts = workload.attempts
+    if attempts:
+        attempts = with_last_attempt(workload, status=AttemptStatus.CANCELLED, ended_at=now)
+    return transition(
+        workload, WorkloadState.CANCELLED, worker, now, attempts=attempts, current_claim=None
+    )
 
 
-def operator_timeout(workload: Workload, actor: str, now: int) -> WorkloadState:
+def operator_timeout(workload: Workload, actor: str, now: int) -> Workload:
     """An operator's explicit timeout of ready or held work; retried by the policy's
     ``timeout`` rule within the attempt budget, otherwise dead-lettered.
 
@@ -87,11 +90,15 @@ def operator_timeout(workload: Workload, actor: str, now: int) -> WorkloadState:
             f"a {workload.state.value} workload cannot time out",
             {"state": workload.state.value},
         )
-    end_held_attempt(workload, AttemptStatus.TIMED_OUT, now, None)
-    workload.current_claim = None
-    transition(workload, WorkloadState.TIMED_OUT, actor, now)
-    apply_retry_decision(workload, operator_timeout_decision(workload), now)
-    return workload.state
+    timed_out = transition(
+        workload,
+        WorkloadState.TIMED_OUT,
+        actor,
+        now,
+        attempts=ended_held_attempt(workload, AttemptStatus.TIMED_OUT, now, None),
+        current_claim=None,
+    )
+    return apply_retry_decision(timed_out, operator_timeout_decision(timed_out), now)
 
 
 RETRYABLE_BY_OPERATOR = frozenset(
@@ -99,7 +106,7 @@ RETRYABLE_BY_OPERATOR = frozenset(
 )
 
 
-def operator_retry(workload: Workload, actor: str, now: int, reason: str | None) -> None:
+def operator_retry(workload: Workload, actor: str, now: int, reason: str | None) -> Workload:
     """An operator's re-arm: one more attempt, recorded with actor and reason, at most
     ``max_attempts`` times. Work never approved waits for a decision again.
 
@@ -120,8 +127,6 @@ def operator_retry(workload: Workload, actor: str, now: int, reason: str | None)
             "workload has used every operator retry its policy allows",
             {"operator_retries": previous},
         )
-    workload.next_attempt_at = now
-    workload.current_claim = None
     evidence = {
         "retry": "operator",
         "operator_retry": str(previous + 1),
@@ -131,12 +136,14 @@ def operator_retry(workload: Workload, actor: str, now: int, reason: str | None)
         evidence["reason"] = reason[:256]
     # A re-arm never stands in for approval.
     waiting = workload.approval is not None and not workload.approval.approved()
-    transition(
+    return transition(
         workload,
         WorkloadState.AWAITING_APPROVAL if waiting else WorkloadState.READY,
         actor,
         now,
         evidence,
+        next_attempt_at=now,
+        current_claim=None,
     )
 
 
@@ -148,7 +155,7 @@ def decide(
     grant_id: str,
     input_hash: str,
     now: int,
-) -> ApprovalDecision:
+) -> Outcome[ApprovalDecision]:
     """Commit a decision on work awaiting approval (the policy checks come first).
 
     Raises:
@@ -175,7 +182,6 @@ def decide(
         grant_id=grant_id,
         input_hash=input_hash,
     )
-    approval.decision = decision
     evidence = {
         "decided_by": decider.id,
         "decider_kind": decider.kind.value,
@@ -184,5 +190,7 @@ def decide(
     if decision.reason is not None:
         evidence["reason"] = decision.reason
     to = WorkloadState.READY if outcome is ApprovalOutcome.APPROVED else WorkloadState.REJECTED
-    transition(workload, to, decider.id, now, evidence)
-    return decision
+    decided = transition(
+        workload, to, decider.id, now, evidence, approval=replace(approval, decision=decision)
+    )
+    return Outcome(decided, decision)

@@ -1,12 +1,15 @@
-"""What follows an attempt that failed, timed out or lost its worker, as pure edits of a
-loaded ``Workload``: the retry decision applied (:func:`apply_retry_decision`, the one
-place it takes effect), deadlines enforced, lost leases recovered, spent budgets
-dead-lettered. Pure, as :mod:`feltdb.work.lifecycle` is.
+"""What follows an attempt that failed, timed out or lost its worker, as decisions on a
+loaded ``Workload``, each answering the decided workload (a new record): the retry
+decision applied (:func:`apply_retry_decision`, the one place it takes effect), deadlines
+enforced, lost leases recovered, spent budgets dead-lettered. Pure, as
+:mod:`feltdb.work.lifecycle` is: nothing given is edited.
 """
 
 from __future__ import annotations
 
-from feltdb.records.workload import Workload
+from typing import Any
+
+from feltdb.records.workload import Workload, WorkloadAttempt
 from feltdb.work.events import deadline_evidence
 from feltdb.work.retry import (
     RetryDecision,
@@ -19,7 +22,7 @@ from feltdb.work.states import (
     AttemptStatus,
     WorkloadState,
 )
-from feltdb.work.transitions import transition
+from feltdb.work.transitions import transition, with_last_attempt
 
 RECOVERABLE_STATES = HELD_STATES | {WorkloadState.CANCELLATION_REQUESTED}
 """States whose lease expiry ``recover_expired`` acts on."""
@@ -32,9 +35,9 @@ def budget_exhausted(workload: Workload) -> bool:
     )
 
 
-def dead_letter_exhausted(workload: Workload, now: int) -> None:
+def dead_letter_exhausted(workload: Workload, now: int) -> Workload:
     """Dead-letter ready work whose budget is spent (instead of claiming it)."""
-    transition(
+    return transition(
         workload,
         WorkloadState.DEAD_LETTER,
         "feltdb.claim",
@@ -47,45 +50,51 @@ def dead_letter_exhausted(workload: Workload, now: int) -> None:
     )
 
 
-def apply_retry_decision(workload: Workload, decision: RetryDecision, now: int) -> None:
-    """Move ``workload`` (failed, timed out or recovering) to ``READY`` or ``DEAD_LETTER`` as
-    ``decision`` says: the one place a retry decision takes effect.
+def apply_retry_decision(workload: Workload, decision: RetryDecision, now: int) -> Workload:
+    """``workload`` (failed, timed out or recovering) moved to ``READY`` or ``DEAD_LETTER``
+    as ``decision`` says: the one place a retry decision takes effect.
     """
     evidence = {"decision": decision.reason} if decision.recorded else None
     if not decision.retry:
-        transition(workload, WorkloadState.DEAD_LETTER, decision.actor, now, evidence)
-        return
+        return transition(workload, WorkloadState.DEAD_LETTER, decision.actor, now, evidence)
+    changes: dict[str, Any] = {}
     if decision.counted:
-        workload.retry_count += 1
+        changes["retry_count"] = workload.retry_count + 1
     if decision.delay_ms is not None:
-        workload.next_attempt_at = now + decision.delay_ms // 1000
-    transition(workload, WorkloadState.READY, decision.actor, now, evidence)
+        changes["next_attempt_at"] = now + decision.delay_ms // 1000
+    return transition(workload, WorkloadState.READY, decision.actor, now, evidence, **changes)
 
 
-def end_held_attempt(
+def ended_held_attempt(
     workload: Workload, status: AttemptStatus, now: int, error: str | None
-) -> None:
-    """End the attempt in progress of held work with ``status`` (and ``error``, if any)."""
+) -> list[WorkloadAttempt]:
+    """``workload``'s attempts with the one in progress of held work ended with ``status``
+    (and ``error``, if any).
+    """
     # A Ready workload has no attempt in progress: the last attempt's recorded outcome is
     # not this timeout's to overwrite.
-    if workload.state in HELD_STATES and workload.attempts:
-        attempt = workload.attempts[-1]
-        attempt.status = status
-        attempt.ended_at = now
-        if error is not None:
-            attempt.error = error
+    if workload.state not in HELD_STATES or not workload.attempts:
+        return workload.attempts
+    if error is None:
+        return with_last_attempt(workload, status=status, ended_at=now)
+    return with_last_attempt(workload, status=status, ended_at=now, error=error)
 
 
-def time_out_past_deadline(workload: Workload, deadline: str, at: int, now: int) -> None:
+def time_out_past_deadline(workload: Workload, deadline: str, at: int, now: int) -> Workload:
     """Time out work past ``deadline`` (which fell at ``at``): the attempt ends timed out,
     and the policy decides ``READY`` or ``DEAD_LETTER``.
     """
-    lost = workload.current_claim
-    end_held_attempt(workload, AttemptStatus.TIMED_OUT, now, f"timeout: {deadline} deadline passed")
-    workload.current_claim = None
-    evidence = deadline_evidence(deadline, at, lost)
-    transition(workload, WorkloadState.TIMED_OUT, "feltdb.deadline", now, evidence)
-    apply_retry_decision(workload, deadline_decision(workload, deadline), now)
+    error = f"timeout: {deadline} deadline passed"
+    timed_out = transition(
+        workload,
+        WorkloadState.TIMED_OUT,
+        "feltdb.deadline",
+        now,
+        deadline_evidence(deadline, at, workload.current_claim),
+        attempts=ended_held_attempt(workload, AttemptStatus.TIMED_OUT, now, error),
+        current_claim=None,
+    )
+    return apply_retry_decision(timed_out, deadline_decision(timed_out, deadline), now)
 
 
 def lease_lapsed(workload: Workload, now: int) -> bool:
@@ -97,18 +106,20 @@ def lease_lapsed(workload: Workload, now: int) -> bool:
     )
 
 
-def recover(workload: Workload, now: int) -> None:
+def recover(workload: Workload, now: int) -> Workload:
     """Recover work whose worker was lost (its lease expired): the attempt is recorded as
     lost; requested cancellation completes; otherwise the policy decides ``READY`` or
     ``DEAD_LETTER``.
     """
     lost = workload.current_claim
-    workload.current_claim = None
+    changes: dict[str, Any] = {"current_claim": None}
     if workload.attempts:
-        attempt = workload.attempts[-1]
-        attempt.status = AttemptStatus.WORKER_LOST
-        attempt.ended_at = now
-        attempt.error = "worker_lost: claim lease expired"
+        changes["attempts"] = with_last_attempt(
+            workload,
+            status=AttemptStatus.WORKER_LOST,
+            ended_at=now,
+            error="worker_lost: claim lease expired",
+        )
     evidence = {
         "recovery_reason": "lease_expired",
         "attempts_used": str(workload.attempt_count),
@@ -121,7 +132,10 @@ def recover(workload: Workload, now: int) -> None:
     if workload.attempts:
         evidence["attempt_id"] = workload.attempts[-1].attempt_id
     if workload.state is WorkloadState.CANCELLATION_REQUESTED:
-        transition(workload, WorkloadState.CANCELLED, "feltdb.recovery", now, evidence)
-        return
-    transition(workload, WorkloadState.RECOVERING, "feltdb.recovery", now, evidence)
-    apply_retry_decision(workload, recovery_decision(workload), now)
+        return transition(
+            workload, WorkloadState.CANCELLED, "feltdb.recovery", now, evidence, **changes
+        )
+    recovering = transition(
+        workload, WorkloadState.RECOVERING, "feltdb.recovery", now, evidence, **changes
+    )
+    return apply_retry_decision(recovering, recovery_decision(recovering), now)

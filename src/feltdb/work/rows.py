@@ -30,9 +30,11 @@ MUTATED = "workload.mutated"
 """The audit kind of every later change."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class LoadedWorkload:
-    """A workload as read, with what its commit must be guarded by and report."""
+    """A workload as read (or as decided on that read: :meth:`decided`), with what its
+    commit must be guarded by and report.
+    """
 
     workload: Workload
     version: int
@@ -47,6 +49,12 @@ class LoadedWorkload:
         """``workload`` as read at ``version``."""
         last = workload.execution_history[-1].sequence if workload.execution_history else 0
         return cls(workload, version, workload.state, last)
+
+    def decided(self, workload: Workload) -> LoadedWorkload:
+        """``workload``, decided on this read, to commit in its place: guarded by the
+        version this was read at, reporting the state and events this read had.
+        """
+        return LoadedWorkload(workload, self.version, self.state, self.sequence)
 
 
 def workload_of(row: StoredRow) -> Workload:

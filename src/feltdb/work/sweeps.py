@@ -28,12 +28,11 @@ def enforce_deadlines(unit: UnitOfWork, now: int) -> list[str]:
     writer; a workload another writer changed first is left to it.
     """
 
-    def time_out(workload: Workload) -> bool:
+    def time_out(workload: Workload) -> Workload | None:
         breach = deadline_breach(workload, now)
         if breach is None:
-            return False
-        recovery.time_out_past_deadline(workload, breach[0], breach[1], now)
-        return True
+            return None
+        return recovery.time_out_past_deadline(workload, breach[0], breach[1], now)
 
     return sweep(unit, "deadline_at", now, time_out, Operation.DEADLINE)
 
@@ -44,11 +43,10 @@ def recover_expired(unit: UnitOfWork, now: int) -> list[str]:
     ``DEAD_LETTER``; a workload another writer recovered (or completed) first is left to it.
     """
 
-    def recover(workload: Workload) -> bool:
+    def recover(workload: Workload) -> Workload | None:
         if not recovery.lease_lapsed(workload, now):
-            return False
-        recovery.recover(workload, now)
-        return True
+            return None
+        return recovery.recover(workload, now)
 
     return sweep(unit, "lease_expires_at", now, recover, Operation.RECOVER)
 
@@ -57,11 +55,12 @@ def sweep(
     unit: UnitOfWork,
     column: str,
     now: int,
-    act: Callable[[Workload], bool],
+    act: Callable[[Workload], Workload | None],
     operation: Operation,
 ) -> list[str]:
     """Apply ``act`` to every workload the index says is due on ``column`` at ``now``;
-    ``act`` re-decides on the committed version and answers whether it changed it.
+    ``act`` re-decides on the committed version and answers the workload it decided
+    (``None``: nothing to do).
     """
     acted: list[str] = []
     # Every key looked at, acted on or not. A row passed over may stay due (a stale
@@ -79,10 +78,11 @@ def sweep(
         for row in fresh:
             seen.add(row.key)
             loaded = LoadedWorkload.of(workload_of(row), row.version)
-            if not act(loaded.workload):
+            decided = act(loaded.workload)
+            if decided is None:
                 continue  # not due after all (the index was stale)
             try:
-                unit.commit(loaded, operation)
+                unit.commit(loaded.decided(decided), operation)
             except StorageConflict:
                 # Another writer committed this workload first (in a race, its own
                 # recovery). Nothing of ours was committed; if it still needs acting

@@ -1,13 +1,18 @@
 """The workload state machine: which transitions are legal, what each is called, and
-:func:`transition`, the one function that moves a workload and records the event.
+:func:`transition`, the one function that moves a workload and records the event (answering
+a new record: a workload is never edited in place).
 
 ``docs/state_machine.md`` draws the same table; a unit test keeps the two in step.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from msgspec.structs import replace
+
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.records.workload import Workload, WorkloadEvent
+from feltdb.records.workload import Workload, WorkloadAttempt, WorkloadEvent
 from feltdb.work.states import WorkloadState
 
 LEGAL_TRANSITIONS: frozenset[tuple[WorkloadState, WorkloadState]] = frozenset(
@@ -87,8 +92,11 @@ def transition(
     actor: str,
     at: int,
     evidence: dict[str, str] | None = None,
-) -> None:
-    """Move ``workload`` to ``to`` and record the event, if the state machine allows it.
+    **changes: Any,
+) -> Workload:
+    """``workload`` moved to ``to`` with the event recorded (and the other fields named in
+    ``changes`` set), if the state machine allows it: a new record; ``workload`` is left as
+    it was.
 
     Raises:
         WorkloadError: ``WORKLOAD_TRANSITION_DENIED``.
@@ -99,17 +107,25 @@ def transition(
             f"{workload.state.value} cannot transition to {to.value}",
             {"state": workload.state.value, "to": to.value},
         )
-    sequence = workload.execution_history[-1].sequence + 1 if workload.execution_history else 1
-    workload.execution_history.append(
-        WorkloadEvent(
-            sequence=sequence,
-            event_type=EVENT_NAMES[to],
-            from_state=workload.state,
-            to=to,
-            actor=actor,
-            at=at,
-            evidence=evidence or {},
-        )
+    history = workload.execution_history
+    sequence = history[-1].sequence + 1 if history else 1
+    event = WorkloadEvent(
+        sequence=sequence,
+        event_type=EVENT_NAMES[to],
+        from_state=workload.state,
+        to=to,
+        actor=actor,
+        at=at,
+        evidence=evidence or {},
     )
-    workload.state = to
-    workload.updated_at = at
+    return replace(
+        workload, state=to, updated_at=at, execution_history=[*history, event], **changes
+    )
+
+
+def with_last_attempt(workload: Workload, **changes: Any) -> list[WorkloadAttempt]:
+    """``workload``'s attempts with the last one's fields named in ``changes`` set (a new
+    list; the records it shares are left as they were).
+    """
+    *earlier, last = workload.attempts
+    return [*earlier, replace(last, **changes)]

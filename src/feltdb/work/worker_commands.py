@@ -29,6 +29,7 @@ from feltdb.work import inputs, lifecycle, operators, recovery
 from feltdb.work.batches import Completion, Heartbeat, Step
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
+from feltdb.work.outcome import Outcome
 from feltdb.work.rows import LoadedWorkload
 from feltdb.work.safety import ensure_safe, ensure_safe_text
 from feltdb.work.states import WorkloadState
@@ -40,32 +41,48 @@ ResultOwner = Callable[[str, Workload], "str | None"]
 """The workload of an application that recorded a result id, if any."""
 
 
-def deadline_refusal(loaded: LoadedWorkload, now: int) -> WorkloadError | None:
-    """Time out work past a deadline, in place, as the maintenance pass would, and answer
-    the refusal of the call that found it so (``None``: no deadline has passed).
+def deadline_step(loaded: LoadedWorkload, now: int) -> Step[Any] | None:
+    """The step that times out work past a deadline, as the maintenance pass would, and
+    refuses the call that found it so (``None``: no deadline has passed).
     """
     breach = deadline_breach(loaded.workload, now)
     if breach is None:
         return None
     deadline, at = breach
-    recovery.time_out_past_deadline(loaded.workload, deadline, at, now)
-    return WorkloadError(
+    timed_out = recovery.time_out_past_deadline(loaded.workload, deadline, at, now)
+    refusal = WorkloadError(
         ErrorCode.WORKLOAD_TIMED_OUT,
         f"the workload's {deadline} deadline passed at {iso_instant(at)}",
         {"deadline": deadline, "deadline_at": at},
     )
+    return Step(loaded.decided(timed_out), Operation.DEADLINE, refusal=refusal)
 
 
 def within_deadlines(
-    loaded: LoadedWorkload, now: int, operation: Operation, decide: Callable[[Workload], T]
+    loaded: LoadedWorkload,
+    now: int,
+    operation: Operation,
+    decide: Callable[[Workload], Outcome[T] | Workload],
 ) -> Step[T]:
-    """The step of ``decide`` on ``loaded``'s workload, or, when a deadline has passed,
-    the step that times it out and refuses the call.
+    """The step of ``decide`` on ``loaded``'s workload (answering its outcome's answer, or
+    nothing when it decides the workload alone), or, when a deadline has passed, the step
+    that times it out and refuses the call.
     """
-    refusal = deadline_refusal(loaded, now)
-    if refusal is not None:
-        return Step(loaded, Operation.DEADLINE, refusal=refusal)
-    return Step(loaded, operation, decide(loaded.workload))
+    timed_out = deadline_step(loaded, now)
+    if timed_out is not None:
+        return timed_out
+    return decided_step(loaded, operation, decide(loaded.workload))
+
+
+def decided_step(
+    loaded: LoadedWorkload, operation: Operation, decided: Outcome[T] | Workload
+) -> Step[T]:
+    """The step that commits ``decided`` in place of ``loaded`` and answers its answer
+    (nothing for a decision of the workload alone).
+    """
+    if isinstance(decided, Outcome):
+        return Step(loaded.decided(decided.workload), operation, decided.answer)
+    return Step(loaded.decided(decided), operation)
 
 
 def _fence(claim_id: str, fencing_token: int) -> tuple[str, int]:
@@ -79,23 +96,24 @@ def claim(
 ) -> Step[WorkloadClaim]:
     """Claim one ready workload by id (``worker``, ``held`` and ``lease_ms`` checked)."""
     loaded = load(workload_id)
-    refusal = deadline_refusal(loaded, now)
-    if refusal is not None:
-        return Step(loaded, Operation.DEADLINE, refusal=refusal)
+    timed_out = deadline_step(loaded, now)
+    if timed_out is not None:
+        return timed_out
     workload = loaded.workload
     if recovery.budget_exhausted(workload):
         # Ready work that has used its budget (an operator re-arm beyond it, or a record
         # left by unbounded recovery) is dead-lettered rather than claimed again.
-        recovery.dead_letter_exhausted(workload, now)
         return Step(
-            loaded,
+            loaded.decided(recovery.dead_letter_exhausted(workload, now)),
             Operation.EXHAUSTED,
             refusal=WorkloadError(
                 ErrorCode.WORKLOAD_ATTEMPTS_EXHAUSTED,
                 f"workload has used its attempt budget of {workload.attempt_count}",
             ),
         )
-    return Step(loaded, Operation.CLAIM, lifecycle.claim(workload, worker, held, now, lease_ms))
+    return decided_step(
+        loaded, Operation.CLAIM, lifecycle.claim(workload, worker, held, now, lease_ms)
+    )
 
 
 def start(
@@ -138,9 +156,9 @@ def execution_context(
     claim_id, token = _fence(claim_id, fencing_token)
     references = inputs.identifiers(secret_references, "secret_references")
     loaded = load(workload_id)
-    refusal = deadline_refusal(loaded, now)
-    if refusal is not None:
-        return Step(loaded, Operation.DEADLINE, refusal=refusal)
+    timed_out = deadline_step(loaded, now)
+    if timed_out is not None:
+        return timed_out
     return Step(
         answer=lifecycle.execution_context(
             loaded.workload, claim_id, worker, token, now, references
@@ -198,7 +216,7 @@ def complete(
         )
     recorded = (result_id, c.output, paths, version_of_schema)
 
-    def record(workload: Workload) -> WorkloadResult:
+    def record(workload: Workload) -> Outcome[WorkloadResult]:
         return lifecycle.complete(workload, claim_id, c.worker, token, *recorded, now)
 
     return within_deadlines(loaded, now, Operation.COMPLETE, record)
@@ -228,14 +246,11 @@ def fail(
     loaded = load(workload_id)
     if lifecycle.failure_replay(loaded.workload, claim_id, worker, token, kind, error, effect):
         return Step(answer=loaded.workload.state)
-    return within_deadlines(
-        loaded,
-        now,
-        Operation.FAIL,
-        lambda workload: lifecycle.fail(
-            workload, claim_id, worker, token, kind, error, effect, now
-        ),
-    )
+    timed_out = deadline_step(loaded, now)
+    if timed_out is not None:
+        return timed_out
+    failed = lifecycle.fail(loaded.workload, claim_id, worker, token, kind, error, effect, now)
+    return Step(loaded.decided(failed), Operation.FAIL, failed.state)
 
 
 def confirm_cancel(
@@ -244,5 +259,5 @@ def confirm_cancel(
     """The holding worker confirms a requested cancellation (whatever its deadlines)."""
     claim_id, token = _fence(claim_id, fencing_token)
     loaded = load(workload_id)
-    operators.confirm_cancel(loaded.workload, claim_id, worker, token, now)
-    return Step(loaded, Operation.CONFIRM_CANCEL)
+    cancelled = operators.confirm_cancel(loaded.workload, claim_id, worker, token, now)
+    return Step(loaded.decided(cancelled), Operation.CONFIRM_CANCEL)

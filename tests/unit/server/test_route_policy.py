@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 import pytest
 from support.factories import make_request
 
@@ -51,12 +52,12 @@ def workload(**overrides: Any) -> Workload:
 
 
 def held_by(w: Workload, worker: str) -> Workload:
-    w.current_claim = WorkloadClaim(
+    held = WorkloadClaim(
         claim_id="c1", workload_id=w.workload_id, worker_id=worker, lease_id="l1",
         fencing_token=1, capability_snapshot=frozenset(), claimed_at=1, expires_at=100,
         last_heartbeat=1,
     )  # fmt: skip
-    return w
+    return msgspec.structs.replace(w, current_claim=held)
 
 
 def test_read_is_the_capability_or_the_claim_or_the_approval():

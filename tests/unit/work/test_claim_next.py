@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 from support.pinned import commit_unchecked
@@ -56,8 +57,7 @@ def test_a_candidate_past_its_deadline_is_timed_out_and_the_next_one_claimed(sto
 
 def test_a_candidate_out_of_attempts_is_dead_lettered_and_the_next_one_claimed(store):
     spent = store.create(make_request(idempotency_key="spent", priority=9))
-    legacy = store.get(spent.workload_id)
-    legacy.attempt_count = 3
+    legacy = msgspec.structs.replace(store.get(spent.workload_id), attempt_count=3)
     commit_unchecked(store, legacy)
     fine = store.create(make_request(idempotency_key="fine", priority=1))
     claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11)

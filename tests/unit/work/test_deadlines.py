@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +25,6 @@ from feltdb import (
     WorkloadTimeouts,
     deadline_breach,
 )
-from feltdb.records.codec import copied
 from feltdb.work.deadlines import (
     DEADLINE_ACTIVE_STATES,
     deadline_instants,
@@ -75,9 +75,7 @@ def running(
 
 
 def copy_with(w: Workload, **timeouts: int | None) -> Workload:
-    copy = copied(w)
-    copy.timeouts = WorkloadTimeouts(**timeouts)
-    return copy
+    return msgspec.structs.replace(w, timeouts=WorkloadTimeouts(**timeouts))
 
 
 # ------------------------------------------------------------------ deadline_seconds
@@ -282,8 +280,7 @@ def test_only_passed_deadlines_compete(store):
 def test_a_contract_version_1_workload_never_breaches(store):
     w, _ = claimed(store, overall_ms=60_000, claim_ms=60_000, heartbeat_ms=60_000)
     w = copy_with(w, overall_ms=1, claim_ms=1, heartbeat_ms=1, queue_ms=1)
-    legacy = copied(w)
-    legacy.contract_version = 1
+    legacy = msgspec.structs.replace(w, contract_version=1)
     assert deadline_breach(w, 10**6) is not None
     assert deadline_breach(legacy, 10**6) is None
     assert next_deadline_at(legacy) is None
@@ -344,7 +341,7 @@ def test_no_inactive_state_breaches_even_with_every_deadline_set(store, state):
     copy = copy_with(
         w, queue_ms=1, claim_ms=1, execution_ms=1, heartbeat_ms=1, overall_ms=1, approval_ms=1
     )
-    copy.state = state
+    copy = msgspec.structs.replace(copy, state=state)
     assert deadline_breach(copy, 10**9) is None
     assert next_deadline_at(copy) is None
 
@@ -439,13 +436,14 @@ optional_ms = st.one_of(st.none(), st.integers(min_value=1, max_value=10**7))
 def test_a_breach_is_exactly_the_next_deadline_having_arrived(
     bases, base, timeouts, contract_version, next_attempt_at, heartbeat_at, now
 ):
-    w = copied(bases[base])
-    w.timeouts = WorkloadTimeouts(**timeouts)
-    w.contract_version = contract_version
+    w = msgspec.structs.replace(
+        bases[base], timeouts=WorkloadTimeouts(**timeouts), contract_version=contract_version
+    )
     if w.state is S.READY:
-        w.next_attempt_at = next_attempt_at
+        w = msgspec.structs.replace(w, next_attempt_at=next_attempt_at)
     if w.current_claim is not None:
-        w.current_claim.last_heartbeat = heartbeat_at
+        beat = msgspec.structs.replace(w.current_claim, last_heartbeat=heartbeat_at)
+        w = msgspec.structs.replace(w, current_claim=beat)
 
     breach = deadline_breach(w, now)
     upcoming = next_deadline_at(w)

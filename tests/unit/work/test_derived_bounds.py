@@ -5,6 +5,7 @@ the commit, with nothing written. Both backends.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 from support.pinned import commit_unchecked
@@ -43,8 +44,7 @@ def test_the_longest_lease_at_the_latest_now_is_stored_and_read_back(store):
 
 def test_a_fencing_token_at_its_bound_is_refused_at_the_commit(store):
     created = store.create(make_request())
-    spent = store.get(created.workload_id)
-    spent.fencing_token = MAX_SAFE_INTEGER
+    spent = msgspec.structs.replace(store.get(created.workload_id), fencing_token=MAX_SAFE_INTEGER)
     commit_unchecked(store, spent)
     revision = store.db.current_revision()
     with pytest.raises(WorkloadError) as refused:

@@ -61,7 +61,7 @@ def test_a_deadline_reads_back_as_which_one_fell_when_and_whose_claim_it_ended(s
 def test_an_expired_approval_is_a_domain_query(store):
     request = make_request(idempotency_key="gated", created_at=10)
     request.approval = ApprovalPolicy()
-    request.timeouts.approval_ms = 2_000
+    request.timeouts = msgspec.structs.replace(request.timeouts, approval_ms=2_000)
     workload = store.create(request)
     assert events.approval_expired(workload) is None
     assert store.enforce_deadlines(now=12) == [workload.workload_id]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,7 +21,6 @@ from feltdb import (
     WorkloadStore,
 )
 from feltdb.fields import MAX_SAFE_INTEGER
-from feltdb.records.codec import copied
 from feltdb.work.retry import (
     RETRY,
     attempt_budget,
@@ -52,15 +52,13 @@ def claimed_once(tmp_path_factory) -> Iterator[Workload]:
 def with_policy(
     base: Workload, *, attempt_count: int, max_attempts: int = 3, retry_on: set[str] | None = None
 ) -> Workload:
-    w = copied(base)
-    w.retry_policy = WorkloadRetryPolicy(
+    chosen = WorkloadRetryPolicy(
         max_attempts=max_attempts,
         retry_on=retry_on
         if retry_on is not None
         else {"timeout", "worker_failure", "transient_connection"},
     )
-    w.attempt_count = attempt_count
-    return w
+    return msgspec.structs.replace(base, retry_policy=chosen, attempt_count=attempt_count)
 
 
 def policy(backoff=EXPONENTIAL, initial=1000, maximum=300_000) -> WorkloadRetryPolicy:
@@ -322,8 +320,7 @@ def test_recovery_through_the_store_follows_the_decision(store):
 
 
 def test_a_failure_retry_carries_the_backoff_of_the_next_retry(claimed_once):
-    w = with_policy(claimed_once, attempt_count=1)
-    w.retry_count = 2
+    w = msgspec.structs.replace(with_policy(claimed_once, attempt_count=1), retry_count=2)
     decided = failure_decision(w, "transient_connection", None)
     assert decided.retry and decided.counted and decided.recorded
     assert decided.delay_ms == backoff_delay_ms(w.retry_policy, 3)

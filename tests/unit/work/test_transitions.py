@@ -17,7 +17,6 @@ from feltdb import (
     WorkloadStore,
     can_transition,
 )
-from feltdb.records.codec import copied
 from feltdb.work.transitions import EVENT_NAMES, LEGAL_TRANSITIONS, transition
 
 S = WorkloadState
@@ -58,9 +57,7 @@ def ready(tmp_path_factory) -> Iterator[Workload]:
 
 
 def in_state(base: Workload, state: WorkloadState) -> Workload:
-    w = copied(base)
-    w.state = state
-    return w
+    return msgspec.structs.replace(base, state=state)
 
 
 @pytest.mark.parametrize("state", list(WorkloadState))
@@ -85,11 +82,13 @@ def test_can_transition_refuses_an_unknown_state():
 
 @pytest.mark.parametrize(("from_state", "to_state"), LEGAL)
 def test_a_legal_transition_moves_the_state_and_records_one_event(ready, from_state, to_state):
-    w = in_state(ready, from_state)
-    before = list(w.execution_history)
+    given = in_state(ready, from_state)
+    before = list(given.execution_history)
+    given_json = given.to_json()
 
-    transition(w, to_state, "operator-1", 50, {"why": "test"})
+    w = transition(given, to_state, "operator-1", 50, {"why": "test"})
 
+    assert given.to_json() == given_json  # a new record: the one given is left as it was
     assert w.state is to_state
     assert w.updated_at == 50
     assert w.execution_history[:-1] == before
@@ -124,23 +123,23 @@ def test_the_legal_and_illegal_cases_cover_every_pair_once():
 
 
 def test_a_transition_without_evidence_records_empty_evidence(ready):
-    w = in_state(ready, S.READY)
-    transition(w, S.CLAIMED, "w1", 11)
+    w = transition(in_state(ready, S.READY), S.CLAIMED, "w1", 11)
     assert w.execution_history[-1].evidence == {}
 
 
 def test_the_first_event_of_an_empty_history_has_sequence_one(ready):
-    w = in_state(ready, S.CREATED)
-    w.execution_history = []
-    transition(w, S.READY, "feltdb", 10)
+    w = msgspec.structs.replace(in_state(ready, S.CREATED), execution_history=[])
+    w = transition(w, S.READY, "feltdb", 10)
     assert [e.sequence for e in w.execution_history] == [1]
     assert w.execution_history[0].from_state is S.CREATED
 
 
 def test_sequence_numbers_follow_the_last_event_not_the_history_length(ready):
     w = in_state(ready, S.READY)
-    w.execution_history = [msgspec.structs.replace(w.execution_history[0], sequence=7)]
-    transition(w, S.CLAIMED, "w1", 11)
+    w = msgspec.structs.replace(
+        w, execution_history=[msgspec.structs.replace(w.execution_history[0], sequence=7)]
+    )
+    w = transition(w, S.CLAIMED, "w1", 11)
     assert [e.sequence for e in w.execution_history] == [7, 8]
 
 
