@@ -30,10 +30,12 @@ def admit(unit: UnitOfWork, request: CreateWorkload) -> Admitted:
     if step.loaded is None:
         return step.answer  # type: ignore[return-value]  # a replay
     workload = step.loaded.workload
+    plan = planned_commit(workload, CREATED, None, Operation.ADMIT.value)
     try:
-        unit.write(planned_commit(workload, CREATED, None, Operation.ADMIT.value))
+        unit.write(plan)
     except StorageConflict:
         return converge(unit, workload.workload_id, request)
+    unit.remember(plan, workload, 1)
     unit.notify(Operation.ADMIT, None, workload)
     return workload, True
 

@@ -89,6 +89,8 @@ def per_item(
 
 
 Notify = Callable[[Operation, LoadedWorkload | None, Workload], None]
+Remember = Callable[[PlannedCommit, Workload, int], None]
+"""Told of each workload a batch committed: its plan, the workload, the version written."""
 
 
 @dataclass
@@ -145,10 +147,11 @@ class Batch:
             self.results.setdefault(key, workload.workload_id)
 
     def commit(
-        self, steps: Sequence[Step[T] | WorkloadError], notify: Notify
+        self, steps: Sequence[Step[T] | WorkloadError], notify: Notify, remember: Remember
     ) -> list[T | WorkloadError]:
-        """Commit every step's change in one transaction and answer each item in order:
-        its answer, its refusal, or the conflict of a lost guard.
+        """Commit every step's change in one transaction (each committed workload handed to
+        ``remember``) and answer each item in order: its answer, its refusal, or the
+        conflict of a lost guard.
         """
         last: dict[str, Step[T]] = {}  # by workload: the step whose document is committed
         for step in steps:
@@ -156,6 +159,12 @@ class Batch:
                 last[step.loaded.workload.workload_id] = step
         plans = [_plan(step) for step in last.values()]
         outcomes = dict(zip(last, self.db.commit_many(plans), strict=True))
+        for plan, (written, step) in zip(plans, last.items(), strict=True):
+            assert step.loaded is not None
+            if not isinstance(outcomes[written], StorageConflict):
+                admitted = step.operation is Operation.ADMIT
+                version = 1 if admitted else step.loaded.version + 1
+                remember(plan, step.loaded.workload, version)
         answers: list[T | WorkloadError] = []
         for step in steps:
             if isinstance(step, WorkloadError):

@@ -84,10 +84,11 @@ def claim_up_to(
             partitions=choice.partitions(),
         )
         progressed = False
-        for (loaded, operation, claim), outcome in zip(choice.chosen, outcomes, strict=True):
+        for (loaded, operation, claim, plan), outcome in zip(choice.chosen, outcomes, strict=True):
             if isinstance(outcome, StorageConflict):
                 continue  # the rows are held while chosen: another writer cannot win
             progressed = True
+            unit.remember(plan, loaded.workload, loaded.version + 1)
             unit.notify(operation, loaded, loaded.workload)
             if claim is not None:
                 granted.append(ClaimedWork(claim, loaded.workload))

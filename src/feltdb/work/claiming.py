@@ -42,11 +42,11 @@ class CandidateChoice:
     wanted: int = 1
     start: bool = False
     examined: int = 0
-    chosen: list[tuple[LoadedWorkload, Operation, WorkloadClaim | None]] = field(
+    chosen: list[tuple[LoadedWorkload, Operation, WorkloadClaim | None, PlannedCommit]] = field(
         default_factory=list
     )
-    """Each candidate chosen: as decided on its read, what was done, and the claim granted
-    (if one was)."""
+    """Each candidate chosen: as decided on its read, what was done, the claim granted (if
+    one was), and its commit."""
     last: tuple[int, int, str] | None = None
     """Where the last candidate examined stands in claim order: (priority, created_at, id)."""
     after: tuple[int, int, str] | None = None
@@ -94,8 +94,9 @@ class CandidateChoice:
                 continue  # not claimable after all: never fail the whole search
             operation, decided, granted = settled
             claimed += granted is not None
-            self.chosen.append((loaded.decided(decided), operation, granted))
-            plans.append(planned_commit(decided, MUTATED, row.version, operation.value))
+            plan = planned_commit(decided, MUTATED, row.version, operation.value)
+            self.chosen.append((loaded.decided(decided), operation, granted, plan))
+            plans.append(plan)
         return plans
 
     def _candidate(self, workload: Workload, read: RowReader) -> bool:

@@ -186,7 +186,7 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED`` for finished work.
         """
         at = _now(now)
-        return self.unit.finish(operator.cancel(workload_id, actor, at, self.unit.loader(scope)))
+        return self.unit.run(scope, lambda load: operator.cancel(workload_id, actor, at, load))
 
     def claim(
         self,
@@ -210,8 +210,9 @@ class WorkloadStore:
         worker = inputs.actor(worker, "worker")
         held = inputs.capabilities(capabilities)
         lease = inputs.lease(lease_ms, "lease_ms", self.max_lease_ms)
-        load = self.unit.loader(scope)
-        return self.unit.finish(worker_.claim(workload_id, worker, held, lease, at, load))
+        return self.unit.run(
+            scope, lambda load: worker_.claim(workload_id, worker, held, lease, at, load)
+        )
 
     def claim_next(
         self,
@@ -300,8 +301,10 @@ class WorkloadStore:
                 ``WORKLOAD_TRANSITION_DENIED``, ``WORKLOAD_CONFLICT``.
         """
         at = _now(now)
-        load = self.unit.loader(scope)
-        self.unit.finish(worker_.start(workload_id, claim_id, worker, fencing_token, at, load))
+        self.unit.run(
+            scope,
+            lambda load: worker_.start(workload_id, claim_id, worker, fencing_token, at, load),
+        )
 
     def heartbeat(
         self,
@@ -320,8 +323,8 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TIMED_OUT``, the fence's codes, ``WORKLOAD_CONFLICT``.
         """
         beat = Heartbeat(workload_id, claim_id, worker, fencing_token, extend_ms)
-        step = worker_.heartbeat(beat, _now(now), self.unit.loader(scope), self.max_lease_ms)
-        return self.unit.finish(step)
+        at, cap = _now(now), self.max_lease_ms
+        return self.unit.run(scope, lambda load: worker_.heartbeat(beat, at, load, cap))
 
     def heartbeat_many(
         self,
@@ -390,11 +393,10 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_SECRET_REJECTED``, ``WORKLOAD_INVALID`` (not JSON),
                 ``WORKLOAD_TIMED_OUT``, the fence's codes, ``WORKLOAD_TRANSITION_DENIED``.
         """
-        step = worker_.checkpoint(
-            workload_id, claim_id, worker, fencing_token, state, _now(now),
-            self.unit.loader(scope),
-        )  # fmt: skip
-        return self.unit.finish(step)
+        at = _now(now)
+        return self.unit.run(scope, lambda load: worker_.checkpoint(
+            workload_id, claim_id, worker, fencing_token, state, at, load
+        ))  # fmt: skip
 
     def complete(
         self,
@@ -422,9 +424,10 @@ class WorkloadStore:
             workload_id, claim_id, worker, fencing_token, result_id, output, artifacts,
             schema_version,
         )  # fmt: skip
-        unit = self.unit
-        step = worker_.complete(completion, _now(now), unit.loader(scope), unit.result_owner)
-        return unit.finish(step)
+        unit, at = self.unit, _now(now)
+        return unit.run(
+            scope, lambda load: worker_.complete(completion, at, load, unit.result_owner)
+        )
 
     def complete_many(
         self,
@@ -459,11 +462,10 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_SECRET_REJECTED``, ``WORKLOAD_INVALID``,
                 ``WORKLOAD_TIMED_OUT``, the fence's codes.
         """
-        step = worker_.fail(
-            workload_id, claim_id, worker, fencing_token, (kind, error, effect), _now(now),
-            self.unit.loader(scope),
-        )  # fmt: skip
-        return self.unit.finish(step)
+        at, failure = _now(now), (kind, error, effect)
+        return self.unit.run(scope, lambda load: worker_.fail(
+            workload_id, claim_id, worker, fencing_token, failure, at, load
+        ))  # fmt: skip
 
     def confirm_cancel(
         self,
@@ -480,10 +482,10 @@ class WorkloadStore:
         Raises:
             WorkloadError: the fence's codes, ``WORKLOAD_TRANSITION_DENIED``.
         """
-        step = worker_.confirm_cancel(
-            workload_id, claim_id, worker, fencing_token, _now(now), self.unit.loader(scope)
-        )
-        self.unit.finish(step)
+        at = _now(now)
+        self.unit.run(scope, lambda load: worker_.confirm_cancel(
+            workload_id, claim_id, worker, fencing_token, at, load
+        ))  # fmt: skip
 
     def timeout(
         self, workload_id: str, actor: str, now: int | None = None, *, scope: Scope | None = None
@@ -494,7 +496,7 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED``.
         """
         at = _now(now)
-        return self.unit.finish(operator.timeout(workload_id, actor, at, self.unit.loader(scope)))
+        return self.unit.run(scope, lambda load: operator.timeout(workload_id, actor, at, load))
 
     def retry(
         self,
@@ -512,8 +514,7 @@ class WorkloadStore:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED``, ``WORKLOAD_RETRY_EXHAUSTED``.
         """
         at = _now(now)
-        load = self.unit.loader(scope)
-        self.unit.finish(operator.retry(workload_id, actor, reason, at, load))
+        self.unit.run(scope, lambda load: operator.retry(workload_id, actor, reason, at, load))
 
     def decide(
         self,
@@ -539,11 +540,9 @@ class WorkloadStore:
                 ``WORKLOAD_APPROVAL_NOT_ACTIONABLE``, ``WORKLOAD_CONFLICT``.
         """
         at = _now(now)
-        step = operator.decide(
-            workload_id, decider, (outcome, reason), (grant_id, input_hash), at,
-            self.unit.loader(scope),
-        )  # fmt: skip
-        return self.unit.finish(step)
+        return self.unit.run(scope, lambda load: operator.decide(
+            workload_id, decider, (outcome, reason), (grant_id, input_hash), at, load
+        ))  # fmt: skip
 
     def count_by_state(self) -> dict[WorkloadState, int]:
         """How many workloads there are in each state, every tenant's (0 for none): one

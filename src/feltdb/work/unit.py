@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
@@ -28,9 +28,15 @@ from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
 from feltdb.work.batches import Batch, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
+from feltdb.work.recent import RecentCommits
 from feltdb.work.rows import MUTATED, LoadedWorkload, planned_commit, same_application, workload_of
 
 T = TypeVar("T")
+A = TypeVar("A")
+Item = TypeVar("Item")
+
+Decided = tuple[A, bool]
+"""An item's answer, and whether its change committed (:func:`committed`)."""
 
 log = logging.getLogger("feltdb.store")
 
@@ -54,6 +60,8 @@ class UnitOfWork:
             () if wakeups is None else (announcer(wakeups),)
         )
         self._observers_lock = threading.Lock()
+        self.recent = RecentCommits()
+        """The workloads this unit committed last: :meth:`run` decides on them unread."""
 
     # ---------------------------------------------------------------- observers
 
@@ -111,17 +119,29 @@ class UnitOfWork:
         read of it), or ``None``.
         """
         if ahead is not None and workload_id in ahead.keys:
+            recalled = ahead.recalled.get(workload_id)
+            if recalled is not None:
+                return recalled
             row = ahead.rows.get(workload_id)
         else:
             row = self.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
         return LoadedWorkload.of(workload_of(row), row.version) if row is not None else None
 
-    def read_ahead(self, workload_ids: Iterable[object]) -> ReadAhead:
-        """The workloads at ``workload_ids`` (at most a batch's), read in one statement;
+    def read_ahead(self, workload_ids: Iterable[object], *, recent: bool = False) -> ReadAhead:
+        """The workloads at ``workload_ids`` (at most a batch's), read in one statement
+        (with ``recent``, those this unit committed last are recalled instead, unread);
         what is not an id is left for its own item to refuse.
         """
         keys = frozenset(key for key in workload_ids if is_identifier(key))
-        return ReadAhead(keys, self.db.get_rows(DURABLE_WORK_COLLECTION, sorted(keys)))
+        recalled: dict[str, LoadedWorkload] = {}
+        if recent:
+            for key in keys:
+                hit = self.recent.recall(key)
+                if hit is not None:
+                    recalled[key] = hit
+        unread = sorted(keys - recalled.keys())
+        rows = self.db.get_rows(DURABLE_WORK_COLLECTION, unread) if unread else {}
+        return ReadAhead(keys, rows, recalled)
 
     def load(
         self, workload_id: str, scope: Scope | None = None, ahead: ReadAhead | None = None
@@ -192,11 +212,79 @@ class UnitOfWork:
 
     def commit(self, loaded: LoadedWorkload, operation: Operation) -> None:
         """Commit the decided workload of ``loaded``, guarded by the version it was read
-        at, and tell the observers.
+        at, remember it, and tell the observers.
         """
         workload = loaded.workload
-        self.write(planned_commit(workload, MUTATED, loaded.version, operation.value))
+        plan = planned_commit(workload, MUTATED, loaded.version, operation.value)
+        self.write(plan)
+        self.remember(plan, workload, loaded.version + 1)
         self.notify(operation, loaded, workload)
+
+    def remember(self, plan: PlannedCommit, workload: Workload, version: int) -> None:
+        """Keep ``workload``, committed at ``version`` by ``plan``, for the next command on
+        it (:attr:`recent`).
+        """
+        self.recent.remember(workload, version, len(plan.mutations[0].encoded or ""))
+
+    def run(self, scope: Scope | None, decide: Callable[[Load], Step[T]]) -> T:
+        """Decide one command (``decide``, on what ``load`` answers under ``scope``) and
+        :meth:`finish` its step. The workload is recalled unread when this unit committed
+        it last; the answer stands only if its commit proves the recalled workload was
+        current (the guard held). A lost guard, a refusal or an answer that commits nothing
+        is decided again on a fresh read.
+        """
+        recalled: list[str] = []
+
+        def load(workload_id: str) -> LoadedWorkload:
+            hit = self.recent.recall(workload_id)
+            if hit is None or (scope is not None and not in_scope(hit.workload, scope)):
+                return self.load(workload_id, scope)
+            recalled.append(workload_id)
+            return hit
+
+        try:
+            step = decide(load)
+        except WorkloadError:
+            if not recalled:
+                raise
+            step = None
+        if recalled and (step is None or step.loaded is None or step.operation is None):
+            return self.finish(decide(self.loader(scope)))
+        assert step is not None  # decided, or decided again above
+        try:
+            return self.finish(step)
+        except StorageConflict:
+            if not recalled:
+                raise
+            self.recent.forget(recalled)
+            return self.finish(decide(self.loader(scope)))
+
+    def run_many(
+        self,
+        items: Sequence[Item],
+        decide: Callable[[Sequence[Item], ReadAhead], list[Decided[A]]],
+    ) -> list[A]:
+        """Decide a batch (``decide``, on the workloads its items name, read ahead) and
+        answer each item, as :meth:`run` answers one: the workloads this unit committed
+        last are recalled unread, and the items on one that no item's commit proved
+        current (a lost guard, refusals, replays) are decided again, in order, on fresh
+        reads.
+        """
+        ahead = self.read_ahead(_named(items), recent=True)
+        decided = decide(items, ahead)
+        keys = list(_named(items))
+        # A commit of a recalled workload proves it was current, for every item decided on
+        # it (they chain on the version first read); one that none committed is read again.
+        proven = {key for key, (_, changed) in zip(keys, decided, strict=True) if changed}
+        stale = [i for i, key in enumerate(keys) if key in ahead.recalled and key not in proven]
+        answers = [answer for answer, _ in decided]
+        if stale:
+            again = [items[i] for i in stale]
+            self.recent.forget(key for key in _named(again) if isinstance(key, str))
+            redecided = decide(again, self.read_ahead(_named(again)))
+            for i, (answer, _) in zip(stale, redecided, strict=True):
+                answers[i] = answer
+        return answers
 
     def finish(self, step: Step[T]) -> T:
         """Commit ``step``'s change, if any; then raise its refusal or answer its answer."""
@@ -212,7 +300,7 @@ class UnitOfWork:
         """Commit every step's change in one transaction; answer each in order (its answer,
         its refusal, or the conflict of a lost guard).
         """
-        return batch.commit(steps, self.notify)
+        return batch.commit(steps, self.notify, self.remember)
 
     def batch(self, scope: Scope | None, ahead: ReadAhead | None = None) -> Batch:
         """A new batch whose reads are under ``scope`` (from ``ahead`` when it read them)."""
@@ -224,8 +312,27 @@ class ReadAhead:
     """The workloads a batch read in one statement (:meth:`UnitOfWork.read_ahead`)."""
 
     keys: frozenset[str]
-    """The ids read: one of them absent from ``rows`` has no workload."""
+    """The ids read: one of them absent from ``rows`` and ``recalled`` has no workload."""
     rows: Mapping[str, StoredRow]
+    recalled: Mapping[str, LoadedWorkload] = field(default_factory=dict)
+    """The workloads this unit committed last, recalled instead of read."""
+
+
+def committed(step: Step[Any] | WorkloadError, answer: object) -> bool:
+    """Whether ``step``, answered ``answer`` by :meth:`UnitOfWork.finish_many`, committed
+    its change.
+    """
+    return (
+        isinstance(step, Step)
+        and step.loaded is not None
+        and step.operation is not None
+        and not isinstance(answer, StorageConflict)
+    )
+
+
+def _named(items: Sequence[object]) -> Iterator[object]:
+    """The workload each item names (what is no item is left for its own refusal)."""
+    return (getattr(item, "workload_id", None) for item in items)
 
 
 def is_identifier(value: object) -> TypeGuard[str]:
