@@ -160,7 +160,8 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self._active: dict[str, Attempt] = {}
-        self._threads = AttemptThreads(0, lambda attempt: None)  # a run's: see _serve
+        self._threads: AttemptThreads | None = None
+        """The attempt threads of the run in progress (``None``: no run is)."""
         self._idle = threading.Condition()  # guards _active and completed; notified as attempts end
         self.completed = 0
         """Attempts this worker completed (work that succeeded here)."""
@@ -280,7 +281,8 @@ class Worker:
         runner = AttemptRunner(
             client, self.lease_ms, self.handlers, HandlerLoop(), self._count_completed, completer
         )
-        self._threads = AttemptThreads(self.concurrency, lambda a: self._run_attempt(runner, a))
+        threads = AttemptThreads(self.concurrency, lambda a: self._run_attempt(runner, a))
+        self._threads = threads
         # Per run, so that a heartbeat thread of a previous run can never outlive it.
         beating = threading.Event()
         beats = threading.Thread(
@@ -298,7 +300,7 @@ class Worker:
         finally:
             self._stopping.set()
             self._shut_down(runner)
-            self._threads.close()
+            threads.close()
             if completer is not None:
                 completer.close()
             # Leases are kept through the grace period; only then do heartbeats stop.
@@ -373,7 +375,9 @@ class Worker:
         attempt = Attempt(work.claim, work.workload)
         with self._idle:
             self._active[attempt.workload_id] = attempt
-        self._threads.submit(attempt)
+        threads = self._threads
+        assert threads is not None, "an attempt is launched only during a run"
+        threads.submit(attempt)
 
     def _shut_down(self, runner: AttemptRunner) -> None:
         deadline = time.monotonic() + self.grace_period_s

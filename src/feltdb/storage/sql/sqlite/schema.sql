@@ -61,7 +61,7 @@ CREATE INDEX rows_by_lease_expiry ON rows (collection, lease_expires_at, key)
 CREATE INDEX rows_by_deadline ON rows (collection, deadline_at, key)
     WHERE deadline_at IS NOT NULL;
 
--- rows_with_result_id: only rows that carry a result id are indexed.
+-- rows_with_result_ids: only rows that carry a result id are indexed.
 CREATE INDEX rows_by_result_id ON rows (collection, result_id, key)
     WHERE result_id IS NOT NULL;
 
