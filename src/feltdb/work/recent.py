@@ -1,8 +1,10 @@
 """The workloads a unit of work committed last, so the next command on one decides without
 reading it again (a claim's completion decides on the workload the claim committed).
 
-An entry is a workload as this process committed it, keyed by its id, with the version that
-commit wrote. Nothing trusts an entry: a decision made on one commits guarded by that
+An entry is the stored text of a workload as this process committed it, keyed by its id,
+with the version that commit wrote; it is decoded afresh at each recall, so nothing a
+caller holds of a committed workload (its input, a checkpoint's state) is ever shared with
+a later command. Nothing trusts an entry: a decision made on one commits guarded by that
 version, so if anyone committed the workload since (another process, another server, an
 import), the guard is lost, the entry forgotten, and the command decided again on a fresh
 read (:meth:`~feltdb.work.unit.UnitOfWork.run`). A decision on an entry that commits nothing
@@ -18,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from feltdb.records.workload import Workload
+from feltdb.records.codec import stored_workload
 from feltdb.work.rows import LoadedWorkload
 
 MAX_ENTRIES = 4096
@@ -43,7 +45,7 @@ class RecentCommits:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.max_entry_bytes = max_entry_bytes
-        self._entries: OrderedDict[str, tuple[LoadedWorkload, int]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[str, int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -55,23 +57,25 @@ class RecentCommits:
         """The stored text of the workloads remembered, in all."""
         return self._bytes
 
-    def remember(self, workload: Workload, version: int, size: int) -> None:
-        """Keep ``workload`` as committed at ``version`` (``size``: its stored text's
-        length); a longer one than :attr:`max_entry_bytes` is forgotten instead.
+    def remember(self, key: str, text: str, version: int) -> None:
+        """Keep the workload at ``key`` as committed at ``version``, whose stored text is
+        ``text``; a longer one than :attr:`max_entry_bytes` is forgotten instead.
         """
-        key = workload.workload_id
+        size = len(text)
         with self._lock:
             self._drop(key)
             if size > self.max_entry_bytes:
                 return
-            self._entries[key] = (LoadedWorkload.of(workload, version), size)
+            self._entries[key] = (text, version)
             self._bytes += size
             while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped
+                _, (dropped, _) = self._entries.popitem(last=False)
+                self._bytes -= len(dropped)
 
     def recall(self, key: object) -> LoadedWorkload | None:
-        """The workload at ``key`` as this process last committed it, if remembered."""
+        """The workload at ``key`` as this process last committed it (decoded now from its
+        stored text), if remembered.
+        """
         if not isinstance(key, str):
             return None
         with self._lock:
@@ -79,7 +83,8 @@ class RecentCommits:
             if entry is None:
                 return None
             self._entries.move_to_end(key)
-            return entry[0]
+        text, version = entry
+        return LoadedWorkload.of(stored_workload(key, text), version)
 
     def clear(self) -> None:
         """Forget every workload."""
@@ -96,4 +101,4 @@ class RecentCommits:
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
-            self._bytes -= entry[1]
+            self._bytes -= len(entry[0])

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeGuard, TypeVar
+from typing import TypeGuard, TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
@@ -32,11 +32,6 @@ from feltdb.work.recent import RecentCommits
 from feltdb.work.rows import MUTATED, LoadedWorkload, planned_commit, same_application, workload_of
 
 T = TypeVar("T")
-A = TypeVar("A")
-Item = TypeVar("Item")
-
-Decided = tuple[A, bool]
-"""An item's answer, and whether its change committed (:func:`committed`)."""
 
 log = logging.getLogger("feltdb.store")
 
@@ -119,29 +114,17 @@ class UnitOfWork:
         read of it), or ``None``.
         """
         if ahead is not None and workload_id in ahead.keys:
-            recalled = ahead.recalled.get(workload_id)
-            if recalled is not None:
-                return recalled
             row = ahead.rows.get(workload_id)
         else:
             row = self.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
         return LoadedWorkload.of(workload_of(row), row.version) if row is not None else None
 
-    def read_ahead(self, workload_ids: Iterable[object], *, recent: bool = False) -> ReadAhead:
-        """The workloads at ``workload_ids`` (at most a batch's), read in one statement
-        (with ``recent``, those this unit committed last are recalled instead, unread);
+    def read_ahead(self, workload_ids: Iterable[object]) -> ReadAhead:
+        """The workloads at ``workload_ids`` (at most a batch's), read in one statement;
         what is not an id is left for its own item to refuse.
         """
         keys = frozenset(key for key in workload_ids if is_identifier(key))
-        recalled: dict[str, LoadedWorkload] = {}
-        if recent:
-            for key in keys:
-                hit = self.recent.recall(key)
-                if hit is not None:
-                    recalled[key] = hit
-        unread = sorted(keys - recalled.keys())
-        rows = self.db.get_rows(DURABLE_WORK_COLLECTION, unread) if unread else {}
-        return ReadAhead(keys, rows, recalled)
+        return ReadAhead(keys, self.db.get_rows(DURABLE_WORK_COLLECTION, sorted(keys)))
 
     def load(
         self, workload_id: str, scope: Scope | None = None, ahead: ReadAhead | None = None
@@ -224,7 +207,9 @@ class UnitOfWork:
         """Keep ``workload``, committed at ``version`` by ``plan``, for the next command on
         it (:attr:`recent`).
         """
-        self.recent.remember(workload, version, len(plan.mutations[0].encoded or ""))
+        text = plan.mutations[0].encoded
+        if text is not None:
+            self.recent.remember(workload.workload_id, text, version)
 
     def run(self, scope: Scope | None, decide: Callable[[Load], Step[T]]) -> T:
         """Decide one command (``decide``, on what ``load`` answers under ``scope``) and
@@ -249,6 +234,7 @@ class UnitOfWork:
                 raise
             step = None
         if recalled and (step is None or step.loaded is None or step.operation is None):
+            self.recent.forget(recalled)
             return self.finish(decide(self.loader(scope)))
         assert step is not None  # decided, or decided again above
         try:
@@ -258,33 +244,6 @@ class UnitOfWork:
                 raise
             self.recent.forget(recalled)
             return self.finish(decide(self.loader(scope)))
-
-    def run_many(
-        self,
-        items: Sequence[Item],
-        decide: Callable[[Sequence[Item], ReadAhead], list[Decided[A]]],
-    ) -> list[A]:
-        """Decide a batch (``decide``, on the workloads its items name, read ahead) and
-        answer each item, as :meth:`run` answers one: the workloads this unit committed
-        last are recalled unread, and the items on one that no item's commit proved
-        current (a lost guard, refusals, replays) are decided again, in order, on fresh
-        reads.
-        """
-        ahead = self.read_ahead(_named(items), recent=True)
-        decided = decide(items, ahead)
-        keys = list(_named(items))
-        # A commit of a recalled workload proves it was current, for every item decided on
-        # it (they chain on the version first read); one that none committed is read again.
-        proven = {key for key, (_, changed) in zip(keys, decided, strict=True) if changed}
-        stale = [i for i, key in enumerate(keys) if key in ahead.recalled and key not in proven]
-        answers = [answer for answer, _ in decided]
-        if stale:
-            again = [items[i] for i in stale]
-            self.recent.forget(key for key in _named(again) if isinstance(key, str))
-            redecided = decide(again, self.read_ahead(_named(again)))
-            for i, (answer, _) in zip(stale, redecided, strict=True):
-                answers[i] = answer
-        return answers
 
     def finish(self, step: Step[T]) -> T:
         """Commit ``step``'s change, if any; then raise its refusal or answer its answer."""
@@ -312,27 +271,8 @@ class ReadAhead:
     """The workloads a batch read in one statement (:meth:`UnitOfWork.read_ahead`)."""
 
     keys: frozenset[str]
-    """The ids read: one of them absent from ``rows`` and ``recalled`` has no workload."""
+    """The ids read: one of them absent from ``rows`` has no workload."""
     rows: Mapping[str, StoredRow]
-    recalled: Mapping[str, LoadedWorkload] = field(default_factory=dict)
-    """The workloads this unit committed last, recalled instead of read."""
-
-
-def committed(step: Step[Any] | WorkloadError, answer: object) -> bool:
-    """Whether ``step``, answered ``answer`` by :meth:`UnitOfWork.finish_many`, committed
-    its change.
-    """
-    return (
-        isinstance(step, Step)
-        and step.loaded is not None
-        and step.operation is not None
-        and not isinstance(answer, StorageConflict)
-    )
-
-
-def _named(items: Sequence[object]) -> Iterator[object]:
-    """The workload each item names (what is no item is left for its own refusal)."""
-    return (getattr(item, "workload_id", None) for item in items)
 
 
 def is_identifier(value: object) -> TypeGuard[str]:

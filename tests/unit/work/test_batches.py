@@ -18,7 +18,6 @@ from feltdb import WorkloadDependency, WorkloadError, WorkloadState, WorkloadSto
 from feltdb.work.batches import Completion, Heartbeat
 from feltdb.work.changes import Operation, WorkloadChange
 from feltdb.work.identities import workload_id_for
-from feltdb.work.inputs import DEFAULT_LEASE_MS
 
 
 @pytest.fixture
@@ -319,41 +318,20 @@ def interleaved(store: WorkloadStore, meanwhile: Callable[[], None]) -> None:
     store.db.commit_many = late  # type: ignore[method-assign]
 
 
-def two_beats_with_a_cancel_in_between(store: WorkloadStore, recalled: bool) -> tuple[Any, Any]:
-    """Two heartbeats of one running workload in one batch, another store's cancellation
-    committed between their reads and their commit; the answers and the claim. With
-    ``recalled``, the batch decides on the workload this store committed last, unread.
-    """
+def test_two_items_on_one_workload_lose_together_to_a_writer_in_between(stores):
+    store, _ = stores
     [claim] = running(store, ["a"])
-    if not recalled:
-        store.unit.recent.clear()
     other = WorkloadStore.open(store.db.target)
     try:
         interleaved(store, lambda: other.cancel(claim.workload_id, "human:op", now=15))
         beat = Heartbeat(claim.workload_id, claim.claim_id, "worker:w", claim.fencing_token)
-        return store.renew_leases([beat, beat], now=16), claim
+        answers = store.heartbeat_many([beat, beat], now=16)
     finally:
         del store.db.commit_many
         other.close()
-
-
-def test_two_items_on_one_workload_lose_together_to_a_writer_in_between(stores):
-    store, _ = stores
-    answers, claim = two_beats_with_a_cancel_in_between(store, recalled=False)
-    # Read, not recalled: the lost guard is the caller's to see.
     assert [getattr(a, "code", None) for a in answers] == ["WORKLOAD_CONFLICT"] * 2
     committed = store.get(claim.workload_id)
     assert committed.state is WorkloadState.CANCELLATION_REQUESTED, "the cancel stands"
-
-
-def test_items_decided_on_a_recalled_workload_that_lost_its_guard_are_decided_again(stores):
-    store, _ = stores
-    answers, claim = two_beats_with_a_cancel_in_between(store, recalled=True)
-    # Decided again on the committed cancellation request, as two calls in a row would be.
-    assert [a.cancellation_requested for a in answers] == [True, True]
-    committed = store.get(claim.workload_id)
-    assert committed.state is WorkloadState.CANCELLATION_REQUESTED
-    assert committed.current_claim.expires_at == 16 + DEFAULT_LEASE_MS // 1000
 
 
 def test_an_admission_lost_to_a_writer_in_between_converges_and_the_rest_commit(stores):
@@ -443,7 +421,6 @@ def test_a_batch_reads_the_work_and_result_ids_it_names_in_one_statement_each(st
     assert [created for _, created in again] == [False] * 20
     claimed = over.claim_work("t", "app", "w", CAPABILITIES, 20, now=11)
     assert len(claimed) == 20
-    over.unit.recent.clear()  # what the claims committed is read, not recalled
     counted.calls.clear()
     beats = [
         Heartbeat(w.claim.workload_id, w.claim.claim_id, "w", w.claim.fencing_token)
@@ -451,7 +428,6 @@ def test_a_batch_reads_the_work_and_result_ids_it_names_in_one_statement_each(st
     ]
     assert not any(isinstance(b, WorkloadError) for b in over.heartbeat_many(beats, now=12))
     assert counted.calls == {"get_rows": 1}
-    over.unit.recent.clear()
     counted.calls.clear()
     completions = [
         Completion(w.claim.workload_id, w.claim.claim_id, "w", w.claim.fencing_token, f"r{n}", n)
@@ -463,28 +439,3 @@ def test_a_batch_reads_the_work_and_result_ids_it_names_in_one_statement_each(st
     assert counted.calls == {"get_rows": 1, "rows_with_result_ids": 1}
     assert [a.result_id for a in answers[:20]] == [f"r{n}" for n in range(20)]
     assert isinstance(answers[20], WorkloadError)
-
-
-def test_a_claim_s_heartbeats_and_completions_decide_on_what_it_committed_unread(stores):
-    store, _ = stores
-    counted = CountedReads(store.db)
-    over = WorkloadStore(counted)  # type: ignore[arg-type]
-    over.admit_many([make_request(idempotency_key=f"k{n}", created_at=10) for n in range(5)])
-    claimed = over.claim_work("t", "app", "w", CAPABILITIES, 5, now=11)
-    counted.calls.clear()
-    beats = [Heartbeat(w.workload.workload_id, w.claim.claim_id, "w", w.claim.fencing_token)
-             for w in claimed]  # fmt: skip
-    assert not any(isinstance(b, WorkloadError) for b in over.heartbeat_many(beats, now=12))
-    done = [
-        Completion(w.workload.workload_id, w.claim.claim_id, "w", w.claim.fencing_token, f"r{n}", n)
-        for n, w in enumerate(claimed)
-    ]
-    assert [a.result_id for a in over.complete_many(done, now=13)] == [f"r{n}" for n in range(5)]
-    assert counted.calls == {"rows_with_result_ids": 1}, "no workload read again"
-    # Refused on a recalled workload, a report is decided again on a fresh read.
-    late = Completion(claimed[0].workload.workload_id, "claim_x", "w", 99, "r9", None)
-    [refused] = over.complete_many([late], now=14)
-    assert refused.code == "WORKLOAD_CLAIM_INVALID"
-    assert counted.calls.get("get_rows") == 1
-    assert over.unit.recent.recall(late.workload_id) is None, "forgotten, read again"
-    assert len(over.unit.recent) == 4 and over.unit.recent.bytes > 0

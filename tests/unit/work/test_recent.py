@@ -9,6 +9,7 @@ import pytest
 from support.factories import CAPABILITIES, make_request
 
 from feltdb import ApprovalPolicy, Subject, WorkloadStore
+from feltdb.records.codec import stored_document
 from feltdb.work.admission import new_workload
 from feltdb.work.recent import MAX_BYTES, MAX_ENTRIES, MAX_ENTRY_BYTES, RecentCommits
 
@@ -17,13 +18,20 @@ def workload(n: int):
     return new_workload(make_request(idempotency_key=f"k{n}"), f"wl-{n}")
 
 
+def text_of(w, pad: int = 0) -> str:
+    """``w``'s stored text, padded with spaces to ``pad`` characters (JSON all the same)."""
+    return stored_document(w)[1].ljust(pad)
+
+
 def test_a_remembered_workload_is_recalled_at_the_version_its_commit_wrote():
     recent = RecentCommits()
     w = workload(1)
-    recent.remember(w, 3, 100)
+    recent.remember("wl-1", text_of(w), 3)
     hit = recent.recall("wl-1")
-    assert hit is not None and hit.workload is w and hit.version == 3
+    assert hit is not None and hit.workload == w and hit.version == 3
     assert hit.state is w.state and hit.sequence == w.execution_history[-1].sequence
+    again = recent.recall("wl-1")
+    assert again is not None and again.workload.input is not hit.workload.input, "decoded anew"
     assert recent.recall("wl-2") is None
     assert recent.recall(["not", "a", "key"]) is None  # any value asked: never an error
 
@@ -31,21 +39,20 @@ def test_a_remembered_workload_is_recalled_at_the_version_its_commit_wrote():
 def test_the_least_recently_used_leave_first_when_there_are_too_many():
     recent = RecentCommits(max_entries=3)
     for n in range(3):
-        recent.remember(workload(n), 1, 10)
+        recent.remember(f"wl-{n}", text_of(workload(n), 2000), 1)
     assert recent.recall("wl-0") is not None  # used: now the most recent
-    recent.remember(workload(3), 1, 10)
+    recent.remember("wl-3", text_of(workload(3), 2000), 1)
     assert [recent.recall(f"wl-{n}") is not None for n in range(4)] == [True, False, True, True]
-    assert len(recent) == 3 and recent.bytes == 30
+    assert len(recent) == 3 and recent.bytes == 6000
 
 
 def test_the_stored_text_remembered_is_bounded_and_a_long_one_is_not_kept():
-    recent = RecentCommits(max_bytes=250, max_entry_bytes=200)
-    recent.remember(workload(0), 1, 100)
-    recent.remember(workload(1), 1, 100)
-    recent.remember(workload(2), 1, 100)  # 300 > 250: the oldest leaves
-    assert recent.recall("wl-0") is None and recent.bytes == 200
-    recent.remember(workload(1), 2, 201)  # too long: forgotten, not kept stale
-    assert recent.recall("wl-1") is None and recent.bytes == 100
+    recent = RecentCommits(max_bytes=5000, max_entry_bytes=2500)
+    for n in range(3):
+        recent.remember(f"wl-{n}", text_of(workload(n), 2000), 1)  # 6000 > 5000
+    assert recent.recall("wl-0") is None and recent.bytes == 4000
+    recent.remember("wl-1", text_of(workload(1), 2501), 2)  # too long: forgotten, not kept
+    assert recent.recall("wl-1") is None and recent.bytes == 2000
     recent.forget(["wl-2", "wl-9"])
     assert len(recent) == 0 and recent.bytes == 0
 
@@ -98,3 +105,51 @@ def test_a_recalled_workload_out_of_the_caller_s_scope_is_not_found(two_stores):
         mine.claim(w.workload_id, "worker:w", CAPABILITIES, now=11, scope=elsewhere)
     assert refused.value.code == "WORKLOAD_NOT_FOUND"
     assert msgspec.structs.replace(w) == mine.get(w.workload_id)
+
+
+def test_a_claim_s_heartbeat_and_completion_decide_on_what_it_committed_unread(tmp_path):
+    from feltdb.storage.sqlite import SQLiteDatabase
+
+    reads: list[str] = []
+
+    class CountedReads(SQLiteDatabase):
+        def get_row(self, collection: str, key: str):  # type: ignore[no-untyped-def]
+            reads.append(key)
+            return super().get_row(collection, key)
+
+    store = WorkloadStore(CountedReads(tmp_path / "w.db"))
+    try:
+        w, _ = store.admit(make_request())
+        reads.clear()  # the admission asked whether its id was taken
+        claim = store.claim(w.workload_id, "worker:w", CAPABILITIES, now=11, lease_ms=60_000)
+        fence = (claim.claim_id, "worker:w", claim.fencing_token)
+        store.start(w.workload_id, *fence, now=12)
+        store.heartbeat(w.workload_id, *fence, now=13, extend_ms=60_000)
+        store.checkpoint(w.workload_id, *fence, {"n": 1}, now=14)
+        store.complete(w.workload_id, *fence, "r1", {"ok": True}, now=15)
+        assert reads == [], "no workload read again after its admission"
+        assert store.get(w.workload_id).state.value == "SUCCEEDED"
+    finally:
+        store.close()
+
+
+def test_what_a_caller_holds_of_committed_work_never_reaches_a_later_commit(tmp_path):
+    # A handler may change its input, or checkpoint one dict twice, changing it between:
+    # what was committed stays as it was committed.
+    with WorkloadStore.open(tmp_path / "w.db") as store:
+        w, _ = store.admit(make_request(input={"id": 1}))
+        w.input["id"] = 999  # the caller's own copy
+        [work] = store.claim_work("t", "app", "worker:w", CAPABILITIES, 1, now=11, start=True)
+        work.workload.input["id"] = 998
+        work.workload.execution_history.clear()
+        fence = (work.claim.claim_id, "worker:w", work.claim.fencing_token)
+        progress = {"done": 1}
+        store.checkpoint(w.workload_id, *fence, progress, now=12)
+        progress["done"] = 2
+        store.checkpoint(w.workload_id, *fence, progress, now=13)
+        committed = store.get(w.workload_id)
+    assert committed.input == {"id": 1}
+    assert [c.state for c in committed.checkpoints] == [{"done": 1}, {"done": 2}]
+    assert [e.to.value for e in committed.execution_history] == [
+        "READY", "CLAIMED", "RUNNING", "CHECKPOINTED"
+    ]  # fmt: skip
