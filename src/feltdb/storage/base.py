@@ -48,10 +48,11 @@ from feltdb.storage.batch_reads import BatchReads
 from feltdb.storage.canonical import json_object
 from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
+from feltdb.storage.selecting import SelectingCommits
 from feltdb.storage.wakeups import Wakeups
 
 if TYPE_CHECKING:
-    from feltdb.storage.partitions import ClaimPartitions
+    pass
 
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""
@@ -89,6 +90,11 @@ class RowIndex:
     """What kind of work the row is: with ``claim_group``, the index range a claim reads."""
     claim_group: str | None = None
     """Only while claimable: its partition of ready work (:mod:`feltdb.storage.partitions`)."""
+    waits_on: str | None = None
+    """Only while set aside (:class:`SetAside`; every write of the row clears it): the key
+    of the row it waits on. A row set aside is not claimable, and never selected."""
+    waits_for: str | None = None
+    """Only while set aside: the ``state`` the row it waits on must be written in."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -158,6 +164,9 @@ class Mutation:
     document: Mapping[str, Any] | None
     index: RowIndex = field(default_factory=RowIndex)
     encoded: str | None = None
+    releases: bool = False
+    """The rows of its tenant's application set aside waiting on this row for the state it
+    is written in (``index.state``) are claimable again, in the same transaction."""
 
 
 class CommittedTransaction(BaseModel):
@@ -208,7 +217,7 @@ class PlannedCommit:
     audit: Mapping[str, Any] | None = None
 
 
-class Database(BatchReads, ChainLog, IndexCounts, Protocol):
+class Database(BatchReads, ChainLog, IndexCounts, SelectingCommits, Protocol):
     """The operations the work layer needs from a backend. Safe to share between threads."""
 
     target: str
@@ -253,71 +262,6 @@ class Database(BatchReads, ChainLog, IndexCounts, Protocol):
         the start). A keyset seek over the index, never an ``OFFSET`` scan: a page costs
         the same however deep it is. After the first page, only rows whose ``priority`` and
         ``created_at`` are set (every scheduled row's are) are paged.
-        """
-        ...
-
-    def commit_selected(
-        self,
-        collection: str,
-        tenant_id: str,
-        application_id: str,
-        state: str,
-        now: int,
-        choose: Callable[[Sequence[StoredRow], RowReader], PlannedCommit | None],
-        *,
-        limit: int,
-        offset: int = 0,
-        partitions: ClaimPartitions | None = None,
-    ) -> Commit | None:
-        """In one write transaction: select the claimable rows, call ``choose`` with them and
-        a reader of further rows, and apply the commit it plans, guarded and logged as
-        :meth:`commit` does. ``None``, and nothing written, when ``choose`` answers ``None``.
-        ``choose`` may be called again if the backend retries the transaction, so it must
-        not act outside it.
-
-        The claimable rows are the rows of one tenant's application in index ``state``
-        whose ``eligible_at`` is ``None`` or ``<= now``, in :meth:`list_rows`'s order, and
-        of those the ``limit`` after the first ``offset``; read from an index, never a scan.
-        Each is locked against every other writer until the transaction ends (a backend
-        with row locks skips rows another transaction holds, so concurrent callers get
-        disjoint rows; one with a single writer holds its write lock throughout).
-
-        ``partitions`` (:mod:`~feltdb.storage.partitions`) selects instead the rows, whatever
-        their state, of the claim groups it accepts (of the definitions it names): one index
-        range per group, each read to ``offset + limit`` rows (or from ``partitions.after``
-        on), merged in the same order and paged, never a filter over other groups' rows. None
-        accepted: no transaction, ``choose`` is not called, ``[]``. Too many groups to walk:
-        as without ``partitions`` (so ``choose`` must still check each row's definition and
-        group).
-
-        Raises:
-            StorageConflict: a precondition of the plan failed; nothing was written.
-            WorkloadError: whatever ``choose`` raises; ``WORKLOAD_INVALID`` for a plan
-                :meth:`commit` refuses; ``WORKLOAD_STORAGE_FAILURE``.
-        """
-        ...
-
-    def commit_selected_many(
-        self,
-        collection: str,
-        tenant_id: str,
-        application_id: str,
-        state: str,
-        now: int,
-        choose: Callable[[Sequence[StoredRow], RowReader], Sequence[PlannedCommit]],
-        *,
-        limit: int,
-        offset: int = 0,
-        partitions: ClaimPartitions | None = None,
-    ) -> list[Commit | StorageConflict]:
-        """:meth:`commit_selected` for a ``choose`` that plans any number of commits: the
-        rows are selected and held as there, and the plans applied as :meth:`commit_many`
-        applies them, in the same transaction; answers per plan, in order (``[]`` when
-        ``choose`` plans none, and nothing is written).
-
-        Raises:
-            WorkloadError: whatever ``choose`` raises; ``WORKLOAD_INVALID`` for plans
-                :meth:`commit_many` refuses; ``WORKLOAD_STORAGE_FAILURE``.
         """
         ...
 

@@ -46,8 +46,15 @@ from feltdb.storage.encoding import (
 )
 from feltdb.storage.index_columns import index_params
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
+from feltdb.storage.selecting import SetAside
 from feltdb.storage.selection import Selection
-from feltdb.storage.writes import prepare, prepare_batch, write_batch, write_plan
+from feltdb.storage.writes import (
+    prepare,
+    prepare_batch,
+    write_batch,
+    write_plan,
+    write_set_aside,
+)
 
 __all__ = ["SQLEngine"]
 
@@ -337,7 +344,7 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
         application_id: str,
         state: str,
         now: int,
-        choose: Callable[[Sequence[StoredRow], RowReader], Sequence[PlannedCommit]],
+        choose: Callable[[Sequence[StoredRow], RowReader], Sequence[PlannedCommit | SetAside]],
         *,
         limit: int,
         offset: int = 0,
@@ -377,7 +384,9 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
                 if groups is None
                 else select.in_groups(groups, offset, limit, after)
             )
-            plans = choose(RowsDecodedOnRead(selected), read)
+            plans = write_set_aside(
+                session, self._queries, choose(RowsDecodedOnRead(selected), read)
+            )
             if not plans:
                 # Nothing to write: the transaction commits empty (which ends it and its
                 # row locks) rather than rolling back, for psycopg drops every prepared

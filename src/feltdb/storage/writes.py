@@ -50,8 +50,17 @@ from feltdb.storage.encoding import (
     new_transaction_id,
     prepare_writes,
 )
+from feltdb.storage.selecting import SetAside
 
-__all__ = ["PreparedCommit", "prepare", "prepare_batch", "write_batch", "write_plan"]
+__all__ = [
+    "PreparedCommit",
+    "prepare",
+    "prepare_batch",
+    "release_params",
+    "write_batch",
+    "write_plan",
+    "write_set_aside",
+]
 
 Queries = Mapping[str, LiteralString]
 
@@ -153,6 +162,9 @@ def write_plan(
         else:
             write = {**params, "position": position}
             versions[place] = session.execute(queries["upsert_row"], write).fetchall()[0][0]
+    for mutation in prepared.mutations:
+        if mutation.releases and mutation.document is not None:
+            session.execute(queries["release_waiting"], release_params(mutation))
     # Stamped inside the transaction, so committed_at follows the order of commits (as far
     # as the wall clock does); a dialect may take the instant from its server.
     hashes = prepared.stored_list(prepared.row_hashes(versions))
@@ -176,7 +188,9 @@ def write_batch(
     :func:`~feltdb.storage.array_writes.qualifies` is written by arrays, to the same effect.
     """
     if arrays and array_writes.qualifies(batch):
-        return array_writes.write_arrays(session, queries, batch)
+        written = array_writes.write_arrays(session, queries, batch)
+        _release_arrays(session, queries, batch, written)
+        return written
     answers: list[Commit | StorageConflict] = []
     position = 0
     for prepared in batch:
@@ -197,6 +211,62 @@ def write_batch(
         if undoable:
             session.execute(queries["release_savepoint"], {})
     return answers
+
+
+def release_params(mutation: Mutation) -> dict[str, Any]:
+    """The parameters of ``release_waiting`` for a written ``mutation`` that releases."""
+    index = mutation.index
+    return {
+        "collection": mutation.collection,
+        "tenant_id": index.tenant_id,
+        "application_id": index.application_id,
+        "key": mutation.key,
+        "state": index.state,
+    }
+
+
+def write_set_aside(
+    session: Session, queries: Queries, chosen: Sequence[PlannedCommit | SetAside]
+) -> list[PlannedCommit]:
+    """Inside the selecting transaction: set aside each row ``chosen`` sets aside; the
+    plans ``chosen`` holds beside them, to write.
+    """
+    plans: list[PlannedCommit] = []
+    for item in chosen:
+        if isinstance(item, SetAside):
+            params = {
+                "collection": item.collection,
+                "key": item.key,
+                "version": item.version,
+                "waits_on": item.waits_on,
+                "waits_for": item.waits_for,
+            }
+            session.execute(queries["set_aside"], params)
+        else:
+            plans.append(item)
+    return plans
+
+
+def _release_arrays(
+    session: Session,
+    queries: Queries,
+    batch: Sequence[PreparedCommit],
+    written: Sequence[Commit | StorageConflict],
+) -> None:
+    """``release_waiting`` of every releasing row the committed plans wrote, in one
+    statement (the array path's).
+    """
+    released = [
+        release_params(mutation)
+        for prepared, answer in zip(batch, written, strict=True)
+        if not isinstance(answer, StorageConflict)
+        for mutation in prepared.mutations
+        if mutation.releases and mutation.document is not None
+    ]
+    if released:
+        columns = ("collection", "tenant_id", "application_id", "key", "state")
+        arrays = {f"{name}s": [row[name] for row in released] for name in columns}
+        session.execute(queries["release_waiting_arrays"], arrays)
 
 
 def _guarded_write(

@@ -14,15 +14,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from feltdb.errors import WorkloadError
-from feltdb.records.workload import Workload, WorkloadClaim
+from feltdb.records.workload import (
+    DURABLE_WORK_COLLECTION,
+    Workload,
+    WorkloadClaim,
+    WorkloadDependency,
+)
 from feltdb.storage.base import PlannedCommit, RowReader, StoredRow
 from feltdb.storage.partitions import ClaimPartitions, GroupSample
+from feltdb.storage.selecting import SetAside
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.partitions import group_accepted
 from feltdb.work.rows import MUTATED, LoadedWorkload, dependency_state, planned_commit, workload_of
-from feltdb.work.scheduling import dependencies_satisfied
+from feltdb.work.scheduling import AWAITED_STATES
 from feltdb.work.states import WorkloadState
 
 
@@ -71,15 +77,17 @@ class CandidateChoice:
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         return group_accepted(group, sample, self.held, self.environments)
 
-    def choose(self, rows: Sequence[StoredRow], read: RowReader) -> list[PlannedCommit]:
+    def choose(self, rows: Sequence[StoredRow], read: RowReader) -> list[PlannedCommit | SetAside]:
         """The commits of the first candidates this worker may run, claimed, until
         ``wanted`` are; and of each found past a deadline or out of attempts on the way,
-        settled as ``claim`` would settle it. Empty when no candidate will do.
+        settled as ``claim`` would settle it. Empty when no candidate will do. Each
+        candidate found waiting on a dependency that is not yet in the state it awaits is
+        set aside until it is (:func:`set_aside`), so no claim reads it again meanwhile.
         """
         # It may run again if the backend retries the transaction, so it starts afresh.
         self.reset()
         self.examined = len(rows)
-        plans: list[PlannedCommit] = []
+        plans: list[PlannedCommit | SetAside] = []
         claimed = 0
         for row in rows:
             if claimed >= self.wanted:
@@ -87,7 +95,13 @@ class CandidateChoice:
             loaded = LoadedWorkload.of(workload_of(row), row.version)
             read_at = loaded.workload
             self.last = (read_at.priority, read_at.created_at, read_at.workload_id)
-            if not self._candidate(loaded.workload, read):
+            if not self._candidate(loaded.workload):
+                continue
+            awaited = self._awaited(loaded.workload, read)
+            if awaited is not None:
+                aside = set_aside(loaded.workload, row.version, awaited)
+                if aside is not None:
+                    plans.append(aside)
                 continue
             settled = self._settle(loaded.workload)
             if settled is None:
@@ -99,7 +113,7 @@ class CandidateChoice:
             plans.append(plan)
         return plans
 
-    def _candidate(self, workload: Workload, read: RowReader) -> bool:
+    def _candidate(self, workload: Workload) -> bool:
         # The definitions, the environment and the state are guards only: the selection
         # holds nothing else, but for rows an older release's writer left in a group (their
         # group column is not written by it), which must not be timed out from here.
@@ -109,8 +123,16 @@ class CandidateChoice:
             self.environments is not None and workload.environment not in self.environments
         ):
             return False
-        return workload.capability_snapshot <= self.held and dependencies_satisfied(
-            workload, functools.partial(self._dependency_state, read, workload)
+        return workload.capability_snapshot <= self.held
+
+    def _awaited(self, workload: Workload, read: RowReader) -> WorkloadDependency | None:
+        """The first dependency of ``workload`` not in its required state, read in this
+        transaction; ``None`` when every one is.
+        """
+        state_of = functools.partial(self._dependency_state, read, workload)
+        return next(
+            (d for d in workload.dependencies if state_of(d.workload_id) is not d.required_state),
+            None,
         )
 
     def _dependency_state(
@@ -141,3 +163,19 @@ class CandidateChoice:
         except WorkloadError:
             return None
         return Operation.CLAIM, decided, granted
+
+
+def set_aside(workload: Workload, version: int, awaited: WorkloadDependency) -> SetAside | None:
+    """``workload`` (read at ``version``) set aside until ``awaited`` is in its required
+    state, if that is a state work rests in (:data:`AWAITED_STATES`: a commit into one
+    releases it); ``None`` for one it only passes through, checked at each claim instead.
+    """
+    if awaited.required_state not in AWAITED_STATES:
+        return None
+    return SetAside(
+        DURABLE_WORK_COLLECTION,
+        workload.workload_id,
+        version,
+        awaited.workload_id,
+        awaited.required_state.value,
+    )

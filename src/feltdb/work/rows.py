@@ -18,7 +18,7 @@ from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
 from feltdb.work.audit import audit_record
 from feltdb.work.models import CreateWorkload
-from feltdb.work.scheduling import row_index
+from feltdb.work.scheduling import AWAITED_STATES, row_index
 from feltdb.work.states import WorkloadState
 
 _COUNTERS = ("fencing_token", "attempt_count", "retry_count")
@@ -90,7 +90,16 @@ def planned_commit(
     index = row_index(workload)
     return PlannedCommit(
         operation_id,
-        [Mutation(DURABLE_WORK_COLLECTION, workload.workload_id, document, index, text)],
+        [
+            Mutation(
+                DURABLE_WORK_COLLECTION,
+                workload.workload_id,
+                document,
+                index,
+                text,
+                releases=workload.state in AWAITED_STATES,
+            )
+        ],
         [
             Precondition(
                 DURABLE_WORK_COLLECTION,

@@ -4,14 +4,17 @@ checks (capabilities, dependencies) made only for the few candidates the index r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from feltdb.records.workload import Workload
 from feltdb.storage.base import RowIndex
 from feltdb.work.deadlines import next_deadline_at
 from feltdb.work.partitions import claim_group
 from feltdb.work.recovery import RECOVERABLE_STATES
-from feltdb.work.states import WorkloadState
+from feltdb.work.states import TERMINAL_STATES, WorkloadState
+
+AWAITED_STATES = TERMINAL_STATES | {WorkloadState.DEAD_LETTER}
+"""The states a dependency is awaited in by setting its dependents aside: the states work
+rests in. A commit into one releases the work set aside for it (``Mutation.releases``);
+work awaiting a state its dependency only passes through is checked at each claim."""
 
 
 def row_index(workload: Workload) -> RowIndex:
@@ -42,12 +45,3 @@ def row_index(workload: Workload) -> RowIndex:
             else None
         ),
     )
-
-
-def dependencies_satisfied(
-    workload: Workload, state_of: Callable[[str], WorkloadState | None]
-) -> bool:
-    """Whether every dependency of ``workload`` is in its required state (``state_of`` answers a
-    workload id with its committed state, ``None`` when there is no such workload).
-    """
-    return all(state_of(d.workload_id) is d.required_state for d in workload.dependencies)

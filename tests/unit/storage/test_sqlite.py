@@ -75,7 +75,7 @@ def test_new_store_is_stamped_with_the_feltdb_application_id_and_schema(
     db: SQLiteDatabase, path: Path
 ) -> None:
     assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID == 0x66656C74
-    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 5
+    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 6
     assert raw_scalar(path, "PRAGMA journal_mode") == "wal"
     assert db.current_revision() == 0
     assert db.target == str(path)
@@ -136,13 +136,13 @@ def test_two_openers_of_a_new_file_create_the_schema_once(tmp_path: Path) -> Non
 def test_refuses_a_store_of_a_newer_schema(path: Path) -> None:
     SQLiteDatabase(path).close()
     connection = raw(path)
-    connection.execute("PRAGMA user_version = 6")
+    connection.execute("PRAGMA user_version = 7")
     connection.close()
     with pytest.raises(WorkloadError) as raised:
         SQLiteDatabase(path)
     assert raised.value.code == STORAGE_FAILURE
-    assert "newer feltdb (schema 6)" in raised.value.message
-    assert "reads schema 5" in raised.value.message
+    assert "newer feltdb (schema 7)" in raised.value.message
+    assert "reads schema 6" in raised.value.message
     assert str(path) in raised.value.message
 
 
@@ -206,11 +206,11 @@ def test_a_schema_1_store_is_upgraded_in_place_when_opened(tmp_path: Path, path:
     make_schema_1_store(path)
     database = SQLiteDatabase(path)
     try:
-        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 5
+        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 6
         assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID
         fresh = tmp_path / "fresh.db"
         SQLiteDatabase(fresh).close()
-        assert schema_of(path) == schema_of(fresh)  # as if created at schema 5
+        assert schema_of(path) == schema_of(fresh)  # as if created at schema 6
         backfilled = raw(path).execute(
             "SELECT collection, key, definition_id FROM rows ORDER BY collection, key"
         )
@@ -433,6 +433,8 @@ def _plan(path: Path, query_name: str) -> list[str]:
         ("delete_row_if_version", "sqlite_autoindex_rows_1"),
         ("delete_row", "sqlite_autoindex_rows_1"),
         ("update_index", "sqlite_autoindex_rows_1"),
+        ("set_aside", "sqlite_autoindex_rows_1"),
+        ("release_waiting", "rows_waiting"),
     ],
 )
 def test_index_queries_never_scan_nor_sort(

@@ -415,3 +415,135 @@ def claiming_batch() -> int:
     from feltdb.work.claim_loop import CANDIDATE_BATCH
 
     return CANDIDATE_BATCH
+
+
+def _waiting_on(store: WorkloadStore, gate: Any, count: int, **dependency: Any) -> list[str]:
+    """``count`` high-priority workloads waiting on ``gate`` (``dependency``: the rest of
+    the dependency, e.g. its required state)."""
+    return [
+        store.create(
+            make_request(
+                idempotency_key=f"after-{gate.workload_id}-{n}",
+                priority=100,
+                dependencies=[{"workload_id": gate.workload_id, **dependency}],
+            )
+        ).workload_id
+        for n in range(count)
+    ]
+
+
+def _set_aside(store: WorkloadStore, key: str) -> tuple[str | None, str | None]:
+    """What the row of ``key`` waits on and for (``(None, None)``: it is not set aside)."""
+    import sqlite3
+
+    target = store.db.target
+    query = "SELECT waits_on, waits_for FROM rows WHERE collection = {0} AND key = {0}"
+    if target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(target) as connection:
+            found = connection.execute(query.format("%s"), [DURABLE_WORK_COLLECTION, key])
+            row = found.fetchone()
+    else:
+        connection = sqlite3.connect(target)
+        try:
+            row = connection.execute(query.format("?"), [DURABLE_WORK_COLLECTION, key]).fetchone()
+        finally:
+            connection.close()
+    assert row is not None
+    return row[0], row[1]
+
+
+def test_work_waiting_on_a_dependency_is_set_aside_and_no_claim_reads_it_again(store, target):
+    gate = store.create(make_request(idempotency_key="gate", definition_id="gate-def"))
+    waiting = _waiting_on(store, gate, 3 * claiming_batch() + 5)
+    first = store.create(make_request(idempotency_key="free-1", priority=0))
+    claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"})
+    assert claim is not None and claim.workload_id == first.workload_id
+    assert {_set_aside(store, key) for key in waiting} == {(gate.workload_id, "SUCCEEDED")}
+    assert store.get(waiting[0]).state is WorkloadState.READY  # its document is untouched
+    # Work it may not yet take is in no range a claim reads: the next claim reads one row.
+    second = store.create(make_request(idempotency_key="free-2", priority=0))
+    with Statements(store) as statements:
+        claim = store.claim_next("t", "app", "w", CAPABILITIES, now=12, definitions={"send"})
+    assert claim is not None and claim.workload_id == second.workload_id
+    assert not set(statements.documents) & set(waiting), "none of the waiting work read"
+    assert statements.rows <= 4, statements.rows
+    plans = _plans(target, statements.ran)
+    assert not any(re.search(r"\bSCAN\b|Seq Scan", plan) for plan in plans), plans
+    selects = [q for q, _ in statements.ran if _is_row_select(q)]
+    [ranged] = [p for q, p in zip(selects, plans, strict=True) if "claim_group =" in q]
+    assert "rows_ready" in ranged
+    with Statements(store) as idle:
+        assert store.claim_next("t", "app", "w", CAPABILITIES, now=13, definitions={"send"}) is None
+    assert idle.documents == [] and idle.transactions == 0
+
+
+def test_the_commit_that_finishes_the_dependency_releases_what_waits_on_it(store):
+    gate = store.create(make_request(idempotency_key="gate", definition_id="gate-def"))
+    waiting = _waiting_on(store, gate, 5)
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"}) is None
+    assert _set_aside(store, waiting[0]) == (gate.workload_id, "SUCCEEDED")
+    held = store.claim(gate.workload_id, "w", CAPABILITIES, now=12)
+    store.start(gate.workload_id, held.claim_id, "w", held.fencing_token, now=12)
+    assert _set_aside(store, waiting[0]) == (gate.workload_id, "SUCCEEDED"), "not yet"
+    with Statements(store) as statements:
+        store.complete(gate.workload_id, held.claim_id, "w", held.fencing_token, "r", {}, now=13)
+    assert statements.transactions == 1, "released in the completion's own transaction"
+    assert {_set_aside(store, key) for key in waiting} == {(None, None)}
+    claimed = store.claim_work("t", "app", "w", CAPABILITIES, 10, now=14, definitions={"send"})
+    assert sorted(c.workload.workload_id for c in claimed) == sorted(waiting)
+
+
+def test_a_release_is_in_the_dependency_s_own_transaction(store):
+    gate = store.create(make_request(idempotency_key="gate", definition_id="gate-def"))
+    [after] = _waiting_on(store, gate, 1)
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"}) is None
+    with Statements(store) as statements:
+        store.cancel(gate.workload_id, "human:op", now=12)
+    # Waiting for SUCCEEDED: a cancellation releases nothing, in the one transaction.
+    assert statements.transactions == 1
+    assert _set_aside(store, after) == (gate.workload_id, "SUCCEEDED")
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=13, definitions={"send"}) is None
+
+
+def test_a_write_of_work_set_aside_puts_it_back_where_claims_read(store):
+    gate = store.create(make_request(idempotency_key="gate", definition_id="gate-def"))
+    [after] = _waiting_on(store, gate, 1)
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"}) is None
+    store.timeout(after, "human:op", now=12)  # an operator's timeout: retried by policy
+    assert store.get(after).state is WorkloadState.READY
+    assert _set_aside(store, after) == (None, None)
+    # Read again by the next claim, still waiting: set aside again.
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=13, definitions={"send"}) is None
+    assert _set_aside(store, after) == (gate.workload_id, "SUCCEEDED")
+
+
+def test_work_awaiting_a_state_its_dependency_only_passes_through_is_not_set_aside(store):
+    gate = store.create(make_request(idempotency_key="gate", definition_id="gate-def"))
+    [after] = _waiting_on(store, gate, 1, required_state="RUNNING")
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"}) is None
+    assert _set_aside(store, after) == (None, None)  # checked at each claim instead
+
+
+def test_on_postgres_work_is_not_set_aside_while_its_dependency_is_being_written(new_pg_url):
+    # The row waited on, held by a writer: its state may be changing right now, and were
+    # the work set aside, that writer's release (which ran before) would never see it. So
+    # a row being written counts as arriving: nothing is set aside, and nothing waits.
+    import psycopg
+
+    url = new_pg_url("race")
+    with WorkloadStore.open(url) as store:
+        gate = store.create(make_request(idempotency_key="gate", definition_id="gate-def"))
+        [after] = _waiting_on(store, gate, 1)
+        with psycopg.connect(url) as writer:
+            writer.execute(
+                "SELECT 1 FROM rows WHERE collection = %s AND key = %s FOR UPDATE",
+                [DURABLE_WORK_COLLECTION, gate.workload_id],
+            )
+            claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"})
+            assert claim is None
+            assert _set_aside(store, after) == (None, None)
+            writer.rollback()
+        assert store.claim_next("t", "app", "w", CAPABILITIES, now=12, definitions={"send"}) is None
+        assert _set_aside(store, after) == (gate.workload_id, "SUCCEEDED")

@@ -157,6 +157,7 @@ WHERE collection = %(collection)s
   AND tenant_id = %(tenant_id)s
   AND application_id = %(application_id)s
   AND state = %(state)s
+  AND waits_on IS NULL
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint
@@ -170,6 +171,7 @@ WHERE collection = %(collection)s
   AND tenant_id = %(tenant_id)s
   AND application_id = %(application_id)s
   AND claim_group IS NOT NULL
+  AND waits_on IS NULL
   AND definition_id > %(definition)s
 ORDER BY definition_id
 LIMIT 1;
@@ -183,6 +185,7 @@ WHERE collection = %(collection)s
   AND application_id = %(application_id)s
   AND definition_id = %(definition)s
   AND claim_group > %(claim_group)s
+  AND waits_on IS NULL
 ORDER BY claim_group
 LIMIT 1;
 
@@ -195,6 +198,7 @@ WHERE collection = %(collection)s
   AND application_id = %(application_id)s
   AND definition_id = %(definition)s
   AND claim_group = %(claim_group)s
+  AND waits_on IS NULL
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint
@@ -209,6 +213,7 @@ WHERE collection = %(collection)s
   AND application_id = %(application_id)s
   AND definition_id = %(definition)s
   AND claim_group = %(claim_group)s
+  AND waits_on IS NULL
   AND priority = %(priority)s::bigint
   AND (created_at, key) > (%(created_at)s::bigint, %(key)s)
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
@@ -225,6 +230,7 @@ WHERE collection = %(collection)s
   AND application_id = %(application_id)s
   AND definition_id = %(definition)s
   AND claim_group = %(claim_group)s
+  AND waits_on IS NULL
   AND priority < %(priority)s::bigint
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
@@ -419,6 +425,42 @@ LIMIT %(limit)s::bigint;
 UPDATE rows SET
     /*index_set*/
 WHERE collection = %(collection)s AND key = %(key)s;
+
+-- name: set_aside
+-- description: commit_selected_many: set one selected row aside until the row it waits on (of its application) is written in waits_for; only at version, and only while that row is in another state and no transaction is writing it (FOR SHARE SKIP LOCKED: a row being written counts as arriving, and holding it shared makes its writer's release_waiting, which runs after, see this row)
+UPDATE rows SET waits_on = %(waits_on)s, waits_for = %(waits_for)s
+WHERE collection = %(collection)s AND key = %(key)s AND version = %(version)s::bigint
+  AND EXISTS (
+      SELECT 1
+      FROM rows AS awaited
+      WHERE awaited.collection = rows.collection
+        AND awaited.key = %(waits_on)s
+        AND awaited.tenant_id = rows.tenant_id
+        AND awaited.application_id = rows.application_id
+        AND awaited.state IS DISTINCT FROM %(waits_for)s
+      FOR SHARE SKIP LOCKED
+  );
+
+-- name: release_waiting
+-- description: commit: the rows of an application set aside waiting on one row for the state it is written in are claimable again (rows_waiting)
+UPDATE rows SET waits_on = NULL, waits_for = NULL
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND waits_on = %(key)s
+  AND waits_for = %(state)s;
+
+-- name: release_waiting_arrays
+-- description: commit_many's array path: release_waiting for each (collection, tenant, application, key, state) of the arrays, in one statement
+UPDATE rows SET waits_on = NULL, waits_for = NULL
+FROM unnest(%(collections)s::text[], %(tenant_ids)s::text[], %(application_ids)s::text[],
+            %(keys)s::text[], %(states)s::text[])
+     AS released(collection, tenant_id, application_id, key, state)
+WHERE rows.collection = released.collection
+  AND rows.tenant_id = released.tenant_id
+  AND rows.application_id = released.application_id
+  AND rows.waits_on = released.key
+  AND rows.waits_for = released.state;
 
 -- name: lock_batch_rows
 -- description: commit_many's array path: the version of every existing row of the batch, each locked until the transaction ends, in key order (a row deleted meanwhile is absent); one primary key seek per key (LATERAL: never a hash join over a scan, as a cached generic plan made while the table was small would be)

@@ -161,6 +161,7 @@ WHERE collection = :collection
   AND tenant_id = :tenant_id
   AND application_id = :application_id
   AND state = :state
+  AND waits_on IS NULL
   AND (eligible_at IS NULL OR eligible_at <= :now)
 ORDER BY priority DESC, created_at, key
 LIMIT :limit OFFSET :offset;
@@ -173,6 +174,7 @@ WHERE collection = :collection
   AND tenant_id = :tenant_id
   AND application_id = :application_id
   AND claim_group IS NOT NULL
+  AND waits_on IS NULL
   AND definition_id > :definition
 ORDER BY definition_id
 LIMIT 1;
@@ -186,6 +188,7 @@ WHERE collection = :collection
   AND application_id = :application_id
   AND definition_id = :definition
   AND claim_group > :claim_group
+  AND waits_on IS NULL
 ORDER BY claim_group
 LIMIT 1;
 
@@ -198,6 +201,7 @@ WHERE collection = :collection
   AND application_id = :application_id
   AND definition_id = :definition
   AND claim_group = :claim_group
+  AND waits_on IS NULL
   AND (eligible_at IS NULL OR eligible_at <= :now)
 ORDER BY priority DESC, created_at, key
 LIMIT :limit;
@@ -211,6 +215,7 @@ WHERE collection = :collection
   AND application_id = :application_id
   AND definition_id = :definition
   AND claim_group = :claim_group
+  AND waits_on IS NULL
   AND priority = :priority
   AND (created_at, key) > (:created_at, :key)
   AND (eligible_at IS NULL OR eligible_at <= :now)
@@ -226,6 +231,7 @@ WHERE collection = :collection
   AND application_id = :application_id
   AND definition_id = :definition
   AND claim_group = :claim_group
+  AND waits_on IS NULL
   AND priority < :priority
   AND (eligible_at IS NULL OR eligible_at <= :now)
 ORDER BY priority DESC, created_at, key
@@ -386,6 +392,29 @@ LIMIT :limit;
 UPDATE rows SET
     /*index_set*/
 WHERE collection = :collection AND key = :key;
+
+-- name: set_aside
+-- description: commit_selected_many: set one selected row aside until the row it waits on (of its application) is written in waits_for; only at version, and only while that row is in another state
+UPDATE rows SET waits_on = :waits_on, waits_for = :waits_for
+WHERE collection = :collection AND key = :key AND version = :version
+  AND EXISTS (
+      SELECT 1
+      FROM rows AS awaited
+      WHERE awaited.collection = rows.collection
+        AND awaited.key = :waits_on
+        AND awaited.tenant_id = rows.tenant_id
+        AND awaited.application_id = rows.application_id
+        AND awaited.state IS NOT :waits_for
+  );
+
+-- name: release_waiting
+-- description: commit: the rows of an application set aside waiting on one row for the state it is written in are claimable again (rows_waiting)
+UPDATE rows SET waits_on = NULL, waits_for = NULL
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND waits_on = :key
+  AND waits_for = :state;
 
 -- The audit chain (feltdb/storage/audit_chain.py). Lists of revisions and of links are
 -- passed as one JSON text, as on PostgreSQL.

@@ -23,6 +23,8 @@ CREATE TABLE rows (
     result_id        TEXT,
     definition_id    TEXT,
     claim_group      TEXT,
+    waits_on         TEXT,
+    waits_for        TEXT,
     PRIMARY KEY (collection, key)
 );
 
@@ -40,13 +42,18 @@ CREATE INDEX rows_by_definition ON rows (
     priority DESC, created_at, key, eligible_at
 );
 
--- Claim partitions (feltdb/storage/partitions.py): only rows with a claim group, one index
--- range per (definition, group) of an application, each in the claim order. A claim walks
--- the groups (one seek each) and reads only the ranges it may take.
+-- Claim partitions (feltdb/storage/partitions.py): only rows with a claim group that are
+-- not set aside, one index range per (definition, group) of an application, each in the
+-- claim order. A claim walks the groups (one seek each) and reads only the ranges it may
+-- take; work set aside (waiting on another row) is in no range.
 CREATE INDEX rows_ready ON rows (
     collection, tenant_id, application_id, definition_id, claim_group,
     priority DESC, created_at, key, eligible_at
-) WHERE claim_group IS NOT NULL;
+) WHERE claim_group IS NOT NULL AND waits_on IS NULL;
+
+-- release_waiting: the rows set aside waiting on one row, of its application.
+CREATE INDEX rows_waiting ON rows (collection, tenant_id, application_id, waits_on, waits_for)
+    WHERE waits_on IS NOT NULL;
 
 -- list_rows(tenant_id, application_id) without a state: the same order without state.
 CREATE INDEX rows_by_application ON rows (
@@ -99,4 +106,4 @@ CREATE TABLE audit_chain (
 );
 
 PRAGMA application_id = 0x66656C74;  -- "felt"
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;

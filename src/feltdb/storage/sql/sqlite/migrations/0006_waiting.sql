@@ -1,0 +1,24 @@
+-- Schema 5 to schema 6: work set aside. Run by feltdb.storage.sqlite when it opens a file
+-- of schema 5, inside one BEGIN IMMEDIATE transaction.
+--
+-- A claim that finds ready work waiting on another workload (a dependency not yet in its
+-- required state) sets it aside: waits_on and waits_for name what it waits for, and
+-- rows_ready holds only rows not set aside, so no claim reads it again. The commit that
+-- writes the awaited row in that state releases it (release_waiting, through
+-- rows_waiting), and any write of the row itself clears both columns. Nothing is set aside
+-- by this migration: the next claim that finds such work does it.
+
+ALTER TABLE rows ADD COLUMN waits_on TEXT;
+ALTER TABLE rows ADD COLUMN waits_for TEXT;
+
+DROP INDEX rows_ready;
+
+CREATE INDEX rows_ready ON rows (
+    collection, tenant_id, application_id, definition_id, claim_group,
+    priority DESC, created_at, key, eligible_at
+) WHERE claim_group IS NOT NULL AND waits_on IS NULL;
+
+CREATE INDEX rows_waiting ON rows (collection, tenant_id, application_id, waits_on, waits_for)
+    WHERE waits_on IS NOT NULL;
+
+PRAGMA user_version = 6;
