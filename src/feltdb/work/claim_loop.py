@@ -16,7 +16,8 @@ from feltdb.work.states import WorkloadState
 from feltdb.work.unit import UnitOfWork
 
 CANDIDATE_BATCH = 32
-"""Candidates a claim reads per index query; most claims need only the first."""
+"""Candidates a claim reads per index query once it has met one it cannot take (until
+then it reads only as many as it wants)."""
 
 
 def claim_work(
@@ -66,9 +67,13 @@ def claim_up_to(
     application_id = inputs.identifier(application_id, "application_id")
     wanted, offset = choice.wanted, 0
     granted: list[ClaimedWork] = []
+    # Only as many candidates as it may take are read (and, on PostgreSQL, locked) until
+    # a read finds one it cannot take; from then on, pages of CANDIDATE_BATCH.
+    paging = False
     while len(granted) < wanted:
         choice.wanted = wanted - len(granted)
         choice.reset()
+        page = max(CANDIDATE_BATCH, choice.wanted) if paging else choice.wanted
         outcomes = unit.db.commit_selected_many(
             DURABLE_WORK_COLLECTION,
             tenant_id,
@@ -76,7 +81,7 @@ def claim_up_to(
             WorkloadState.READY.value,
             choice.now,
             choice.choose,
-            limit=max(CANDIDATE_BATCH, choice.wanted),
+            limit=page,
             offset=offset,
             # Only the ranges of work this worker may take are read: a worker never
             # pages through a backlog of another definition, or of work needing a
@@ -92,10 +97,13 @@ def claim_up_to(
             unit.notify(operation, loaded, loaded.workload)
             if claim is not None:
                 granted.append(ClaimedWork(claim, loaded.workload))
-        if progressed:
+        if progressed and (paging or len(choice.chosen) == choice.examined):
             continue  # what was chosen left the ready set: look again from here
-        if choice.examined < max(CANDIDATE_BATCH, choice.wanted):
+        if choice.examined < page:
             break
+        if not paging:
+            paging = True  # something here it cannot take: read on in pages, from the top
+            continue
         # A whole batch this worker cannot run: page past it, from where it ended (never
         # reading it again, as an offset would, every row before it, page after page).
         offset += choice.examined

@@ -407,8 +407,10 @@ def test_a_claim_behind_work_waiting_on_dependencies_reads_each_of_it_once(store
     pages = [q for q, _ in statements.ran if "claim_group =" in q and "priority" in q]
     assert any("priority =" in q for q in pages) and any("priority <" in q for q in pages)
     assert store.get(waiting[0]).state is WorkloadState.READY  # passed over, untouched
-    # The dependency they all wait on is read once a page, not once a candidate.
-    assert statements.documents.count(gate.workload_id) <= len(waiting) // claiming_batch() + 1
+    # The dependency they all wait on is read once a page, not once a candidate (a first
+    # page of one candidate, as many as the claim wants, then pages of a batch).
+    pages_read = len(waiting) // claiming_batch() + 2
+    assert statements.documents.count(gate.workload_id) <= pages_read
 
 
 def claiming_batch() -> int:
@@ -547,3 +549,15 @@ def test_on_postgres_work_is_not_set_aside_while_its_dependency_is_being_written
             writer.rollback()
         assert store.claim_next("t", "app", "w", CAPABILITIES, now=12, definitions={"send"}) is None
         assert _set_aside(store, after) == (gate.workload_id, "SUCCEEDED")
+
+
+def test_a_claim_reads_only_as_many_candidates_as_it_may_take(store):
+    for n in range(10):
+        store.create(make_request(idempotency_key=f"ready-{n}"))
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11) is not None  # groups seen
+    with Statements(store) as statements:
+        claim = store.claim_next("t", "app", "w", CAPABILITIES, now=12)
+    assert claim is not None and statements.documents == [claim.workload_id]
+    with Statements(store) as statements:
+        claimed = store.claim_work("t", "app", "w", CAPABILITIES, 3, now=13)
+    assert len(claimed) == 3 and len(statements.documents) == 3
