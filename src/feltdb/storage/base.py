@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,9 +50,6 @@ from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
 from feltdb.storage.selecting import SelectingCommits
 from feltdb.storage.wakeups import Wakeups
-
-if TYPE_CHECKING:
-    pass
 
 VERSION_FIELD = "__version"
 """The document field that carries the row's version when a row is read back."""

@@ -388,9 +388,10 @@ class SQLEngine(ChainQueries, Generic[_Dialect]):
                 session, self._queries, choose(RowsDecodedOnRead(selected), read)
             )
             if not plans:
-                # Nothing to write: the transaction commits empty (which ends it and its
-                # row locks) rather than rolling back, for psycopg drops every prepared
-                # statement of a connection on a rollback, and an idle queue answers this.
+                # No plan to write: the transaction commits (which ends it and its row
+                # locks, and keeps any row set aside) rather than rolling back, for
+                # psycopg drops every prepared statement of a connection on a rollback,
+                # and an idle queue answers this.
                 return []
             batch = prepare_batch(self._dialect, plans)
             return write_batch(session, self._queries, batch, arrays=self._dialect.array_writes)

@@ -34,7 +34,7 @@ SCHEMA_VERSION: Final = 6
 3: the audit chain (``transactions.row_hashes`` and ``audit_chain``). 4: its fence (a log
 entry without row hashes is refused). 5: ``rows.claim_group`` and its partial index
 ``rows_ready`` (:mod:`feltdb.storage.partitions`). 6: ``rows.waits_on`` and
-``rows.waits_for`` (work set aside: :class:`~feltdb.storage.base.SetAside`), ``rows_ready``
+``rows.waits_for`` (work set aside: :class:`~feltdb.storage.selecting.SetAside`), ``rows_ready``
 without it, and ``rows_waiting``. A file of an older schema is upgraded
 in place when it is opened (``sql/sqlite/migrations``).
 """

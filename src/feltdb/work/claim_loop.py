@@ -106,6 +106,8 @@ def claim_up_to(
             continue
         # A whole batch this worker cannot run: page past it, from where it ended (never
         # reading it again, as an offset would, every row before it, page after page).
-        offset += choice.examined
+        # Where an offset is read (too many groups to walk), the rows set aside have left
+        # the selection: counting them would skip as many rows nobody has looked at.
+        offset += choice.examined - choice.set_aside
         choice.after = choice.last
     return granted

@@ -561,3 +561,20 @@ def test_a_claim_reads_only_as_many_candidates_as_it_may_take(store):
     with Statements(store) as statements:
         claimed = store.claim_work("t", "app", "w", CAPABILITIES, 3, now=13)
     assert len(claimed) == 3 and len(statements.documents) == 3
+
+
+def test_past_the_walk_s_bound_work_set_aside_never_hides_work_behind_it(store, monkeypatch):
+    # Read in claim order by offset: the rows set aside leave what the next page counts,
+    # so an offset counting them would skip as many rows nobody has looked at.
+    from feltdb.storage import partitions as storage_partitions
+
+    gate = store.create(make_request(idempotency_key="gate", definition_id="gate-def"))
+    _waiting_on(store, gate, 3 * claiming_batch() + 4)
+    free = [
+        store.create(make_request(idempotency_key=f"free-{n}", priority=50)).workload_id
+        for n in range(5)
+    ]
+    monkeypatch.setattr(storage_partitions, "MAX_GROUPS_WALKED", 0)
+    for _ in range(len(free)):
+        claim = store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"})
+        assert claim is not None and claim.workload_id in free

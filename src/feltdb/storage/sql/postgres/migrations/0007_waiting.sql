@@ -7,6 +7,11 @@
 -- commit that writes the awaited row in that state releases it (release_waiting, through
 -- rows_waiting), and any write of the row itself clears both columns. Nothing is set aside
 -- by this migration: the next claim that finds such work does it.
+--
+-- As with schema 2, stop the processes of an older release before migrating: their writes
+-- know nothing of work set aside, so a commit of theirs releases nothing, and work of
+-- theirs re-armed while set aside stays set aside. WorkloadStore.rebuild_indexes()
+-- releases every row set aside; claims set aside again what still waits.
 
 ALTER TABLE rows ADD COLUMN waits_on text COLLATE "C";
 ALTER TABLE rows ADD COLUMN waits_for text COLLATE "C";
