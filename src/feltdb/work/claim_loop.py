@@ -108,6 +108,6 @@ def claim_up_to(
         # reading it again, as an offset would, every row before it, page after page).
         # Where an offset is read (too many groups to walk), the rows set aside have left
         # the selection: counting them would skip as many rows nobody has looked at.
-        offset += choice.examined - choice.set_aside
+        offset += choice.examined - choice.aside
         choice.after = choice.last
     return granted

@@ -48,7 +48,7 @@ class CandidateChoice:
     wanted: int = 1
     start: bool = False
     examined: int = 0
-    set_aside: int = 0
+    aside: int = 0
     """Of the candidates examined, how many were set aside (they left the selection)."""
     chosen: list[tuple[LoadedWorkload, Operation, WorkloadClaim | None, PlannedCommit]] = field(
         default_factory=list
@@ -67,7 +67,7 @@ class CandidateChoice:
         """Forget the last batch: none examined, none chosen (a selection that finds no
         partition to read never calls :meth:`choose`).
         """
-        self.examined, self.set_aside, self.chosen = 0, 0, []
+        self.examined, self.aside, self.chosen = 0, 0, []
         self.states.clear()
 
     def partitions(self) -> ClaimPartitions:
@@ -104,7 +104,7 @@ class CandidateChoice:
                 aside = set_aside(loaded.workload, row.version, awaited)
                 if aside is not None:
                     plans.append(aside)
-                    self.set_aside += 1
+                    self.aside += 1
                 continue
             settled = self._settle(loaded.workload)
             if settled is None:

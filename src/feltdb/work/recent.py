@@ -1,7 +1,8 @@
 """The workloads a unit of work committed last, so the next command on one decides without
 reading it again (a claim's completion decides on the workload the claim committed).
 
-An entry is the stored text of a workload as this process committed it, keyed by its id,
+An entry is the stored text of unfinished work as this process committed it (finished
+work is not kept: no command commits on it again), keyed by its id,
 with the version that commit wrote; it is decoded afresh at each recall, so nothing a
 caller holds of a committed workload (its input, a checkpoint's state) is ever shared with
 a later command. Nothing trusts an entry: a decision made on one commits guarded by that

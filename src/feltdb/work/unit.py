@@ -30,6 +30,7 @@ from feltdb.work.batches import Batch, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
 from feltdb.work.recent import RecentCommits
 from feltdb.work.rows import MUTATED, LoadedWorkload, planned_commit, same_application, workload_of
+from feltdb.work.states import TERMINAL_STATES
 
 T = TypeVar("T")
 
@@ -205,10 +206,13 @@ class UnitOfWork:
 
     def remember(self, plan: PlannedCommit, workload: Workload, version: int) -> None:
         """Keep ``workload``, committed at ``version`` by ``plan``, for the next command on
-        it (:attr:`recent`).
+        it (:attr:`recent`); finished work is forgotten instead, for no command commits on
+        it again (a replayed report would only be decided twice).
         """
         text = plan.mutations[0].encoded
-        if text is not None:
+        if text is None or workload.state in TERMINAL_STATES:
+            self.recent.forget((workload.workload_id,))
+        else:
             self.recent.remember(workload.workload_id, text, version)
 
     def run(self, scope: Scope | None, decide: Callable[[Load], Step[T]]) -> T:

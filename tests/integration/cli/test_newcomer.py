@@ -3,6 +3,7 @@ store file and against the module's server."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -402,32 +403,26 @@ def test_an_error_is_one_line_on_stderr_however_long_not_wrapped_at_80(tmp_path:
     assert len([line for line in run.stderr.splitlines() if line]) == 1
 
 
-def test_the_help_imports_only_the_command_line_none_of_what_a_command_runs():
-    probe = (
-        "import sys\n"
-        "sys.argv = ['feltdb', '--help']\n"
-        "from feltdb.cli import main\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "heavy = ('pydantic', 'msgspec', 'sqlite3', 'feltdb.records', 'feltdb.auth.grants',\n"
-        "         'feltdb.work.store', 'feltdb.client', 'feltdb.storage', 'feltdb.worker')\n"
-        "print(sorted(m for m in heavy if m in sys.modules))\n"
-    )
+def imported_of(code: str, modules: tuple[str, ...]) -> tuple[str, list[str]]:
+    """What a new interpreter running ``code`` prints, and which of ``modules`` it has
+    imported by the end (sorted).
+    """
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {modules!r} if m in sys.modules))"
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert "Usage" in run.stdout and "submit" in run.stdout
-    assert run.stdout.splitlines()[-1] == "[]"
+    *printed, imported = run.stdout.splitlines()
+    return "\n".join(printed), ast.literal_eval(imported)
+
+
+def test_the_help_imports_only_the_command_line_none_of_what_a_command_runs():
+    heavy = ("pydantic", "msgspec", "sqlite3", "feltdb.records", "feltdb.auth.grants",
+             "feltdb.work.store", "feltdb.client", "feltdb.storage", "feltdb.worker")  # fmt: skip
+    code = "import sys\nsys.argv = ['feltdb', '--help']\nfrom feltdb.cli import main\n"
+    printed, imported = imported_of(code + "try:\n    main()\nexcept SystemExit:\n    pass", heavy)
+    assert "Usage" in printed and "submit" in printed
+    assert imported == []
 
 
 def test_the_command_line_imports_no_postgresql_or_http_client_it_does_not_use():
-    probe = (
-        "import sys\n"
-        "from feltdb.cli import app\n"
-        "print(sorted(m for m in ('psycopg', 'psycopg_pool', 'httpx', 'fastapi', 'uvicorn')"
-        " if m in sys.modules))"
-    )
-    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "[]"
+    unused = ("psycopg", "psycopg_pool", "httpx", "fastapi", "uvicorn")
+    assert imported_of("from feltdb.cli import app", unused)[1] == []

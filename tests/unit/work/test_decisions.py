@@ -93,8 +93,8 @@ def test_a_decision_answers_a_new_workload_and_leaves_the_given_one_as_it_was(na
     assert given.to_json() == before
     assert after is not given
     assert after.to_json() != before
-    # The change is the decision's: the new record carries its event, the given one not.
-    assert len(after.execution_history) >= len(given.execution_history)
+    # The history is only ever added to: the given one is the new one's beginning.
+    assert after.execution_history[: len(given.execution_history)] == given.execution_history
 
 
 def test_a_refused_decision_leaves_the_given_workload_as_it_was():

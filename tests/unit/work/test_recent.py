@@ -4,7 +4,6 @@ without the commit's guard.
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 from support.factories import CAPABILITIES, make_request
 
@@ -57,8 +56,13 @@ def test_the_stored_text_remembered_is_bounded_and_a_long_one_is_not_kept():
     assert len(recent) == 0 and recent.bytes == 0
 
 
-def test_the_documented_bounds():
-    assert (MAX_ENTRIES, MAX_BYTES, MAX_ENTRY_BYTES) == (4096, 64 * 1024 * 1024, 256 * 1024)
+def test_the_bounds_are_the_ones_the_architecture_documents():
+    from pathlib import Path
+
+    documented = Path(__file__).parents[3].joinpath("docs", "architecture.md").read_text()
+    stated = f"at most {MAX_ENTRIES:,}, {MAX_BYTES // 2**20} MiB in all, none over"
+    assert stated in " ".join(documented.split())
+    assert f"none over {MAX_ENTRY_BYTES // 2**10} KiB" in " ".join(documented.split())
 
 
 @pytest.fixture
@@ -104,7 +108,7 @@ def test_a_recalled_workload_out_of_the_caller_s_scope_is_not_found(two_stores):
     with pytest.raises(Exception) as refused:
         mine.claim(w.workload_id, "worker:w", CAPABILITIES, now=11, scope=elsewhere)
     assert refused.value.code == "WORKLOAD_NOT_FOUND"
-    assert msgspec.structs.replace(w) == mine.get(w.workload_id)
+    assert mine.get(w.workload_id) == w, "nothing claimed"
 
 
 def test_a_claim_s_heartbeat_and_completion_decide_on_what_it_committed_unread(tmp_path):
@@ -129,6 +133,7 @@ def test_a_claim_s_heartbeat_and_completion_decide_on_what_it_committed_unread(t
         store.complete(w.workload_id, *fence, "r1", {"ok": True}, now=15)
         assert reads == [], "no workload read again after its admission"
         assert store.get(w.workload_id).state.value == "SUCCEEDED"
+        assert store.unit.recent.recall(w.workload_id) is None, "finished: not kept"
     finally:
         store.close()
 
