@@ -11,7 +11,7 @@ may be written by arrays (PostgreSQL's ``array_writes``, whose statements only i
 Compare-and-set is the write itself, on every backend: ``require_absent`` is an ``INSERT …
 ON CONFLICT DO NOTHING`` (``insert_row_if_absent``) and ``expected_version`` an ``UPDATE``
 or ``DELETE … WHERE version = :expected_version`` (``update_row_if_version``,
-``delete_row_if_version``); a statement that returns no row has lost its guard. So each
+``delete_row_if_version``); a statement that changes no row has lost its guard. So each
 precondition guards one row its commit writes (see :func:`~feltdb.storage.encoding.guards`).
 :mod:`feltdb.storage.writes` writes a commit, alone or as one plan of a batch, and
 :mod:`feltdb.storage.array_writes` a batch of single-row plans by arrays, to the same effect.

@@ -275,20 +275,28 @@ def _guarded_write(
     """Write one guarded row by the statement that is its guard; its new version
     (``None``: deleted).
 
+    The statement changes one row or none, and the version it wrote follows from its
+    guard (1 for an insert, the expected version + 1 for an update), so it returns
+    nothing: a ``RETURNING`` clause cost SQLite 3.40 about 15 µs an update and 6 µs an
+    insert (measured), a third of what the statement cost without it.
+
     Raises:
         StorageConflict: the statement wrote nothing: the guard was lost.
     """
+    # guards() passes only a guard that requires no row or a version.
+    expected = precondition.expected_version
+    version: int | None
     if write["document"] is None:
-        name = "delete_row_if_version"
+        name, version = "delete_row_if_version", None
     elif precondition.require_absent:
-        name = "insert_row_if_absent"
+        name, version = "insert_row_if_absent", 1
     else:
-        name = "update_row_if_version"
-    write["expected_version"] = precondition.expected_version
-    found = session.execute(queries[name], write).fetchall()
-    if not found:
+        assert expected is not None
+        name, version = "update_row_if_version", expected + 1
+    write["expected_version"] = expected
+    if session.execute(queries[name], write).rowcount != 1:
         raise _lost(session, queries, precondition)
-    return None if write["document"] is None else int(found[0][0])
+    return version
 
 
 def _lost(session: Session, queries: Queries, precondition: Precondition) -> StorageConflict:

@@ -332,32 +332,29 @@ LISTEN feltdb_wakeup;
 SELECT set_config('array_nulls', 'on', false), set_config('extra_float_digits', '3', false);
 
 -- name: insert_row_if_absent
--- description: write a new row at version 1 unless the key exists (no result: it exists)
+-- description: write a new row at version 1 unless the key exists (no row changed: it exists)
 INSERT INTO rows
     (collection, key, version, revision, document, /*index_columns*/)
 VALUES
     (%(collection)s, %(key)s, 1, pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
      %(document)s, /*index_values*/)
-ON CONFLICT (collection, key) DO NOTHING
-RETURNING version;
+ON CONFLICT (collection, key) DO NOTHING;
 
 -- name: update_row_if_version
--- description: write a row at version + 1 if it is at exactly expected_version (no result: it is not)
+-- description: write a row at version + 1 if it is at exactly expected_version (no row changed: it is not)
 UPDATE rows SET
     version = version + 1,
     revision = pg_current_xact_id()::text::bigint * 1024 + %(position)s::bigint,
     document = %(document)s,
     /*index_set*/
 WHERE collection = %(collection)s AND key = %(key)s
-  AND version = %(expected_version)s::bigint
-RETURNING version;
+  AND version = %(expected_version)s::bigint;
 
 -- name: delete_row_if_version
--- description: delete a row if it is at exactly expected_version (no result: it is not)
+-- description: delete a row if it is at exactly expected_version (no row changed: it is not)
 DELETE FROM rows
 WHERE collection = %(collection)s AND key = %(key)s
-  AND version = %(expected_version)s::bigint
-RETURNING version;
+  AND version = %(expected_version)s::bigint;
 
 -- name: upsert_row
 -- description: write a row at version 1, or at its version + 1 if it exists; returns the version

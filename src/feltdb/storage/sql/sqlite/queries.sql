@@ -310,32 +310,29 @@ FROM (SELECT COALESCE(MAX(commit_revision), 0) AS revision FROM transactions) AS
 RETURNING commit_revision;
 
 -- name: insert_row_if_absent
--- description: write a new row at version 1 unless the key exists (no result: it exists)
+-- description: write a new row at version 1 unless the key exists (no row changed: it exists)
 INSERT INTO rows
     (collection, key, version, revision, document, /*index_columns*/)
 VALUES
     (:collection, :key, 1, (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
      :document, /*index_values*/)
-ON CONFLICT (collection, key) DO NOTHING
-RETURNING version;
+ON CONFLICT (collection, key) DO NOTHING;
 
 -- name: update_row_if_version
--- description: write a row at version + 1 if it is at exactly :expected_version (no result: it is not)
+-- description: write a row at version + 1 if it is at exactly :expected_version (no row changed: it is not)
 UPDATE rows SET
     version = version + 1,
     revision = (SELECT COALESCE(MAX(commit_revision), 0) + 1 FROM transactions),
     document = :document,
     /*index_set*/
 WHERE collection = :collection AND key = :key
-  AND version = :expected_version
-RETURNING version;
+  AND version = :expected_version;
 
 -- name: delete_row_if_version
--- description: delete a row if it is at exactly :expected_version (no result: it is not)
+-- description: delete a row if it is at exactly :expected_version (no row changed: it is not)
 DELETE FROM rows
 WHERE collection = :collection AND key = :key
-  AND version = :expected_version
-RETURNING version;
+  AND version = :expected_version;
 
 -- name: upsert_row
 -- description: write a row at version 1, or at its version + 1 if it exists; returns the version
