@@ -450,6 +450,21 @@ def test_index_queries_never_scan_nor_sort(
     assert not any("TEMP B-TREE" in detail for detail in plan), plan
 
 
+def test_result_ids_are_each_one_seek_not_a_range_of_every_result(
+    db: SQLiteDatabase, path: Path
+) -> None:
+    # A completion looks its result id up: a range over every row with a result (as
+    # "result_id IS NOT NULL" made it) grows with every workload ever completed.
+    for n in range(300):
+        put(db, f"w{n}", RowIndex("t1", "app1", "succeeded", 0, n, result_id=f"r{n}"))
+    plan = _plan(path, "rows_with_result_ids")
+    assert plan[0] == (
+        "SEARCH rows USING INDEX rows_by_result_id (collection=? AND result_id=?)"
+    ), plan
+    found = db.rows_with_result_ids("work", ["r7", "r9", "absent"])
+    assert sorted(found) == ["r7", "r9"]
+
+
 def test_one_claim_group_s_candidates_are_one_range_of_rows_ready(
     db: SQLiteDatabase, path: Path
 ) -> None:

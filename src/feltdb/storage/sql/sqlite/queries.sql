@@ -259,10 +259,11 @@ LIMIT :limit;
 
 -- name: rows_with_result_ids
 -- description: rows carrying any result id of a JSON array, with it (rows_by_result_id, one seek each)
+-- No "result_id IS NOT NULL" (the IN implies it, so the partial index is used): with it,
+-- SQLite reads the range result_id > NULL, every row with a result, for each call.
 SELECT result_id, collection, key, version, revision, document
 FROM rows
 WHERE collection = :collection
-  AND result_id IS NOT NULL
   AND result_id IN (SELECT value FROM json_each(:result_ids));
 
 -- name: count_by_state
