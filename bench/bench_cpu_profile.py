@@ -6,6 +6,10 @@ sync is not what is measured: ``admit_many`` → ``claim_work`` (claimed and sta
 
 - ``cpu_us``: process CPU per lifecycle (``time.process_time``), with the heap settled as
   ``feltdb worker`` settles it (``feltdb.heap.settle_heap``) and, beside it, without;
+- ``worker_cpu_us``: the same lifecycles with the worker runtime doing the claiming and
+  completing: ``admit_many`` (100 a batch) then ``Worker(store=…).drain()`` with a no-op
+  handler and 32 slots (as `make bench` runs it), the process's CPU over both (every thread's), heap
+  settled; the same RAM disk, so that the two figures differ by the runtime alone;
 - ``gc_us``: of that, the time spent in the cyclic garbage collector (``gc.callbacks``);
 - ``buckets_us``: a second run under ``cProfile``, each function's own time (tottime)
   summed by where it is spent (the SQLite driver, pydantic, JSON encoders, hashing,
@@ -36,6 +40,7 @@ from support.factories import CAPABILITIES, make_request
 
 from feltdb import Completion, CreateWorkload, WorkloadStore
 from feltdb.heap import settle_heap
+from feltdb.worker import Context, Worker
 
 BATCH = 100
 BUCKETS = (
@@ -72,6 +77,36 @@ def lifecycles(store: WorkloadStore, batch: list[CreateWorkload]) -> None:
             ],
             now=12,
         )
+
+
+def worker_lifecycles(target: Path, batch: list[CreateWorkload]) -> None:
+    store = WorkloadStore.open(target)
+    for first in range(0, len(batch), BATCH):
+        store.admit_many(batch[first : first + BATCH])
+    worker = Worker(
+        store=store, tenant="t", application="app", capabilities=CAPABILITIES, concurrency=32
+    )
+
+    @worker.handler("send")
+    def noop(ctx: Context) -> dict[str, int]:
+        return {"ok": 1}
+
+    worker.drain()
+    store.close()
+
+
+def one_worker_run(n: int) -> dict[str, Any]:
+    """The worker runtime's CPU per lifecycle, admission included (in a child, as
+    :func:`one_run`)."""
+    home = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with tempfile.TemporaryDirectory(dir=home) as scratch:
+        worker_lifecycles(Path(scratch) / "warm.db", requests(0, 2 * BATCH))
+        batch = requests(1_000_000, n)
+        settle_heap()
+        began = time.process_time()
+        worker_lifecycles(Path(scratch) / "work.db", batch)
+        cpu = time.process_time() - began
+    return {"cpu_us": cpu / n * 1e6}
 
 
 def bucket_of(filename: str, name: str) -> str:
@@ -122,10 +157,11 @@ def one_run(n: int, settle: bool, profile: bool) -> dict[str, Any]:
     return figures
 
 
-def in_child(n: int, settle: bool, profile: bool) -> dict[str, Any]:
+def in_child(n: int, settle: bool, profile: bool, runtime: bool = False) -> dict[str, Any]:
+    run = f"one_worker_run({n})" if runtime else f"one_run({n}, {settle}, {profile})"
     code = (
-        "import json, sys; sys.path.insert(0, 'bench'); from bench_cpu_profile import one_run; "
-        f"print(json.dumps(one_run({n}, {settle}, {profile})))"
+        "import json, sys; sys.path.insert(0, 'bench'); "
+        f"from bench_cpu_profile import one_run, one_worker_run; print(json.dumps({run}))"
     )
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
@@ -146,6 +182,9 @@ def main() -> None:
     settled = [in_child(args.workloads, True, False) for _ in range(args.rounds)]
     unsettled = [in_child(args.workloads, False, False) for _ in range(args.rounds)]
     profiled = in_child(args.workloads, True, True)
+    runtime = sorted(
+        in_child(args.workloads, True, False, runtime=True)["cpu_us"] for _ in range(args.rounds)
+    )
     cpu = sorted(r["cpu_us"] for r in settled)[len(settled) // 2]
     total = sum(profiled["buckets_s"].values())
     result = {
@@ -156,6 +195,8 @@ def main() -> None:
         "gc_us": round(sorted(r["gc_us"] for r in settled)[len(settled) // 2], 1),
         "unsettled_cpu_us": round(sorted(r["cpu_us"] for r in unsettled)[len(unsettled) // 2], 1),
         "unsettled_gc_us": round(sorted(r["gc_us"] for r in unsettled)[len(unsettled) // 2], 1),
+        "worker_cpu_us": round(runtime[len(runtime) // 2], 1),
+        "worker_cpu_us_rounds": [round(value, 1) for value in runtime],
         "buckets_us": {
             key: round(value / total * cpu, 1)
             for key, value in sorted(profiled["buckets_s"].items(), key=lambda kv: -kv[1])
