@@ -123,5 +123,13 @@ def sha256_hex(text: str) -> str:
 
 
 def content_hash(value: Any) -> str:
-    """The content hash of a JSON value: hex SHA-256 of its canonical JSON."""
-    return sha256_hex(canonical_json(value))
+    """The content hash of a JSON value: hex SHA-256 of its canonical JSON (made by
+    :func:`stored_json`: the same text).
+
+    Raises:
+        ValueError: the value is not JSON (as :func:`canonical_json`).
+    """
+    text = stored_json(value)
+    if "null" in text:  # orjson writes NaN and infinity as null; canonical_json refuses them
+        text = canonical_json(value)
+    return sha256_hex(text)

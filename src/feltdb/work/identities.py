@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from feltdb.auth import Subject
-from feltdb.storage.canonical import canonical_json, sha256_hex
+from feltdb.storage.canonical import float_free_json, sha256_hex
 
 
 def idempotency_scope(
@@ -13,7 +13,7 @@ def idempotency_scope(
 
     Encoded as a JSON array, so no choice of key or identifier can make two scopes coincide.
     """
-    return canonical_json(
+    return float_free_json(
         [tenant_id, application_id, requester.kind.value, requester.id, idempotency_key]
     )
 

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feltdb.storage.canonical import canonical_json, float_free_json, stored_json
+from feltdb.storage.canonical import (
+    canonical_json,
+    content_hash,
+    float_free_json,
+    sha256_hex,
+    stored_json,
+)
 
 SCALARS = (
     st.none()
@@ -109,3 +115,16 @@ def test_float_free_text_is_canonical_json_byte_for_byte(value: Any) -> None:
 def test_float_free_text_orjson_refuses_is_made_by_canonical_json() -> None:
     for value in (["\ud800"], {"k": "a\udfff"}, {"n": 2**64}, {"n": -(2**63) - 1}):
         assert float_free_json(value) == canonical_json(value)  # type: ignore[arg-type]
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALUES)
+def test_a_content_hash_hashes_the_canonical_text(value: Any) -> None:
+    assert content_hash(value) == sha256_hex(canonical_json(value))
+
+
+@pytest.mark.parametrize("value", [float("nan"), {"x": [float("inf")]}, [-float("inf"), None]])
+def test_a_content_hash_of_what_is_not_json_is_refused(value: Any) -> None:
+    # orjson would write each of these as null: the hash must not pass it as JSON.
+    with pytest.raises(ValueError):
+        content_hash(value)
