@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import Workload, WorkloadClaim
 from feltdb.work.states import WorkloadState
-from feltdb.worker.context import Context
+from feltdb.worker.context import Context, Flag
 from feltdb.worker.failures import is_lease_lost, is_transient
 
 log = logging.getLogger("feltdb.worker")
@@ -53,8 +53,8 @@ class Attempt:
         self.context: Context | None = None
         self.beat_every_s: float | None = None  # set once the attempt runs
         self.next_beat = 0.0
-        self.cancel_requested = threading.Event()
-        self.lost = threading.Event()
+        self.cancel_requested = Flag()
+        self.lost = Flag()
         self.lost_by: WorkloadError | None = None  # the refusal that said so
         self.future: concurrent.futures.Future[Any] | None = None
         self._reported = False

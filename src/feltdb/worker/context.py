@@ -16,6 +16,26 @@ CheckpointCall = Callable[[Any], WorkloadCheckpoint]
 """Commits a checkpoint for the attempt (the runtime's, with its retries and fencing)."""
 
 
+class Flag:
+    """A flag one thread sets and others read: :class:`threading.Event`'s ``set`` and
+    ``is_set`` without its lock and condition, for flags nothing waits on (each attempt
+    makes three; an Event costs about 1.4 µs to make, measured).
+    """
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        """Set the flag (for good: nothing clears it)."""
+        self._set = True  # one store of a reference: atomic under the interpreter lock
+
+    def is_set(self) -> bool:
+        """Whether the flag was set."""
+        return self._set
+
+
 class Context:
     """The running attempt, as its handler sees it.
 
@@ -45,7 +65,7 @@ class Context:
         self.checkpoints = list(checkpoints)
         self.cancelled = threading.Event()
         self._commit_checkpoint = commit_checkpoint
-        self._side_effects = threading.Event()
+        self._side_effects = Flag()
 
     @property
     def workload_id(self) -> str:

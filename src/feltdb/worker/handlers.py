@@ -32,12 +32,13 @@ class HandlerLoop:
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        self._is_async: dict[Handler, bool] = {}  # asked once a handler, not per attempt
 
     def invoke(self, handler: Handler, ctx: Context, attempt: Attempt) -> Any:
         """``handler(ctx)``'s output (an ``async`` handler's awaited; cancelled at once
         when the attempt already was asked to stop).
         """
-        if not inspect.iscoroutinefunction(handler):
+        if not self._awaits(handler):
             return handler(ctx)
         coroutine: Awaitable[Any] = handler(ctx)
         future = asyncio.run_coroutine_threadsafe(_awaited(coroutine), self._event_loop())
@@ -45,6 +46,16 @@ class HandlerLoop:
         if attempt.cancel_requested.is_set() or attempt.lost.is_set():
             future.cancel()
         return future.result()
+
+    def _awaits(self, handler: Handler) -> bool:
+        """Whether ``handler`` is ``async`` (asked once a handler, not once an attempt)."""
+        try:
+            known = self._is_async.get(handler)
+        except TypeError:  # a callable object that cannot be hashed: asked each time
+            return inspect.iscoroutinefunction(handler)
+        if known is None:
+            known = self._is_async[handler] = inspect.iscoroutinefunction(handler)
+        return known
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         """The worker's one event loop for ``async`` handlers, started on first use."""

@@ -9,8 +9,8 @@ nothing at all once the lease is lost.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -139,7 +139,7 @@ class AttemptRunner:
         if attempt.cancel_requested.is_set():
             self.confirm_cancel(attempt)
             return
-        result_id = f"result_{uuid.uuid4().hex}"  # one per attempt: a resend replays it
+        result_id = f"result_{secrets.token_hex(16)}"  # one per attempt: a resend replays it
         try:
             result = send(attempt, lambda: self._complete(attempt, result_id, output))
         except WorkloadError as error:
