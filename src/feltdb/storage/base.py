@@ -151,9 +151,10 @@ class Precondition:
 class Mutation:
     """Write ``document`` (without ``"__version"``; the backend stamps it) at a key.
 
-    ``document=None`` deletes the row. ``encoded``, when given, is the document's
-    canonical JSON (``canonical_json(document)``, without ``"__version"``) already made by
-    the caller: it is stored as it is, and not made again.
+    ``encoded``, when given, is the document's canonical JSON (``canonical_json(document)``,
+    without ``"__version"``) already made by the caller: it is stored as it is, and not
+    made again; ``document`` may then be ``None`` (the caller made the text without the
+    dict). With neither, the mutation deletes the row (:attr:`deletes`).
     """
 
     collection: str
@@ -164,6 +165,11 @@ class Mutation:
     releases: bool = False
     """The rows of its tenant's application set aside waiting on this row for the state it
     is written in (``index.state``) are claimable again, in the same transaction."""
+
+    @property
+    def deletes(self) -> bool:
+        """Whether this mutation deletes its row (it has neither a document nor a text)."""
+        return self.document is None and self.encoded is None
 
 
 class CommittedTransaction(BaseModel):

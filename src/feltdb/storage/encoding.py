@@ -166,7 +166,7 @@ def _stored_text(mutation: Mutation) -> str | None:
     """The text a mutation stores: its ``encoded`` text if it has one (made once, by its
     caller), else its document's canonical JSON; ``None`` for a deletion.
     """
-    if mutation.document is None:
+    if mutation.deletes:
         return None
     if mutation.encoded is not None:
         if not isinstance(mutation.encoded, str):
@@ -174,6 +174,7 @@ def _stored_text(mutation: Mutation) -> str | None:
                 f"the encoded document at {mutation.collection}/{mutation.key} is not text"
             )
         return mutation.encoded
+    assert mutation.document is not None  # it does not delete, and has no text
     return document_json(mutation.collection, mutation.key, mutation.document)
 
 
@@ -298,10 +299,10 @@ def committed(
             mutation.key,
             version,
             revision,
-            {**mutation.document, VERSION_FIELD: version},
+            {**(mutation.document or {}), VERSION_FIELD: version},
         )
         for mutation, version, text in zip(mutations, versions, stored, strict=True)
-        if mutation.document is not None and version is not None
+        if not mutation.deletes and version is not None
     ]
     return Commit(revision, transaction_id, rows)
 

@@ -163,7 +163,7 @@ def write_plan(
             write = {**params, "position": position}
             versions[place] = session.execute(queries["upsert_row"], write).fetchall()[0][0]
     for mutation in prepared.mutations:
-        if mutation.releases and mutation.document is not None:
+        if mutation.releases and not mutation.deletes:
             session.execute(queries["release_waiting"], release_params(mutation))
     # Stamped inside the transaction, so committed_at follows the order of commits (as far
     # as the wall clock does); a dialect may take the instant from its server.
@@ -261,7 +261,7 @@ def _release_arrays(
         for prepared, answer in zip(batch, written, strict=True)
         if not isinstance(answer, StorageConflict)
         for mutation in prepared.mutations
-        if mutation.releases and mutation.document is not None
+        if mutation.releases and not mutation.deletes
     ]
     if released:
         columns = ("collection", "tenant_id", "application_id", "key", "state")

@@ -13,7 +13,7 @@ from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_SAFE_INTEGER
-from feltdb.records.codec import stored_document, stored_workload
+from feltdb.records.codec import stored_workload, stored_workload_text
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
 from feltdb.work.audit import audit_record
@@ -85,7 +85,7 @@ def planned_commit(
                 f"workload {workload.workload_id}: {counter} would pass {MAX_SAFE_INTEGER}",
                 {"fields": [counter]},
             )
-    document, text = stored_document_of(workload)
+    text = stored_text_of(workload)
     operation_id = "work_tx_" + secrets.token_hex(12)
     index = row_index(workload)
     return PlannedCommit(
@@ -94,7 +94,7 @@ def planned_commit(
             Mutation(
                 DURABLE_WORK_COLLECTION,
                 workload.workload_id,
-                document,
+                None,  # the text alone: no commit reads the document back as a dict
                 index,
                 text,
                 releases=workload.state in AWAITED_STATES,
@@ -112,16 +112,16 @@ def planned_commit(
     )
 
 
-def stored_document_of(workload: Workload) -> tuple[dict[str, Any], str]:
-    """``workload``'s document and the text it is stored as, made once per commit: its
-    canonical JSON (:func:`~feltdb.records.codec.stored_document`), which the audit
-    record's ``source_digest`` hashes too.
+def stored_text_of(workload: Workload) -> str:
+    """The text ``workload`` is stored as, made once per commit: its canonical JSON
+    (:func:`~feltdb.records.codec.stored_workload_text`), which the audit record's
+    ``source_digest`` hashes too.
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` when the workload holds a value that is not JSON.
     """
     try:
-        return stored_document(workload)
+        return stored_workload_text(workload)
     except ValueError as error:
         raise WorkloadError(
             ErrorCode.WORKLOAD_INVALID,

@@ -73,13 +73,14 @@ def test_what_a_commit_answers_carries_the_stored_text(store: WorkloadStore) -> 
     w, _ = store.admit(make_request())
     plan = planned_commit(store.get(w.workload_id), "fixture", 1)
     [mutation] = plan.mutations
-    assert mutation.encoded == canonical_json(mutation.document)
+    assert mutation.document is None  # the text alone is carried, not a dict beside it
+    assert mutation.encoded == canonical_json(store.get(w.workload_id).to_json())
     assert plan.audit is not None
     assert plan.audit["source_digest"] == hashlib.sha256(mutation.encoded.encode()).hexdigest()
     commit = store.db.commit(plan.operation_id, plan.mutations, plan.preconditions, plan.audit)
     [row] = commit.rows
     assert row.text == mutation.encoded == stored_text(store, w.workload_id)
-    assert row.document == {**mutation.document, "__version": 2}
+    assert row.document == {**json.loads(mutation.encoded), "__version": 2}
     assert workload_of(row) == store.get(w.workload_id)
 
 
