@@ -57,6 +57,9 @@ class Attempt:
         self.lost = Flag()
         self.lost_by: WorkloadError | None = None  # the refusal that said so
         self.future: concurrent.futures.Future[Any] | None = None
+        self.deferred = False
+        """Set when its completion was handed to the batch completer: the attempt ends
+        (its slot is freed) when the completion is answered, not when its thread returns."""
         self._reported = False
         self._lock = threading.Lock()
 

@@ -1,8 +1,12 @@
 """The batch completer: completions of many attempts sent in one call, one transaction.
 
-An attempt thread hands its completion to :meth:`BatchCompleter.complete` and waits for
-that completion's own answer, so the work is reported done (and its slot freed) only once
-the authority committed it. The completer's thread sends what is waiting as one
+An attempt thread hands its completion to :meth:`BatchCompleter.submit` with what to do
+with its answer, and goes back to its pool: the answer is acted on by the completer's
+thread once the authority committed it (a refusal is handed back to an attempt thread,
+since deciding it may mean waiting), so the work is reported done (and its slot freed)
+only once committed, and no thread is woken per completion to learn it. A caller that
+must wait (a resend) uses :meth:`BatchCompleter.complete`. The completer's thread sends
+what is waiting as one
 ``complete_many`` when ``max_items`` are waiting, when the first has waited ``max_wait_s``,
 or at once when every running attempt is waiting (nothing else can join the batch, so
 waiting longer would only delay it). A single completion therefore costs no more than
@@ -15,7 +19,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from feltdb.client.batches import CompletionItem
 from feltdb.client.protocol import WorkloadClient
@@ -30,7 +34,11 @@ DEFAULT_BATCH_ITEMS = 100
 DEFAULT_BATCH_WAIT_S = 0.02
 """How long the first waiting completion waits for others to join it, by default."""
 
-_Waiting = tuple[CompletionItem, "concurrent.futures.Future[WorkloadResult]"]
+Answered = Callable[[WorkloadResult | BaseException], None]
+"""What is done with a completion's answer: its result, or its refusal (or the call's
+failure); called on the completer's thread, so it must not wait."""
+
+_Waiting = tuple[CompletionItem, Answered]
 
 
 def batch_completer(
@@ -82,14 +90,27 @@ class BatchCompleter:
                 whole call's failure, such as a lost connection).
         """
         answer: concurrent.futures.Future[WorkloadResult] = concurrent.futures.Future()
+
+        def answered(outcome: WorkloadResult | BaseException) -> None:
+            if isinstance(outcome, BaseException):
+                answer.set_exception(outcome)
+            else:
+                answer.set_result(outcome)
+
+        self.submit(item, answered)
+        return answer.result()
+
+    def submit(self, item: CompletionItem, answered: Answered) -> None:
+        """Complete ``item`` in the next batch; ``answered`` is called with its answer
+        on the completer's thread once the call returned (see :data:`Answered`).
+        """
         with self._changed:
             if self._closed:
                 raise RuntimeError("the batch completer is closed")
             if not self._pending:
                 self._first_at = time.monotonic()
-            self._pending.append((item, answer))
+            self._pending.append((item, answered))
             self._changed.notify_all()
-        return answer.result()
 
     def poke(self) -> None:
         """Look again whether the waiting batch should be sent (an attempt ended)."""
@@ -150,19 +171,16 @@ class BatchCompleter:
             return [refusal]
 
     def _send(self, batch: list[_Waiting]) -> None:
+        outcomes: Sequence[WorkloadResult | Exception]
         try:
-            answers = self._complete([item for item, _ in batch])
+            outcomes = self._complete([item for item, _ in batch])
         except WorkloadError as error:  # the whole call failed: each attempt decides
-            for _, answer in batch:
-                answer.set_exception(error)
-            return
+            outcomes = [error] * len(batch)
         except Exception as error:  # the runtime's own failure: never leave a waiter
             log.exception("sending %d completions failed", len(batch))
-            for _, answer in batch:
-                answer.set_exception(error)
-            return
-        for (_, answer), outcome in zip(batch, answers, strict=True):
-            if isinstance(outcome, BaseException):
-                answer.set_exception(outcome)
-            else:
-                answer.set_result(outcome)
+            outcomes = [error] * len(batch)
+        for (item, answered), outcome in zip(batch, outcomes, strict=True):
+            try:
+                answered(outcome)
+            except Exception:  # one answer's handling must not stop the others'
+                log.exception("handling the answer to completing %s failed", item.workload_id)

@@ -47,6 +47,10 @@ started, so effect ``none``). Route work with capabilities so that it does not h
 class AttemptRunner:
     """Runs and reports attempts through ``client`` under leases of ``lease_ms``;
     ``completed()`` is called for each attempt that completed its work.
+
+    With a ``completer``, an attempt's thread hands the completion over and returns: the
+    completer's answer ends the attempt (``ended(attempt)``), or, refused, is decided on an
+    attempt thread (``later(attempt, job)``), as the single call's refusal would be.
     """
 
     def __init__(
@@ -57,6 +61,9 @@ class AttemptRunner:
         loop: HandlerLoop,
         completed: Callable[[], None],
         completer: BatchCompleter | None = None,
+        *,
+        ended: Callable[[Attempt], None] = lambda attempt: None,
+        later: Callable[[Attempt, Callable[[], None]], None] = lambda attempt, job: job(),
     ) -> None:
         self.client = client
         self.lease_ms = lease_ms
@@ -65,6 +72,8 @@ class AttemptRunner:
         self.completed = completed
         self.completer = completer
         """Completions go through it when set (in batches), else one call each."""
+        self.ended = ended
+        self.later = later
 
     def run(self, attempt: Attempt) -> None:
         """Start the claimed workload (unless its claim started it), run its handler and
@@ -140,6 +149,59 @@ class AttemptRunner:
             self.confirm_cancel(attempt)
             return
         result_id = f"result_{secrets.token_hex(16)}"  # one per attempt: a resend replays it
+        if self.completer is not None:
+            # The completer's thread acts on the answer: no thread is woken to learn it.
+            attempt.deferred = True
+            item = CompletionItem(*attempt.fence, result_id, output)
+            try:
+                self.completer.submit(
+                    item,
+                    lambda outcome: self._answered(attempt, outcome, result_id, output, took_s),
+                )
+            except BaseException:  # not handed over (a closed completer): the thread ends it
+                attempt.deferred = False
+                raise
+            return
+        self.report_completion(attempt, result_id, output, took_s)
+
+    def _answered(
+        self,
+        attempt: Attempt,
+        outcome: WorkloadResult | BaseException,
+        result_id: str,
+        output: Any,
+        took_s: float,
+    ) -> None:
+        """On the completer's thread: the completion's answer. A refusal (or a failed call)
+        is decided on an attempt thread, by sending the completion again as the single call
+        does, since that may wait (the same result id: a repeat replays, a refusal repeats).
+        """
+        if isinstance(outcome, BaseException):
+
+            def decide() -> None:
+                try:
+                    self.report_completion(attempt, result_id, output, took_s)
+                finally:
+                    self.ended(attempt)
+
+            try:
+                self.later(attempt, decide)
+            except Exception:  # no thread to decide it on: the attempt must still end
+                self.ended(attempt)
+                raise
+            return
+        try:
+            self.completed()
+            log.info("completed %s in %.3fs", attempt.workload_id, took_s)
+        finally:
+            self.ended(attempt)
+
+    def report_completion(
+        self, attempt: Attempt, result_id: str, output: Any, took_s: float
+    ) -> None:
+        """Complete the attempt's work with ``output`` (waiting for the answer): resent while
+        no answer arrives; a refusal is reported as it says.
+        """
         try:
             result = send(attempt, lambda: self._complete(attempt, result_id, output))
         except WorkloadError as error:

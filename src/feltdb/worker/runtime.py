@@ -6,9 +6,10 @@ Threads, and why:
   as slots are free, in one call that also starts them and answers each with its workload
   (long-polling while there is none), so no read or start call follows;
 - one **attempt thread** per claimed workload runs its handler (an ``async`` one on the
-  worker's event loop thread) and reports the outcome;
+  worker's event loop thread) and reports the outcome (a completion, by handing it over);
 - the **completer thread** sends the completions of attempts finishing together as one
-  call and one commit (:mod:`feltdb.worker.completer`);
+  call and one commit, and ends each attempt once its completion is answered
+  (:mod:`feltdb.worker.completer`);
 - the **heartbeat thread** renews every held lease due in one call, whose answer says
   whether cancellation was requested (setting ``ctx.cancelled``).
 
@@ -51,13 +52,7 @@ from feltdb.worker.threads import AttemptThreads
 if TYPE_CHECKING:
     from feltdb.work.store import WorkloadStore
 
-__all__ = [
-    "MAINTENANCE_INTERVAL_S",
-    "NO_HANDLER_KIND",
-    "Handler",
-    "Worker",
-    "heartbeat_interval_s",
-]
+__all__ = ["MAINTENANCE_INTERVAL_S", "NO_HANDLER_KIND", "Handler", "Worker", "heartbeat_interval_s"]
 
 log = logging.getLogger("feltdb.worker")
 
@@ -65,7 +60,6 @@ H = TypeVar("H", bound=Handler)
 
 HEARTBEAT_TICK_S = 0.25
 """How often the heartbeat thread looks for a lease due for extension."""
-
 
 MAINTENANCE_INTERVAL_S = 1.0
 """How often an embedded worker runs the authority's maintenance (deadlines, lost
@@ -278,10 +272,11 @@ class Worker:
             client, lambda waiting: waiting >= len(self._active), self.completion_batch,
             self.completion_wait_ms,
         )  # fmt: skip
-        runner = AttemptRunner(
-            client, self.lease_ms, self.handlers, HandlerLoop(), self._count_completed, completer
-        )
         threads = AttemptThreads(self.concurrency, lambda a: self._run_attempt(runner, a))
+        runner = AttemptRunner(
+            client, self.lease_ms, self.handlers, HandlerLoop(), self._count_completed, completer,
+            ended=lambda attempt: self._end(runner, attempt), later=threads.later,
+        )  # fmt: skip
         self._threads = threads
         # Per run, so that a heartbeat thread of a previous run can never outlive it.
         beating = threading.Event()
@@ -399,12 +394,16 @@ class Worker:
         except Exception:  # the runtime's own failure must not take the worker down
             log.exception("attempt of %s failed inside the runtime", attempt.workload_id)
         finally:
-            with self._idle:
-                self._active.pop(attempt.workload_id, None)
-                self._idle.notify_all()
-            if runner.completer is not None:
-                runner.completer.poke()  # the attempts left may all be waiting on it now
+            if not attempt.deferred:  # else the completer's answer ends it
+                self._end(runner, attempt)
             log.debug("%s done in %.3fs", attempt.workload_id, time.monotonic() - began)
+
+    def _end(self, runner: AttemptRunner, attempt: Attempt) -> None:
+        with self._idle:  # its slot is free
+            self._active.pop(attempt.workload_id, None)
+            self._idle.notify_all()
+        if runner.completer is not None:
+            runner.completer.poke()  # the attempts left may all be waiting on it now
 
     def _count_completed(self) -> None:
         with self._idle:

@@ -32,37 +32,50 @@ class AttemptThreads:
     def __init__(self, size: int, run: Callable[[Attempt], None]) -> None:
         self._size = size
         self._run = run
-        self._attempts: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._busy = 0
+        self._closed = False
 
     def submit(self, attempt: Attempt) -> None:
         """Run ``attempt`` on an idle thread, or on a new one while fewer than ``size`` run.
         The caller never has more than ``size`` attempts running (its handler slots).
         """
+        self.later(attempt, lambda: self._run(attempt))
+
+    def later(self, attempt: Attempt, job: Callable[[], None]) -> None:
+        """Run ``job``, the rest of ``attempt`` (whose slot it still holds), as
+        :meth:`submit` runs an attempt; on a thread of its own once the threads are closed.
+        """
         with self._lock:
-            self._busy += 1
-            start = self._busy > self._threads and self._threads < self._size
-            if start:
-                self._threads += 1
+            closed = self._closed
+            if not closed:
+                self._busy += 1
+                start = self._busy > self._threads and self._threads < self._size
+                if start:
+                    self._threads += 1
+        if closed:
+            threading.Thread(target=job, name=_name(attempt), daemon=True).start()
+            return
         if start:
             threading.Thread(target=self._serve, name=IDLE_NAME, daemon=True).start()
-        self._attempts.put(attempt)
+        self._jobs.put((attempt, job))
 
     def close(self) -> None:
         """End every thread once it is idle (one still running an attempt ends after it)."""
         with self._lock:
-            threads, self._threads = self._threads, 0
+            threads, self._threads, self._closed = self._threads, 0, True
         for _ in range(threads):
-            self._attempts.put(None)
+            self._jobs.put(None)
 
     def _serve(self) -> None:
         current = threading.current_thread()
-        while (attempt := self._attempts.get()) is not None:
-            current.name = f"feltdb-attempt-{attempt.workload_id}"
+        while (taken := self._jobs.get()) is not None:
+            attempt, job = taken
+            current.name = _name(attempt)
             try:
-                self._run(attempt)
+                job()
             except BaseException:
                 # The runtime's own failure, or a handler's SystemExit: on this thread it
                 # would end only the thread, and with it one slot's thread for the run.
@@ -71,3 +84,11 @@ class AttemptThreads:
                 current.name = IDLE_NAME
                 with self._lock:
                     self._busy -= 1
+
+
+_Job = tuple[Attempt, Callable[[], None]]
+"""An attempt, and what to run of it."""
+
+
+def _name(attempt: Attempt) -> str:
+    return f"feltdb-attempt-{attempt.workload_id}"

@@ -107,6 +107,42 @@ def test_a_batch_is_sent_once_every_running_attempt_waits(store: WorkloadStore) 
         assert done.result.result_id == answer.result_id
 
 
+def test_submitted_completions_are_answered_on_the_completer_s_thread(
+    store: WorkloadStore,
+) -> None:
+    # The worker's attempt threads hand completions over and return: each answer (a
+    # result, or its refusal) is given on the completer's thread, once committed, and an
+    # answer whose handling fails does not keep the others from theirs.
+    counted = counting(store)
+    good, stale, other = running(store, counted, 3)
+    completer = BatchCompleter(counted, lambda waiting: waiting >= 3, max_wait_s=FOREVER_S)
+    answers: dict[str, tuple[Any, str]] = {}
+    all_answered = threading.Event()
+
+    def answered(name: str) -> Callable[[Any], None]:
+        def answer(outcome: Any) -> None:
+            answers[name] = (outcome, threading.current_thread().name)
+            if len(answers) == 3:
+                all_answered.set()
+            if name == "stale":
+                raise RuntimeError("a handling that fails")
+
+        return answer
+
+    completer.submit(item(good), answered("good"))
+    completer.submit(item(stale, fencing_token=99), answered("stale"))
+    completer.submit(item(other), answered("other"))
+    assert all_answered.wait(FOREVER_S)
+    completer.close()
+    assert counted.calls == [3]
+    assert {thread for _, thread in answers.values()} == {"feltdb-completer"}
+    assert answers["good"][0].result_id == f"r-{good.claim.workload_id}"
+    assert isinstance(answers["stale"][0], WorkloadError)
+    assert answers["other"][0].result_id == f"r-{other.claim.workload_id}"
+    assert store.get(good.claim.workload_id).state is WorkloadState.SUCCEEDED
+    assert store.get(other.claim.workload_id).state is WorkloadState.SUCCEEDED
+
+
 def test_a_batch_is_sent_at_max_items(store: WorkloadStore) -> None:
     counted = counting(store)
     claimed = running(store, counted, 6)

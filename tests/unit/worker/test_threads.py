@@ -81,3 +81,23 @@ def test_a_failing_attempt_leaves_its_thread_serving(failure: BaseException) -> 
     wait_until(lambda: len(done) == 2)
     assert len({id(thread) for thread in done}) == 1
     pool.close()
+
+
+def test_the_rest_of_an_attempt_runs_on_a_pool_thread_or_its_own_once_closed() -> None:
+    # A completion refused after its thread went back to the pool is decided later, named
+    # for its workload; after close (a shutdown) it still runs, on a thread of its own.
+    ran: list[tuple[str, str]] = []
+    done = threading.Event()
+
+    def rest(tag: str) -> None:
+        ran.append((tag, threading.current_thread().name))
+        done.set()
+
+    pool = AttemptThreads(1, lambda job: None)
+    pool.later(attempt(7), lambda: rest("pooled"))
+    assert done.wait(5)
+    done.clear()
+    pool.close()
+    pool.later(attempt(8), lambda: rest("closed"))
+    assert done.wait(5)
+    assert ran == [("pooled", "feltdb-attempt-w7"), ("closed", "feltdb-attempt-w8")]
