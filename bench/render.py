@@ -378,6 +378,7 @@ def render(results: dict[str, Any]) -> str:
         "",
     ]
     lines += render_goals.goals_section(results, drains)
+    lines += render_goals.bounds_section(results, drains)
     lines += machine_section(results["meta"])
     lines += admit_section(results)
     lines += drain_section(results, drains)
