@@ -276,6 +276,11 @@ EARLIER_PROFILES = (
         "548 (914 not settled)",
         "work/ 139, SQLite 116, pydantic 101, the rest 87, storage/ 52, JSON 40",
     ),
+    (
+        "`5e0f1fa` (msgspec records; decisions as values; one read per decision)",
+        "320 (378 not settled)",
+        "work/ 90, SQLite 89, JSON 49, the rest 43, storage/ 38, SHA-256 7, auth/ 3",
+    ),
 )
 """The same profile at earlier commits, as their runs measured it on this machine (the
 issue's figure was taken with the collector's time as a bucket of its own)."""
