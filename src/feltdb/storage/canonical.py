@@ -124,10 +124,11 @@ def sha256_hex(text: str) -> str:
 
 def content_hash(value: Any) -> str:
     """The content hash of a JSON value: hex SHA-256 of its canonical JSON (made by
-    :func:`stored_json`: the same text).
+    :func:`stored_json`: the same text). For a document checked where it entered
+    (``check_document``: plain JSON types only), as every caller's is.
 
     Raises:
-        ValueError: the value is not JSON (as :func:`canonical_json`).
+        ValueError: NaN or infinity (as :func:`canonical_json`).
     """
     text = stored_json(value)
     if "null" in text:  # orjson writes NaN and infinity as null; canonical_json refuses them

@@ -179,6 +179,10 @@ class BatchCompleter:
         except Exception as error:  # the runtime's own failure: never leave a waiter
             log.exception("sending %d completions failed", len(batch))
             outcomes = [error] * len(batch)
+        if len(outcomes) != len(batch):  # an authority that answered otherwise than asked
+            mismatch = RuntimeError(f"{len(outcomes)} answers to {len(batch)} completions")
+            log.error("completing a batch: %s", mismatch)
+            outcomes = [mismatch] * len(batch)
         for (item, answered), outcome in zip(batch, outcomes, strict=True):
             try:
                 answered(outcome)

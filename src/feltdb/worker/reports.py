@@ -151,8 +151,8 @@ class AttemptRunner:
         result_id = f"result_{secrets.token_hex(16)}"  # one per attempt: a resend replays it
         if self.completer is not None:
             # The completer's thread acts on the answer: no thread is woken to learn it.
-            attempt.deferred = True
             item = CompletionItem(*attempt.fence, result_id, output)
+            attempt.deferred = True
             try:
                 self.completer.submit(
                     item,
@@ -174,7 +174,8 @@ class AttemptRunner:
     ) -> None:
         """On the completer's thread: the completion's answer. A refusal (or a failed call)
         is decided on an attempt thread, by sending the completion again as the single call
-        does, since that may wait (the same result id: a repeat replays, a refusal repeats).
+        (the same result id: a repeat replays, a refusal repeats), since that may wait, and
+        never through the completer, which may be closed by then (a shutdown's last batch).
         """
         if isinstance(outcome, BaseException):
 
@@ -199,11 +200,12 @@ class AttemptRunner:
     def report_completion(
         self, attempt: Attempt, result_id: str, output: Any, took_s: float
     ) -> None:
-        """Complete the attempt's work with ``output`` (waiting for the answer): resent while
-        no answer arrives; a refusal is reported as it says.
+        """Complete the attempt's work with ``output`` by the single call (waiting for the
+        answer): resent while no answer arrives; a refusal is reported as it says.
         """
+        fence = attempt.fence
         try:
-            result = send(attempt, lambda: self._complete(attempt, result_id, output))
+            result = send(attempt, lambda: self.client.complete(*fence, result_id, output))
         except WorkloadError as error:
             if self.cancelled_meanwhile(attempt, error):
                 self.confirm_cancel(attempt)
@@ -219,11 +221,6 @@ class AttemptRunner:
         if result is not None:
             self.completed()
             log.info("completed %s in %.3fs", attempt.workload_id, took_s)
-
-    def _complete(self, attempt: Attempt, result_id: str, output: Any) -> WorkloadResult:
-        if self.completer is None:
-            return self.client.complete(*attempt.fence, result_id, output)
-        return self.completer.complete(CompletionItem(*attempt.fence, result_id, output))
 
     def after_error(self, attempt: Attempt, ctx: Context, error: BaseException) -> None:
         """The handler raised ``error``: report the failure (or confirm a cancellation)."""

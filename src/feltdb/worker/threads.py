@@ -55,12 +55,13 @@ class AttemptThreads:
                 start = self._busy > self._threads and self._threads < self._size
                 if start:
                     self._threads += 1
+                # Queued under the lock, so before any stop mark a close puts: a job queued
+                # after the marks would be left for threads that have ended.
+                self._jobs.put((attempt, job))
         if closed:
             threading.Thread(target=job, name=_name(attempt), daemon=True).start()
-            return
-        if start:
+        elif start:
             threading.Thread(target=self._serve, name=IDLE_NAME, daemon=True).start()
-        self._jobs.put((attempt, job))
 
     def close(self) -> None:
         """End every thread once it is idle (one still running an attempt ends after it)."""

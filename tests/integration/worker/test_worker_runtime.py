@@ -879,3 +879,36 @@ def test_run_claims_work_admitted_while_it_waits(store: WorkloadStore) -> None:
 
     w = store.get(workload_id)
     assert w.result is not None and w.result.output == {"n": 7}
+
+
+def test_a_completion_refused_in_the_shutdown_s_last_batch_is_still_decided(
+    store: WorkloadStore,
+) -> None:
+    # A's completion waits in the completer (one of two attempts waiting) when a hurried
+    # stop ends the run; the last batch refuses it (its output holds a secret): the refusal
+    # must still be decided, as when the attempt's thread waited on it, not dropped with
+    # the closed completer.
+    refused = admit(store, "refused", retry_policy=LATER, input={"id": 1})
+    admit(store, "slow", retry_policy=LATER, input={"id": 2})
+    worker = make_worker(store, concurrency=2, completion_wait_ms=60_000, grace_period_s=30)
+    returned = threading.Event()
+
+    @worker.handler("send")
+    def send(ctx: Context) -> Any:
+        if ctx.input["id"] == 1:
+            returned.set()
+            return {"password": "hunter2"}
+        while not ctx.cancelled.is_set():
+            time.sleep(0.02)
+        return {"ok": True}
+
+    run = Background(worker.run)
+    assert returned.wait(10)
+    time.sleep(0.3)  # handed over, waiting for the slow attempt to join its batch
+    worker.stop(hurry=True)
+    run.join()
+    wait_for(lambda: store.get(refused).last_failure is not None, "the refusal decided")
+    w = store.get(refused)
+    assert failed_event(w).evidence["failure_kind"] == "invalid_output"
+    assert w.result is None
+    wait_for(lambda: not worker._active, "every attempt ended")

@@ -92,6 +92,16 @@ def _json_valued_paths(kind: mi.Type, path: str, found: list[str], floats: list[
     elif isinstance(kind, mi.DictType):
         _json_valued_paths(kind.key_type, f"{path}{{key}}", found, floats)
         _json_valued_paths(kind.value_type, f"{path}{{}}", found, floats)
+    elif isinstance(kind, mi.TupleType):
+        for place, member in enumerate(kind.item_types):
+            _json_valued_paths(member, f"{path}[{place}]", found, floats)
+    elif isinstance(kind, mi.Metadata):
+        _json_valued_paths(kind.type, path, found, floats)
+    else:  # a kind the walk does not know could hide a float: it must be taught it
+        assert isinstance(kind, _SCALARS), f"{path}: {kind!r}"
+
+
+_SCALARS = (mi.StrType, mi.IntType, mi.BoolType, mi.NoneType, mi.EnumType, mi.LiteralType)
 
 
 def test_only_the_places_the_codec_looks_at_can_hold_a_float() -> None:

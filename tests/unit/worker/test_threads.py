@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -101,3 +102,34 @@ def test_the_rest_of_an_attempt_runs_on_a_pool_thread_or_its_own_once_closed() -
     pool.later(attempt(8), lambda: rest("closed"))
     assert done.wait(5)
     assert ran == [("pooled", "feltdb-attempt-w7"), ("closed", "feltdb-attempt-w8")]
+
+
+def _hand_over_while_closing(size: int, jobs: int) -> list[int]:
+    pool = AttemptThreads(size, lambda job: None)
+    ran: list[int] = []
+    lock = threading.Lock()
+
+    def job(n: int) -> Callable[[], None]:
+        def run() -> None:
+            with lock:
+                ran.append(n)
+
+        return run
+
+    def hand_over() -> None:
+        for n in range(jobs):
+            pool.later(attempt(n), job(n))
+
+    handing = threading.Thread(target=hand_over)
+    handing.start()
+    pool.close()
+    handing.join(5)
+    wait_until(lambda: len(ran) == jobs)
+    return ran
+
+
+def test_a_job_handed_over_while_the_pool_closes_still_runs() -> None:
+    # The completer hands jobs over while the claim loop's thread closes the pool: none may
+    # be queued behind the stop marks, where no thread would ever take it.
+    for _ in range(20):
+        assert sorted(_hand_over_while_closing(4, 200)) == list(range(200))
