@@ -2,15 +2,16 @@
 
 An attempt thread hands its completion to :meth:`BatchCompleter.submit` with what to do
 with its answer, and goes back to its pool: the answer is acted on by the completer's
-thread once the authority committed it (a refusal is handed back to an attempt thread,
-since deciding it may mean waiting), so the work is reported done (and its slot freed)
-only once committed, and no thread is woken per completion to learn it. A caller that
-must wait (a resend) uses :meth:`BatchCompleter.complete`. The completer's thread sends
-what is waiting as one
-``complete_many`` when ``max_items`` are waiting, when the first has waited ``max_wait_s``,
-or at once when every running attempt is waiting (nothing else can join the batch, so
-waiting longer would only delay it). A single completion therefore costs no more than
-before, and many finishing together cost one commit.
+thread once the authority committed it, so the work is reported done (and its slot freed)
+only once committed, and no thread is woken per completion to learn it. (The worker
+decides a refusal on an attempt thread, by the single call, since that may wait.)
+:meth:`BatchCompleter.complete` is the same for a caller that waits for the answer.
+
+The completer's thread sends what is waiting as one ``complete_many`` when ``max_items``
+are waiting, when the first has waited ``max_wait_s``, or at once when every running
+attempt is waiting (nothing else can join the batch, so waiting longer would only delay
+it). A single completion therefore costs no more than before, and many finishing
+together cost one commit.
 """
 
 from __future__ import annotations
