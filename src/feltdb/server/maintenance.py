@@ -42,7 +42,8 @@ class Maintenance:
         """One pass at ``now``: time out work past its deadlines, recover work whose lease
         expired, then seal the log's final entries into the audit chain (at most
         :data:`SEAL_PER_PASS`, so that a long unsealed log is sealed over several passes),
-        and delete the dashboard's sessions and sign-in tickets past their end.
+        delete the dashboard's sessions and sign-in tickets past their end, and give the
+        planner statistics of a store that never had any (:mod:`feltdb.storage.statistics`).
         Returns ``(timed_out_ids, recovered_ids)``.
 
         Raises:
@@ -53,6 +54,7 @@ class Maintenance:
         recovered = self.store.recover_expired(now)
         self.store.audit.seal(SEAL_PER_PASS)
         sessions.prune_expired(self.store.db, now)
+        self.store.db.refresh_statistics()
         return timed_out, recovered
 
     def start(self, interval_s: float = 1.0) -> None:

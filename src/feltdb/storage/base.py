@@ -49,6 +49,7 @@ from feltdb.storage.canonical import json_object
 from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
 from feltdb.storage.selecting import SelectingCommits
+from feltdb.storage.statistics import PlannerStatistics
 from feltdb.storage.wakeups import Wakeups
 
 VERSION_FIELD = "__version"
@@ -220,7 +221,7 @@ class PlannedCommit:
     audit: Mapping[str, Any] | None = None
 
 
-class Database(BatchReads, ChainLog, IndexCounts, SelectingCommits, Protocol):
+class Database(BatchReads, ChainLog, IndexCounts, PlannerStatistics, SelectingCommits, Protocol):
     """The operations the work layer needs from a backend. Safe to share between threads."""
 
     target: str

@@ -48,6 +48,7 @@ from feltdb.storage.index_columns import index_params
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
 from feltdb.storage.selecting import SetAside
 from feltdb.storage.selection import Selection
+from feltdb.storage.statistics import StatisticsQueries
 from feltdb.storage.writes import (
     prepare,
     prepare_batch,
@@ -68,7 +69,7 @@ _DUE_QUERIES: Final = {
 _Dialect = TypeVar("_Dialect", bound=Dialect)
 
 
-class SQLEngine(ChainQueries, Generic[_Dialect]):
+class SQLEngine(ChainQueries, StatisticsQueries, Generic[_Dialect]):
     """Implements :class:`~feltdb.storage.base.Database` over a :class:`Dialect`."""
 
     target: str

@@ -1053,8 +1053,32 @@ def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
         "insert_batch_transactions",
         "seal_chain",  # INSERT … SELECT from a JSON parameter: no table scanned to plan
         "renumber_batch_rows",
+        "statistics_missing",  # a catalog row, and EXISTS: the first row of any scan
+        "gather_statistics",  # ANALYZE
     }
     assert set(QUERIES) == set(PLANS) | unchecked
+
+
+def test_a_new_database_s_rows_are_analyzed_once_so_a_claim_walk_seeks_rows_ready(
+    db: PostgresDatabase, url: str
+) -> None:
+    # Never analyzed, the planner guesses one row everywhere and may walk the claim groups
+    # through rows_by_application (every row of the application); the maintenance pass
+    # gathers the statistics once, as soon as there are rows to gather them from.
+    reltuples = "SELECT reltuples FROM pg_class WHERE oid = 'rows'::regclass"
+    assert db.refresh_statistics() is False  # no row yet: nothing to gather
+    assert scalar(url, reltuples) < 0
+    for n in range(300):
+        put(db, f"w{n}", RowIndex("t1", "app1", "ready", 0, n, definition_id="d", claim_group="g"))
+    assert db.refresh_statistics() is True
+    assert scalar(url, reltuples) == 300
+    assert db.refresh_statistics() is False  # known now: not read again
+    params = {"collection": "work", "tenant_id": "t1", "application_id": "app1", "definition": "d"}
+    with admin(url) as connection:
+        plan = connection.execute(
+            ("EXPLAIN " + QUERIES["next_claim_group"]).encode(), {**params, "claim_group": ""}
+        ).fetchall()
+    assert "rows_ready" in plan[0][0] + plan[1][0], plan
 
 
 def test_the_sql_files_are_part_of_the_package() -> None:

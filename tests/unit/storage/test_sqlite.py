@@ -826,3 +826,17 @@ def test_stored_json_round_trips_through_the_log(db: SQLiteDatabase, path: Path)
     stored = raw_scalar(path, "SELECT audit FROM transactions")
     assert stored == '{"a":"é","b":1}'
     assert json.loads(raw_scalar(path, "SELECT operation_ids FROM transactions")) == ["op"]
+
+
+def test_sqlite_gathers_no_planner_statistics(db: SQLiteDatabase, path: Path) -> None:
+    # Its statements are planned to use their index without statistics (the plan tests
+    # above): the maintenance pass's refresh runs nothing, and no sqlite_stat1 appears.
+    put(db, "a")
+    assert db.refresh_statistics() is False
+    assert db.refresh_statistics() is False
+    connection = raw(path)
+    try:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    finally:
+        connection.close()
+    assert "sqlite_stat1" not in tables

@@ -591,3 +591,13 @@ FROM rows
 WHERE (collection, key) > (%(collection)s, %(key)s)
 ORDER BY collection, key
 LIMIT %(limit)s::bigint;
+
+-- name: statistics_missing
+-- description: storage/statistics.py: whether the planner never had statistics of rows (reltuples is -1 until the first ANALYZE or VACUUM, PostgreSQL 14 and later), and whether a row exists to gather them from
+SELECT c.reltuples < 0, EXISTS (SELECT 1 FROM rows)
+FROM pg_class AS c
+WHERE c.oid = 'rows'::regclass;
+
+-- name: gather_statistics
+-- description: storage/statistics.py: the planner's statistics of rows, once (autovacuum keeps them after)
+ANALYZE rows;
