@@ -158,10 +158,15 @@ class AttemptRunner:
                     item,
                     lambda outcome: self._answered(attempt, outcome, result_id, output, took_s),
                 )
-            except BaseException:  # not handed over (a closed completer): the thread ends it
+            except RuntimeError:
+                # Closed (a shutdown's end, between this attempt taking its report and the
+                # unfinished being failed): complete by the single call, or it is lost.
+                attempt.deferred = False
+            except BaseException:  # not handed over: the thread ends the attempt
                 attempt.deferred = False
                 raise
-            return
+            else:
+                return
         self.report_completion(attempt, result_id, output, took_s)
 
     def _answered(

@@ -282,3 +282,28 @@ def test_a_lost_attempt_does_not_make_every_tick_a_heartbeat(
     runner.beat_due(attempts)
     assert beaten == [1]
     runner.loop.close()
+
+
+def test_a_completion_handed_over_after_the_completer_closed_is_sent_alone(
+    store: WorkloadStore, client: LocalClient
+) -> None:
+    # An attempt that took its report just before a shutdown closed the completer (and so
+    # was not failed as unfinished) still completes its work, by the single call.
+    from feltdb.worker.attempt import Attempt
+    from feltdb.worker.handlers import HandlerLoop
+    from feltdb.worker.reports import AttemptRunner
+
+    [work] = running(store, client, 1)
+    completer = BatchCompleter(client, lambda waiting: True)
+    completer.close()
+    completed: list[bool] = []
+    runner = AttemptRunner(
+        client, 30_000, {}, HandlerLoop(), lambda: completed.append(True), completer
+    )
+    attempt = Attempt(work.claim, work.workload)
+    runner.after_return(attempt, {"late": True}, 0.1)
+    runner.loop.close()
+    assert completed == [True] and not attempt.deferred
+    done = store.get(work.claim.workload_id)
+    assert done.state is WorkloadState.SUCCEEDED
+    assert done.result is not None and done.result.output == {"late": True}
