@@ -282,27 +282,18 @@ def committed(
     mutations: Sequence[Mutation],
     revision: int,
     versions: list[int | None],
-    texts: Sequence[str | None] | None = None,
+    texts: Sequence[str | None],
 ) -> Commit:
     """What a commit returns: each row written, at its new version, as a row read back
-    would be: its stored text (``texts``, in mutation order) when given, its document
-    decoded from that text only if asked (:class:`StoredRow`), else the caller's document.
+    would be: its stored text (``texts``, in mutation order; ``None`` for a deletion), its
+    document decoded from that text only if asked (:class:`StoredRow`).
 
     Nothing on the hot path reads a commit's documents, so none is copied nor parsed.
     """
-    stored = [None] * len(mutations) if texts is None else texts
     rows = [
         StoredRow(mutation.collection, mutation.key, version, revision, text=text)
-        if text is not None
-        else StoredRow(
-            mutation.collection,
-            mutation.key,
-            version,
-            revision,
-            {**(mutation.document or {}), VERSION_FIELD: version},
-        )
-        for mutation, version, text in zip(mutations, versions, stored, strict=True)
-        if not mutation.deletes and version is not None
+        for mutation, version, text in zip(mutations, versions, texts, strict=True)
+        if text is not None and version is not None
     ]
     return Commit(revision, transaction_id, rows)
 
