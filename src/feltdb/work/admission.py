@@ -19,7 +19,7 @@ from feltdb.records.workload import (
 from feltdb.storage.canonical import canonical_json, content_hash
 from feltdb.work.approvals import validate_approval_policy
 from feltdb.work.models import CreateWorkload
-from feltdb.work.safety import ensure_safe, ensure_safe_text
+from feltdb.work.safety import ensure_safe, ensure_safe_text, sensitive_text
 from feltdb.work.states import WorkloadState
 from feltdb.work.transitions import transition
 
@@ -51,10 +51,10 @@ def validate_admission(request: CreateWorkload) -> None:
             requester, tenant and application, or its grant's constraints do not cover
             the environment and definition.
     """
-    _check_bounds(request)
+    secret_field = _check_identifiers(request)
     ensure_safe(request.input, "input")
-    for field, value in _text_fields(request):
-        ensure_safe_text(value, field)
+    if secret_field is not None:
+        ensure_safe_text(secret_field[1], secret_field[0])
     blank = [name for name in _REQUIRED_TEXT if not getattr(request, name).strip()]
     if blank:
         message = (
@@ -115,9 +115,13 @@ def _text_fields(request: CreateWorkload) -> Iterator[tuple[str, str]]:
             yield "approval.approvers", approver.id
 
 
-def _check_bounds(request: CreateWorkload) -> None:
+def _check_identifiers(request: CreateWorkload) -> tuple[str, str] | None:
     """Refuse an identifier over :data:`~feltdb.fields.MAX_ID_CHARS`, holding NUL or not
-    valid Unicode, and a list over :data:`~feltdb.fields.MAX_LIST_ITEMS` items.
+    valid Unicode, and a list over :data:`~feltdb.fields.MAX_LIST_ITEMS` items; the first
+    identifier that holds secret material, with its field, if one does.
+
+    One walk over the identifiers does both checks; the secret is returned rather than
+    refused, so that every malformed identifier, and the input, are refused before it.
     """
     for name in _BOUNDED_LISTS:
         if len(_members(request, name)) > MAX_LIST_ITEMS:
@@ -126,6 +130,7 @@ def _check_bounds(request: CreateWorkload) -> None:
                 f"{name}: must hold at most {MAX_LIST_ITEMS} items",
                 {"fields": [name]},
             )
+    secret: tuple[str, str] | None = None
     for field, value in _text_fields(request):
         # Each identifier is stored and shown, so it is bounded and checked for secrets.
         problem = text_problem(value, MAX_ID_CHARS, identifier=True)
@@ -133,6 +138,9 @@ def _check_bounds(request: CreateWorkload) -> None:
             raise WorkloadError(
                 ErrorCode.WORKLOAD_INVALID, f"{field}: {problem}", {"fields": [field]}
             )
+        if secret is None and sensitive_text(value):
+            secret = (field, value)
+    return secret
 
 
 def _members(request: CreateWorkload, name: str) -> Any:

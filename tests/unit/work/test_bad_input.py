@@ -505,3 +505,38 @@ def test_the_library_refuses_a_5_mb_input_as_the_server_does(store):
     assert refused.value.code == "WORKLOAD_INVALID"
     assert refused.value.details == {"fields": ["input"]}
     assert store.list("t", "app") == []
+
+
+SECRET = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "code", "field"),
+    [
+        # A malformed identifier is refused before a secret in another identifier…
+        (
+            {"session_id": SECRET, "environment": "e" * 300},
+            "WORKLOAD_INVALID",
+            "environment",
+        ),
+        # …and before a secret in the input, which comes before one in an identifier.
+        (
+            {"session_id": SECRET, "input": {"token": "x"}},
+            "WORKLOAD_SECRET_REJECTED",
+            "input",
+        ),
+        # The first secret identifier, in the order the fields are checked, is named.
+        (
+            {"trigger": SECRET, "session_id": SECRET},
+            "WORKLOAD_SECRET_REJECTED",
+            "trigger",
+        ),
+        ({"session_id": SECRET}, "WORKLOAD_SECRET_REJECTED", "session_id"),
+    ],
+)
+def test_admission_refuses_in_one_order_whatever_else_is_wrong(store, overrides, code, field):
+    with pytest.raises(WorkloadError) as refused:
+        store.admit(make_request(**overrides))
+    assert refused.value.code == code
+    assert refused.value.details == {"fields": [field]}
+    assert store.list("t", "app") == []
