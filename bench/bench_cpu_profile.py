@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import json
 import os
 import pstats
@@ -36,6 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from harness.collector import collector_time
 from support.factories import CAPABILITIES, make_request
 
 from feltdb import Completion, CreateWorkload, WorkloadStore
@@ -126,27 +126,17 @@ def one_run(n: int, settle: bool, profile: bool) -> dict[str, Any]:
         batch = requests(1_000_000, n)
         if settle:
             settle_heap()
-        spent = [0.0]
-        began_at: list[float] = []
-
-        def timing(phase: str, info: dict[str, Any]) -> None:
-            if phase == "start":
-                began_at.append(time.perf_counter())
-            elif began_at:
-                spent[0] += time.perf_counter() - began_at.pop()
-
-        gc.callbacks.append(timing)
         profiler = cProfile.Profile() if profile else None
-        began = time.process_time()
-        if profiler is not None:
-            profiler.enable()
-        lifecycles(store, batch)
-        if profiler is not None:
-            profiler.disable()
-        cpu = time.process_time() - began
-        gc.callbacks.remove(timing)
+        with collector_time() as spent:
+            began = time.process_time()
+            if profiler is not None:
+                profiler.enable()
+            lifecycles(store, batch)
+            if profiler is not None:
+                profiler.disable()
+            cpu = time.process_time() - began
         store.close()
-    figures: dict[str, Any] = {"cpu_us": cpu / n * 1e6, "gc_us": spent[0] / n * 1e6}
+    figures: dict[str, Any] = {"cpu_us": cpu / n * 1e6, "gc_us": spent.seconds / n * 1e6}
     if profiler is not None:
         stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
         buckets: dict[str, float] = {}

@@ -14,6 +14,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import render_bounds
 import render_goals
 from harness import summary
 from harness.summary import rate, ratio, table
@@ -378,7 +379,7 @@ def render(results: dict[str, Any]) -> str:
         "",
     ]
     lines += render_goals.goals_section(results, drains)
-    lines += render_goals.bounds_section(results, drains)
+    lines += render_bounds.bounds_section(results, drains)
     lines += machine_section(results["meta"])
     lines += admit_section(results)
     lines += drain_section(results, drains)

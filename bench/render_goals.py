@@ -133,65 +133,6 @@ def goals_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
     return ["## Goals", "", *table(["goal", "measured", "target", "verdict"], rows)]
 
 
-PEER_TARGETS = (("sqlite", "huey", 2.0), ("postgres", "pgqueuer", 1.5))
-"""Each backend's peer and the ratio the goals ask of feltdb against it (2 processes)."""
-
-
-def bounds_section(results: dict[str, Any], drains: dict[Any, Any]) -> list[str]:
-    """What the peer targets ask of each workload's CPU, against what it took in this run."""
-    cores = results.get("meta", {}).get("machine", {}).get("cpu_count")
-    rows: list[list[str]] = []
-    for backend, peer, target in PEER_TARGETS:
-        theirs = rate(drains, backend, peer, 2)
-        if theirs is None or not cores:
-            continue
-        needed = target * theirs
-        budget = cores * 1e6 / needed
-        for system in ("feltdb-batches", "feltdb-worker"):
-            ours = drains.get((backend, system, 2))
-            if ours is None:
-                continue
-            machine, own = ours["machine_cpu_us"], ours["cpu_us"]
-            rows.append(
-                [
-                    f"{NAMES[backend]}, {LABELS[system]}",
-                    f"{target:g} × {theirs:,.0f} = {needed:,.0f}/s",
-                    f"{budget:,.0f} µs",
-                    f"{machine:,.0f} µs",
-                    f"{own:,.0f} µs",
-                    f"{max(machine - own, 0):,.0f} µs",
-                ]
-            )
-    if not rows:
-        return []
-    return [
-        "## What bounds the peer targets",
-        "",
-        f"A rate of R workloads a second on {cores} cores leaves at most {cores} × 10⁶ / R "
-        "µs of the machine's CPU per workload, and that only if every core is busy all the "
-        "time. Beside it, what each workload took in this run at P=2 (machine: every "
-        "process, /proc/stat), of which feltdb's processes (user + system) and the rest "
-        "(on PostgreSQL, the server's backends and its WAL writer). Where *the rest* alone "
-        "passes the budget, no change on feltdb's side of the connection can meet the "
-        "target while each change of a workload writes its document and a log entry.",
-        "",
-        *table(
-            [
-                "backend, system",
-                "target rate",
-                "CPU budget per workload",
-                "machine per workload",
-                "feltdb's processes",
-                "the rest",
-            ],
-            rows,
-        ),
-    ]
-
-
-LABELS = {"feltdb-batches": "batch calls", "feltdb-worker": "worker (embedded)"}
-
-
 def unclaimable_section(results: dict[str, Any]) -> list[str]:
     rows = [
         [

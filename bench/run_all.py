@@ -215,6 +215,38 @@ def measure_drains(run: Run, options: argparse.Namespace, backends: list[str]) -
                     )
 
 
+RAM_DISK = Path("/dev/shm")
+RAM_DRAINS = ("feltdb-batches", "huey", "feltdb-worker")
+"""What drains SQLite again on a RAM disk, at P=2: where no commit waits for the disk, what
+is left is the CPU and the one writer at a time (docs/benchmarks.md, the bounds)."""
+
+
+def measure_ram_drains(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
+    """The SQLite drains of :data:`RAM_DRAINS` at P=2 with their files on a RAM disk."""
+    if "sqlite" not in backends or not RAM_DISK.is_dir() or options.skip_peers:
+        return
+    rows = run.data.setdefault("ram_drain", [])
+    for system in RAM_DRAINS:
+        log(f"drain sqlite {system} P=2 N={options.workloads:,} on a RAM disk …")
+        if system in FELTDB_SYSTEMS:
+            figures = drains.drain(
+                system,
+                "sqlite",
+                2,
+                options.workloads,
+                options.concurrency,
+                options.worker_options,
+                home=RAM_DISK,
+            )
+        else:
+            figures = peer_drains.drain(
+                system, 2, options.workloads, peers_venv.PYTHON, home=RAM_DISK
+            )
+        rows.append(drain_row("sqlite", system, 2, options.workloads, 1, figures))
+        run.save()
+        log(f"  {rows[-1]['per_s']:,.1f}/s")
+
+
 def measure_admits(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
     for backend in backends:
         log(f"admit {backend} …")
@@ -222,6 +254,11 @@ def measure_admits(run: Run, options: argparse.Namespace, backends: list[str]) -
         run.data["admit"][backend] = rates
         run.save()
         log("  " + ", ".join(f"{k} {v['per_s']:,.0f}/s" for k, v in rates.items()))
+        if backend == "sqlite":
+            parts = admit.admission_parts(options.workloads)
+            run.data["admit_parts"] = parts
+            run.save()
+            log("  " + ", ".join(f"{k} {v:,.1f}" for k, v in parts.items()))
 
 
 def measure_claims(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
@@ -343,6 +380,7 @@ def main() -> None:
     run = Run(Path(options.out), meta)
     measure_admits(run, options, backends)
     measure_drains(run, options, backends)
+    measure_ram_drains(run, options, backends)
     measure_claims(run, options, backends)
     measure_wakeups(run, options, backends)
     measure_unclaimable(run, options, backends)

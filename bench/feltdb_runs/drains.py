@@ -45,9 +45,11 @@ def child_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def target_for(backend: str, label: str) -> Iterator[tuple[str, Path]]:
-    """A fresh store location (SQLite file or PostgreSQL database) and a scratch folder."""
-    with tempfile.TemporaryDirectory(dir=BENCH, prefix="tmp-") as scratch:
+def target_for(backend: str, label: str, home: Path = BENCH) -> Iterator[tuple[str, Path]]:
+    """A fresh store location (SQLite file or PostgreSQL database) and a scratch folder,
+    made in ``home`` (by default bench/, on the disk the checkout is on).
+    """
+    with tempfile.TemporaryDirectory(dir=home, prefix="tmp-") as scratch:
         home = Path(scratch)
         if backend == "sqlite":
             yield str(home / "work.db"), home
@@ -73,10 +75,20 @@ def healthz_ms(url: str, calls: int = 30) -> float:
 
 
 def drain(
-    system: str, backend: str, procs: int, n: int, concurrency: int, worker_options: str
+    system: str,
+    backend: str,
+    procs: int,
+    n: int,
+    concurrency: int,
+    worker_options: str,
+    home: Path = BENCH,
 ) -> dict[str, Any]:
+    """One drain of ``n`` workloads by ``procs`` processes of ``system``; a SQLite store
+    is a file in ``home`` (see :func:`target_for`).
+    """
     mode = MODES[system]
-    with target_for(backend, f"{system}_{procs}".replace("-", "_")) as (target, home):
+    label = f"{system}_{procs}".replace("-", "_")
+    with target_for(backend, label, home) as (target, home):
         backlog.load(target, n)
         base = [
             sys.executable,

@@ -36,8 +36,9 @@ def peer_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def target_for(backend: str, label: str) -> Iterator[str]:
-    with tempfile.TemporaryDirectory(dir=BENCH, prefix="tmp-") as scratch:
+def target_for(backend: str, label: str, home: Path = BENCH) -> Iterator[str]:
+    """A fresh queue location: a file in ``home`` (SQLite), or a fresh PostgreSQL database."""
+    with tempfile.TemporaryDirectory(dir=home, prefix="tmp-") as scratch:
         if backend == "sqlite":
             yield str(Path(scratch) / "queue")
         else:
@@ -47,7 +48,10 @@ def target_for(backend: str, label: str) -> Iterator[str]:
                 yield url
 
 
-def drain(peer: str, procs: int, n: int, python: Path) -> dict[str, Any]:
+def drain(peer: str, procs: int, n: int, python: Path, home: Path = BENCH) -> dict[str, Any]:
+    """One drain of ``n`` tasks by ``procs`` processes of ``peer``, with the peers' ``python``;
+    a SQLite queue is a file in ``home``.
+    """
     module, backend = PEERS[peer]
     env = peer_env()
 
@@ -63,7 +67,7 @@ def drain(peer: str, procs: int, n: int, python: Path) -> dict[str, Any]:
             raise RuntimeError(f"{peer} {args[0]} failed:\n{done.stderr[-3000:]}")
         return done.stdout
 
-    with target_for(backend, f"{peer}_{procs}".replace("-", "_")) as target:
+    with target_for(backend, f"{peer}_{procs}".replace("-", "_"), home) as target:
         call("prepare", "--target", target, "--n", str(n))
         commands = [
             [str(python), "-m", module, "work", "--target", target, "--index", str(i)]

@@ -70,3 +70,36 @@ def test_the_claim_throughput_script_loads_and_drains_a_sqlite_store(tmp_path: P
     assert ran.returncode == 0, ran.stderr[-3000:]
     [drained] = json.loads(out.read_text())["results"]
     assert drained["workloads"] == 20 and drained["per_process"] == [20]
+
+
+def test_the_admission_parts_are_measured_and_rendered(tmp_path: Path) -> None:
+    """``make bench``'s bound of ``admit_many``: its parts measured at a tiny size, and the
+    section docs/benchmarks.md shows them in."""
+    code = (
+        "import json, sys\n"
+        "from feltdb_runs import admit\n"
+        "import render_bounds\n"
+        "parts = admit.admission_parts(40)\n"
+        "lines = render_bounds.bounds_section({'admit_parts': parts}, {})\n"
+        "print(json.dumps({'parts': parts, 'lines': lines}))\n"
+    )
+    root = BENCH.parent
+    path = [str(BENCH), str(root / "tests"), str(root / "src")]
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        env={"PYTHONPATH": ":".join(path), "PATH": "/usr/bin:/bin"},
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    written = json.loads(ran.stdout.splitlines()[-1])
+    parts = written["parts"]
+    assert parts["workloads"] == 40
+    for name in ("admit_many_us", "statements_us", "checks_us", "record_us"):
+        assert parts[name] > 0, name
+    # The parts are parts: each less than the whole call.
+    assert parts["checks_us"] + parts["record_us"] < parts["admit_many_us"]
+    text = "\n".join(written["lines"])
+    assert "### `admit_many`" in text and "25,000 admissions a second leave 40 µs" in text
