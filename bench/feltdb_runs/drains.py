@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 from harness import pg
 from harness.fleet import run_fleet
+from harness.scratch import SCRATCH_PREFIX
 from support.server import WORK_CAPABILITY, serve
 
 from feltdb import Subject
@@ -45,11 +46,11 @@ def child_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def target_for(backend: str, label: str, home: Path = BENCH) -> Iterator[tuple[str, Path]]:
+def target_for(backend: str, label: str, under: Path = BENCH) -> Iterator[tuple[str, Path]]:
     """A fresh store location (SQLite file or PostgreSQL database) and a scratch folder,
-    made in ``home`` (by default bench/, on the disk the checkout is on).
+    made under ``under`` (by default bench/, on the disk the checkout is on).
     """
-    with tempfile.TemporaryDirectory(dir=home, prefix="tmp-") as scratch:
+    with tempfile.TemporaryDirectory(dir=under, prefix=SCRATCH_PREFIX) as scratch:
         home = Path(scratch)
         if backend == "sqlite":
             yield str(home / "work.db"), home
@@ -81,14 +82,14 @@ def drain(
     n: int,
     concurrency: int,
     worker_options: str,
-    home: Path = BENCH,
+    under: Path = BENCH,
 ) -> dict[str, Any]:
     """One drain of ``n`` workloads by ``procs`` processes of ``system``; a SQLite store
-    is a file in ``home`` (see :func:`target_for`).
+    is a file made under ``under`` (see :func:`target_for`).
     """
     mode = MODES[system]
     label = f"{system}_{procs}".replace("-", "_")
-    with target_for(backend, label, home) as (target, home):
+    with target_for(backend, label, under) as (target, home):
         backlog.load(target, n)
         base = [
             sys.executable,

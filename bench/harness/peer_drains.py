@@ -15,6 +15,7 @@ from typing import Any
 
 from harness import pg
 from harness.fleet import run_fleet
+from harness.scratch import SCRATCH_PREFIX
 
 BENCH = Path(__file__).resolve().parents[1]
 PEERS = {
@@ -36,9 +37,11 @@ def peer_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def target_for(backend: str, label: str, home: Path = BENCH) -> Iterator[str]:
-    """A fresh queue location: a file in ``home`` (SQLite), or a fresh PostgreSQL database."""
-    with tempfile.TemporaryDirectory(dir=home, prefix="tmp-") as scratch:
+def target_for(backend: str, label: str, under: Path = BENCH) -> Iterator[str]:
+    """A fresh queue location: a file made under ``under`` (SQLite), or a fresh PostgreSQL
+    database.
+    """
+    with tempfile.TemporaryDirectory(dir=under, prefix=SCRATCH_PREFIX) as scratch:
         if backend == "sqlite":
             yield str(Path(scratch) / "queue")
         else:
@@ -48,9 +51,9 @@ def target_for(backend: str, label: str, home: Path = BENCH) -> Iterator[str]:
                 yield url
 
 
-def drain(peer: str, procs: int, n: int, python: Path, home: Path = BENCH) -> dict[str, Any]:
+def drain(peer: str, procs: int, n: int, python: Path, under: Path = BENCH) -> dict[str, Any]:
     """One drain of ``n`` tasks by ``procs`` processes of ``peer``, with the peers' ``python``;
-    a SQLite queue is a file in ``home``.
+    a SQLite queue is a file made under ``under``.
     """
     module, backend = PEERS[peer]
     env = peer_env()
@@ -67,7 +70,7 @@ def drain(peer: str, procs: int, n: int, python: Path, home: Path = BENCH) -> di
             raise RuntimeError(f"{peer} {args[0]} failed:\n{done.stderr[-3000:]}")
         return done.stdout
 
-    with target_for(backend, f"{peer}_{procs}".replace("-", "_"), home) as target:
+    with target_for(backend, f"{peer}_{procs}".replace("-", "_"), under) as target:
         call("prepare", "--target", target, "--n", str(n))
         commands = [
             [str(python), "-m", module, "work", "--target", target, "--index", str(i)]

@@ -103,3 +103,42 @@ def test_the_admission_parts_are_measured_and_rendered(tmp_path: Path) -> None:
     assert parts["checks_us"] + parts["record_us"] < parts["admit_many_us"]
     text = "\n".join(written["lines"])
     assert "### `admit_many`" in text and "25,000 admissions a second leave 40 µs" in text
+
+
+def test_the_ram_disk_drains_are_rendered_beside_the_disk_and_huey(tmp_path: Path) -> None:
+    """The bounds section's RAM-disk table, from results as run_all writes them."""
+
+    def row(system: str, per_s: float) -> dict[str, object]:
+        seconds = 20_000 / per_s
+        return {
+            "backend": "sqlite", "system": system, "procs": 2, "per_s": per_s,
+            "seconds": seconds, "machine_cpu_s": seconds, "cpu_us_per_workload": 1.0,
+            "machine_cpu_us_per_workload": seconds / 20_000 * 1e6,
+        }  # fmt: skip
+
+    results = {
+        "meta": {"machine": {"cpu_count": 4}},
+        "drain": [row("huey", 2_000.0), row("feltdb-batches", 3_000.0)],
+        "ram_drain": [row("feltdb-batches", 5_000.0)],
+    }
+    code = (
+        "import json, sys\n"
+        "from harness import summary\n"
+        "import render_bounds\n"
+        "results = json.loads(sys.argv[1])\n"
+        "print(json.dumps(render_bounds.bounds_section(results, summary.drains(results))))\n"
+    )
+    root = BENCH.parent
+    ran = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(results)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PYTHONPATH": f"{BENCH}:{root / 'src'}", "PATH": "/usr/bin:/bin"},
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    lines = json.loads(ran.stdout)
+    [table_row] = [line for line in lines if line.startswith("| feltdb batch calls |")]
+    # Disk 3,000/s, RAM disk 5,000/s: 2.5x huey's 2,000/s on the disk; one core of four busy.
+    assert table_row.split(" | ")[1:] == ["3,000/s", "5,000/s", "2.50×", "200 µs", "25% |"]

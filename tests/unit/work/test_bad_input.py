@@ -513,12 +513,15 @@ SECRET = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
 @pytest.mark.parametrize(
     ("overrides", "code", "field"),
     [
-        # A malformed identifier is refused before a secret in another identifier…
+        # A malformed identifier is refused before a secret in another identifier, even
+        # one checked before it…
         (
-            {"session_id": SECRET, "environment": "e" * 300},
+            {"environment": SECRET, "session_id": "s" * 300},
             "WORKLOAD_INVALID",
-            "environment",
+            "session_id",
         ),
+        # …and a secret identifier before a blank one.
+        ({"environment": " ", "session_id": SECRET}, "WORKLOAD_SECRET_REJECTED", "session_id"),
         # …and before a secret in the input, which comes before one in an identifier.
         (
             {"session_id": SECRET, "input": {"token": "x"}},
