@@ -357,6 +357,7 @@ class SQLEngine(ChainQueries, StatisticsQueries, Generic[_Dialect]):
         rows, and the plans are written as :meth:`commit_many` writes them.
         """
         self._dialect.ensure_open()
+        self.statistics_before_selecting()
         params = {
             "collection": collection,
             "tenant_id": tenant_id,

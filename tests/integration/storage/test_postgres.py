@@ -1103,6 +1103,36 @@ def test_a_new_database_s_rows_are_analyzed_once_so_a_claim_walk_seeks_rows_read
     assert "rows_ready" in plan[0][0] + plan[1][0], plan
 
 
+def test_a_claim_s_selection_gathers_missing_statistics_itself_and_asks_rarely(
+    db: PostgresDatabase, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store used as a library has no maintenance pass: its first claims behind a new
+    # backlog would be planned without statistics. The selection asks, at most every
+    # SELECTION_RECHECK_S while they are missing, and never once they exist.
+    from feltdb.storage import statistics
+
+    reltuples = "SELECT reltuples FROM pg_class WHERE oid = 'rows'::regclass"
+    asked: list[bool] = []
+    refresh = db.refresh_statistics
+    monkeypatch.setattr(db, "refresh_statistics", lambda: asked.append(refresh()) or False)
+
+    def select() -> None:
+        db.commit_selected_many("work", "t1", "app1", "ready", 0, lambda rows, read: [], limit=1)
+
+    select()
+    select()  # within the recheck interval: not asked again
+    assert asked == [False] and scalar(url, reltuples) < 0  # no row yet: nothing gathered
+    for n in range(300):
+        put(db, f"w{n}", RowIndex("t1", "app1", "ready", 0, n, definition_id="d", claim_group="g"))
+    select()
+    assert asked == [False] and scalar(url, reltuples) < 0
+    monkeypatch.setattr(statistics, "SELECTION_RECHECK_S", 0.0)
+    select()
+    assert asked == [False, True] and scalar(url, reltuples) == 300
+    select()  # known now: nothing asked, nothing read
+    assert asked == [False, True]
+
+
 def test_the_sql_files_are_part_of_the_package() -> None:
     files = resources.files("feltdb.storage.sql").joinpath("postgres")
     assert files.joinpath("queries.sql").is_file()
