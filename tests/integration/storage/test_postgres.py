@@ -1046,6 +1046,42 @@ def test_protocol_queries_never_scan_nor_sort(
         assert not re.search(r"\bSort\b", plan), plan
 
 
+@pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
+def test_a_result_id_lookup_seeks_each_id_even_on_statistics_taken_before_any_result(
+    pg_databases: Any, plan_cache_mode: str
+) -> None:
+    # Statistics taken while no row had a result id (a new backlog, analyzed once) made
+    # "result_id = ANY(...)" an index range over every row with one, filtered: a
+    # completion's lookup read more with every completion before it (2.0 ms at 1,600).
+    name = pg_databases.create("result_ids")
+    url = pg_databases.url_of(name)
+    try:
+        PostgresDatabase(url).close()
+        with admin(url) as connection:
+            connection.execute(
+                "INSERT INTO rows (collection, key, version, revision, document, state)"
+                " SELECT 'work', 'w' || n, 1, n, '{}', 'ready' FROM generate_series(1, 3000) n"
+            )
+            connection.execute("ANALYZE rows")
+            connection.execute("UPDATE rows SET result_id = 'r' || key, state = 'succeeded'")
+            statement, names = _as_numbered(QUERIES["rows_with_result_ids"])
+            connection.execute(
+                sql.SQL("SET plan_cache_mode = {}").format(sql.Literal(plan_cache_mode))
+            )
+            connection.execute(sql.SQL("PREPARE planned AS ") + sql.SQL(statement))
+            ids = "{" + ",".join(f"r{n}" for n in range(16)) + "}"
+            arguments = {"collection": "work", "result_ids": ids}
+            execute = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE planned({})").format(
+                sql.SQL(", ").join(sql.Literal(arguments[name]) for name in names)
+            )
+            plan = "\n".join(row[0] for row in connection.execute(execute).fetchall())
+    finally:
+        pg_databases.drop(name)
+    conditions = re.findall(r"Index Cond: (.*)", plan)
+    assert any("result_id" in condition for condition in conditions), plan
+    assert "Rows Removed by Filter" not in plan, plan
+
+
 def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
     unchecked = {
         "list_rows",  # any filters: sorts the collection, as on SQLite

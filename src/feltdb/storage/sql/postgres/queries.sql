@@ -258,12 +258,18 @@ ORDER BY deadline_at, key
 LIMIT %(limit)s::bigint;
 
 -- name: rows_with_result_ids
--- description: rows carrying any result id of an array, with it (rows_by_result_id)
-SELECT result_id, collection, key, version, revision, document
-FROM rows
-WHERE collection = %(collection)s
-  AND result_id IS NOT NULL
-  AND result_id = ANY(%(result_ids)s::text[]);
+-- description: rows carrying any result id of an array, with it; one seek of rows_by_result_id per id (a LATERAL subquery kept apart by OFFSET 0, so never flattened into a join: with "result_id = ANY(...)", or joined, the planner, its statistics taken while few rows had a result id, read every entry of the index, a read that grew with every completion)
+SELECT r.result_id, r.collection, r.key, r.version, r.revision, r.document
+FROM unnest(%(result_ids)s::text[]) AS wanted(result_id)
+CROSS JOIN LATERAL (
+    SELECT rows.result_id, rows.collection, rows.key, rows.version, rows.revision,
+           rows.document
+    FROM rows
+    WHERE rows.collection = %(collection)s
+      AND rows.result_id IS NOT NULL
+      AND rows.result_id = wanted.result_id
+    OFFSET 0
+) AS r;
 
 -- name: count_by_state
 -- description: how many rows of a collection are in each state, read from the covering index rows_by_state (an index-only scan when the planner prefers it to a sequential one)
