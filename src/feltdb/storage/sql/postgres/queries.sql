@@ -14,6 +14,14 @@
 -- a reader sees only log entries below its snapshot's xmin times 1024: see
 -- feltdb/storage/postgres.py. A commit writes its rows first, its log entry last (see
 -- feltdb/storage/writes.py); each statement computes the revision itself.
+--
+-- The statements that select by state or claim group order by "..., key, eligible_at": key
+-- is unique in a collection, so eligible_at never changes the order, but it makes
+-- rows_by_state and rows_ready (which end with it) the only indexes that give that order
+-- without a sort. Without it, rows_by_application (which gives "..., key") ties with them
+-- whenever the statistics were taken while most rows were ready (a new backlog, analyzed
+-- once), and the planner took it, filtering out every row already done: measured behind
+-- 1,600 completions, 1.2 ms and 1,531 buffers a claim against 0.05 ms and 89 buffers.
 
 -- name: migration_lock
 -- description: serialize schema migrations between openers, until the transaction ends
@@ -98,7 +106,7 @@ WHERE collection = %(collection)s
   AND tenant_id = %(tenant_id)s
   AND application_id = %(application_id)s
   AND state = %(state)s
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint;
 
 -- name: page_rows_by_state_same_priority
@@ -111,7 +119,7 @@ WHERE collection = %(collection)s
   AND state = %(state)s
   AND priority = %(priority)s::bigint
   AND (created_at, key) > (%(created_at)s::bigint, %(key)s::text)
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint;
 
 -- name: page_rows_by_state_lower_priority
@@ -123,7 +131,7 @@ WHERE collection = %(collection)s
   AND application_id = %(application_id)s
   AND state = %(state)s
   AND priority < %(priority)s::bigint
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint;
 
 -- name: page_rows_by_application_same_priority
@@ -159,7 +167,7 @@ WHERE collection = %(collection)s
   AND state = %(state)s
   AND waits_on IS NULL
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint OFFSET %(offset)s::bigint
 FOR UPDATE SKIP LOCKED;
 
@@ -200,7 +208,7 @@ WHERE collection = %(collection)s
   AND claim_group = %(claim_group)s
   AND waits_on IS NULL
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint
 FOR UPDATE SKIP LOCKED;
 
@@ -217,7 +225,7 @@ WHERE collection = %(collection)s
   AND priority = %(priority)s::bigint
   AND (created_at, key) > (%(created_at)s::bigint, %(key)s)
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint
 FOR UPDATE SKIP LOCKED;
 
@@ -233,7 +241,7 @@ WHERE collection = %(collection)s
   AND waits_on IS NULL
   AND priority < %(priority)s::bigint
   AND (eligible_at IS NULL OR eligible_at <= %(now)s::bigint)
-ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint
 FOR UPDATE SKIP LOCKED;
 
