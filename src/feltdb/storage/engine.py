@@ -351,10 +351,9 @@ class SQLEngine(ChainQueries, StatisticsQueries, Generic[_Dialect]):
         offset: int = 0,
         partitions: ClaimPartitions | None = None,
     ) -> list[Commit | StorageConflict]:
-        """See :meth:`Database.commit_selected_many`; the dialect's ``claimable_rows`` (or,
-        with ``partitions``, ``claimable_rows_in_group`` of each group
-        :func:`~feltdb.storage.partitions.accepted_groups` accepts) select and lock the
-        rows, and the plans are written as :meth:`commit_many` writes them.
+        """See :meth:`Database.commit_selected_many`; ``claimable_rows`` (``partitions``:
+        ``claimable_rows_in_group`` of each group :func:`~feltdb.storage.partitions.accepted_groups`
+        accepts) select and lock the rows; the plans are written as :meth:`commit_many` does.
         """
         self._dialect.ensure_open()
         self.statistics_before_selecting()
