@@ -171,7 +171,7 @@ class SQLEngine(ChainQueries, StatisticsQueries, Generic[_Dialect]):
         found: dict[str, list[StoredRow]] = {}
         if not result_ids:
             return found
-        params = {"collection": collection, "result_ids": self._listed(result_ids)}
+        params = {"collection": collection, "result_ids": self._listed(sorted(set(result_ids)))}
         # Ordered here, not by SQL: an ORDER BY over several seeks of the index would sort.
         fetched = self._dialect.read(self._queries["rows_with_result_ids"], params)
         for result_id, *row in sorted(fetched, key=lambda row: (row[0], row[2])):

@@ -29,13 +29,18 @@ protocol; :class:`StatisticsQueries` implements it over a dialect's named statem
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Mapping
-from typing import Final, LiteralString, Protocol
+from typing import ClassVar, Final, LiteralString, Protocol
 
+from feltdb.errors import WorkloadError
 from feltdb.storage.dialect import Dialect
 
 __all__ = ["SELECTION_RECHECK_S", "PlannerStatistics", "StatisticsQueries"]
+
+log = logging.getLogger(__name__)
 
 SELECTION_RECHECK_S: Final = 5.0
 """How often, at most, a claim's selection looks whether statistics are still missing (a
@@ -47,8 +52,9 @@ class PlannerStatistics(Protocol):
 
     def refresh_statistics(self) -> bool:
         """Gather the planner's statistics of the rows if they were never gathered and
-        there are rows to gather them from; whether it did. Cheap once they exist (one
-        catalog read per call until then, none after).
+        there are rows to gather them from; whether it did (not when the database user may
+        not: logged, and not tried again). Cheap once they exist (one catalog read per call
+        until then, none after).
         """
         ...
 
@@ -64,18 +70,28 @@ class StatisticsQueries:
     """Set once the statistics are known to exist: no catalog read after that."""
     _statistics_asked_at: float = float("-inf")
     """When a selection last asked (``time.monotonic()``)."""
+    _statistics_asking: ClassVar[threading.Lock] = threading.Lock()
+    """Held by the one selection asking: the others go on without waiting for it."""
 
     def statistics_before_selecting(self) -> None:
         """Before a claim's selection: :meth:`refresh_statistics`, unless a selection asked
-        within :data:`SELECTION_RECHECK_S` (nothing at all once they are known).
+        within :data:`SELECTION_RECHECK_S` or is asking now (nothing at all once they are
+        known). Never fails the selection: statistics only make its plan better.
         """
         if self._statistics_known:
             return
         now = time.monotonic()
         if now - self._statistics_asked_at < SELECTION_RECHECK_S:
             return
-        self._statistics_asked_at = now
-        self.refresh_statistics()
+        if not self._statistics_asking.acquire(blocking=False):
+            return
+        try:
+            self._statistics_asked_at = now
+            self.refresh_statistics()
+        except WorkloadError as error:  # a timeout, a lost connection: asked again later
+            log.warning("the planner's statistics were not gathered: %s", error.message)
+        finally:
+            self._statistics_asking.release()
 
     def refresh_statistics(self) -> bool:
         """See :meth:`PlannerStatistics.refresh_statistics`."""
@@ -90,5 +106,14 @@ class StatisticsQueries:
             return False  # nothing to gather from yet: asked again next pass
         gather = self._queries["gather_statistics"]
         self._dialect.transact("gather statistics", lambda session: session.execute(gather, {}))
-        self._statistics_known = True
+        self._statistics_known = True  # gathered, or never to be: not asked again
+        [(missing, _)] = self._dialect.read(self._queries["statistics_missing"], {})
+        if missing:
+            # ANALYZE skips, with a warning and no error, a table its user does not own.
+            log.warning(
+                "the planner's statistics could not be gathered (does the database user "
+                "own the tables?): until autovacuum gathers them, claims may read more "
+                "than they need"
+            )
+            return False
         return True

@@ -910,6 +910,12 @@ def test_rows_with_result_ids(db: Database) -> None:
         "r1": ["a", "b"],
         "r2": ["c"],
     }
+    # An id asked for twice is answered once, with each of its rows once.
+    twice = db.rows_with_result_ids("work", ["r1", "r2", "r1"])
+    assert {result_id: keys(rows) for result_id, rows in twice.items()} == {
+        "r1": ["a", "b"],
+        "r2": ["c"],
+    }
     assert db.rows_with_result_ids("work", []) == {}
 
 

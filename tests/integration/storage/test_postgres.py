@@ -12,6 +12,7 @@ import random
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from importlib import resources
 from typing import Any
@@ -1046,6 +1047,57 @@ def test_protocol_queries_never_scan_nor_sort(
         assert not re.search(r"\bSort\b", plan), plan
 
 
+def test_a_selection_goes_on_when_the_statistics_cannot_be_gathered(
+    db: PostgresDatabase, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Statistics only make a plan better: a failure to gather them (a timeout, a lost
+    # connection) is logged, and the claim's selection goes on.
+    def refused() -> bool:
+        raise WorkloadError(ErrorCode.WORKLOAD_STORAGE_FAILURE, "statement timeout")
+
+    monkeypatch.setattr(db, "refresh_statistics", refused)
+    put(db, "w1", RowIndex("t1", "app1", "ready", 0, 1, definition_id="d", claim_group="g"))
+    seen: list[str] = []
+
+    def choose(rows: Any, read: Any) -> list[Any]:
+        seen.extend(row.key for row in rows)
+        return []
+
+    db.commit_selected_many("work", "t1", "app1", "ready", 10, choose, limit=5)
+    assert seen == ["w1"]
+    assert "statistics were not gathered: statement timeout" in caplog.text
+
+
+def test_a_user_who_may_not_analyze_the_rows_is_told_so_and_not_asked_again(
+    db: PostgresDatabase, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ANALYZE of a table its user does not own is skipped with a warning, not an error:
+    # the refresh must not take that for statistics gathered.
+    put(db, "w1", RowIndex("t1", "app1", "ready", 0, 1))
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with admin(url) as connection:
+        connection.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        connection.execute(
+            sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
+                sql.Identifier(role)
+            )
+        )
+    try:
+        conninfo = psycopg.conninfo.conninfo_to_dict(url)
+        other = PostgresDatabase(psycopg.conninfo.make_conninfo(**{**conninfo, "user": role}))
+        try:
+            assert other.refresh_statistics() is False
+            assert other.refresh_statistics() is False  # not asked again
+        finally:
+            other.close()
+    finally:
+        with admin(url) as connection:
+            connection.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            connection.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    assert "could not be gathered (does the database user own the tables?)" in caplog.text
+    assert scalar(url, "SELECT reltuples FROM pg_class WHERE oid = 'rows'::regclass") < 0
+
+
 @pytest.fixture(scope="module")
 def stale_url(pg_databases: Any) -> Iterator[str]:
     """A database analyzed while every row was ready, then mostly drained: 4,000 rows of
@@ -1055,21 +1107,25 @@ def stale_url(pg_databases: Any) -> Iterator[str]:
     """
     name = pg_databases.create("stale")
     url = pg_databases.url_of(name)
-    PostgresDatabase(url).close()
-    with admin(url) as connection:
-        connection.execute(
-            "INSERT INTO rows (collection, key, version, revision, document, tenant_id,"
-            " application_id, state, priority, created_at, definition_id, claim_group)"
-            " SELECT 'work', 'w' || lpad(n::text, 5, '0'), 1, n, '{}', 't1', 'app1', 'ready',"
-            " 1, n / 1000, 'd1', 'g1' FROM generate_series(1, 4000) n"
-        )
-        connection.execute("ANALYZE rows")
-        connection.execute(
-            "UPDATE rows SET state = 'succeeded', claim_group = NULL, result_id = 'r' || key"
-            " WHERE right(key, 1) <> '0' AND right(key, 1) <> '5'"
-        )
-    yield url
-    pg_databases.drop(name)
+    try:
+        PostgresDatabase(url).close()
+        with admin(url) as connection:
+            # Autovacuum would gather fresh statistics: the point is that they are stale.
+            connection.execute("ALTER TABLE rows SET (autovacuum_enabled = off)")
+            connection.execute(
+                "INSERT INTO rows (collection, key, version, revision, document, tenant_id,"
+                " application_id, state, priority, created_at, definition_id, claim_group)"
+                " SELECT 'work', 'w' || lpad(n::text, 5, '0'), 1, n, '{}', 't1', 'app1',"
+                " 'ready', 1, n / 1000, 'd1', 'g1' FROM generate_series(1, 4000) n"
+            )
+            connection.execute("ANALYZE rows")
+            connection.execute(
+                "UPDATE rows SET state = 'succeeded', claim_group = NULL, result_id = 'r' || key"
+                " WHERE right(key, 1) <> '0' AND right(key, 1) <> '5'"
+            )
+        yield url
+    finally:
+        pg_databases.drop(name)
 
 
 STALE_PLANS = {
@@ -1175,9 +1231,12 @@ def test_a_claim_s_selection_gathers_missing_statistics_itself_and_asks_rarely(
     from feltdb.storage import statistics
 
     reltuples = "SELECT reltuples FROM pg_class WHERE oid = 'rows'::regclass"
+    with admin(url) as connection:  # no autovacuum gathering them meanwhile
+        connection.execute("ALTER TABLE rows SET (autovacuum_enabled = off)")
     asked: list[bool] = []
     refresh = db.refresh_statistics
     monkeypatch.setattr(db, "refresh_statistics", lambda: asked.append(refresh()) or False)
+    monkeypatch.setattr(statistics, "SELECTION_RECHECK_S", 3600.0)
 
     def select() -> None:
         db.commit_selected_many("work", "t1", "app1", "ready", 0, lambda rows, read: [], limit=1)
