@@ -163,8 +163,9 @@ def unclaimable_section(results: dict[str, Any]) -> list[str]:
         "test_postgres.py`); on a table never analyzed yet, as each fresh database here is "
         "until autovacuum first analyzes it, the planner estimates one row either way and may "
         "walk the application's range of `rows_by_application` instead, a read of every ready "
-        "row's index entry (the PostgreSQL rows at 5,000 show it; EXPLAIN ANALYZE there: "
-        "`rows_by_application`, 5,000 entries, 5 ms a seek).",
+        "row's index entry. So a claim's selection gathers the statistics a table never had "
+        "(`storage/statistics.py`): behind 5,000, runs before 12ef0a3 measured 6.6 to 7.3 ms "
+        "a claim and 4.0 to 4.3 ms an idle one.",
         "",
         *table(
             [
