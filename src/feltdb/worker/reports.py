@@ -197,8 +197,7 @@ class AttemptRunner:
                 raise
             return
         try:
-            self.completed()
-            log.info("completed %s in %.3fs", attempt.workload_id, took_s)
+            self._completed(attempt, took_s)
         finally:
             self.ended(attempt)
 
@@ -224,8 +223,12 @@ class AttemptRunner:
                 log.error("%s: the completion was refused (%s)", attempt.workload_id, error)
             return
         if result is not None:
-            self.completed()
-            log.info("completed %s in %.3fs", attempt.workload_id, took_s)
+            self._completed(attempt, took_s)
+
+    def _completed(self, attempt: Attempt, took_s: float) -> None:
+        """The attempt's completion committed: counted and logged, however it was sent."""
+        self.completed()
+        log.info("completed %s in %.3fs", attempt.workload_id, took_s)
 
     def after_error(self, attempt: Attempt, ctx: Context, error: BaseException) -> None:
         """The handler raised ``error``: report the failure (or confirm a cancellation)."""
