@@ -75,8 +75,7 @@ class LocalClient(LocalBatches, WorkloadClient):
         capabilities: what the subject holds for claiming (default: the grant's; with
             neither, what each ``claim_next`` declares).
         maintenance_interval_s: when set, :meth:`claim_next` also runs the authority's
-            maintenance (deadlines enforced, lost leases recovered; a new database's planner
-            statistics gathered once) at most this often.
+            maintenance (deadlines enforced, lost leases recovered) at most this often.
             For embedded workers with no server to run it: without it, work of a worker
             that died would wait forever.
     """
@@ -221,7 +220,6 @@ class LocalClient(LocalBatches, WorkloadClient):
             self._maintained_at = time.monotonic()
             self.store.enforce_deadlines(self._now())
             self.store.recover_expired(self._now())
-            self.store.db.refresh_statistics()  # once, on a new database (storage/statistics.py)
 
     def claim_next(
         self,

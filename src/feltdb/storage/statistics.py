@@ -6,14 +6,16 @@ the planner guesses one row for every range, and may serve a claim's walk of the
 groups from ``rows_by_application``, a read of every row of the application, instead of
 one seek of ``rows_ready``. Measured on a new database of 3,000 workloads (EXPLAIN
 ANALYZE): the walk's two statements took 3.8 and 1.9 ms, against 0.40 and 0.03 ms once
-analyzed; the embedded worker's drain of them ran 1,330/s against 1,482/s. So the
-maintenance pass analyzes the rows once, as soon as a table that was never
-analyzed holds any (PostgreSQL 14 and later mark such a table with ``reltuples = -1``);
-autovacuum keeps the statistics from then on.
+analyzed; the embedded worker's drain of them ran 1,330/s against 1,482/s. So the rows
+are analyzed once, as soon as a table that was never analyzed holds any (PostgreSQL 14
+and later mark such a table with ``reltuples = -1``); autovacuum keeps the statistics from
+then on.
 
-A store used as a library has no maintenance pass, so a claim's selection asks too
+The one that asks is a claim's selection
 (:meth:`StatisticsQueries.statistics_before_selecting`), at most every
-:data:`SELECTION_RECHECK_S` until they exist and never after. Measured behind 5,000 ready
+:data:`SELECTION_RECHECK_S` until they exist and never after, so a store used as a library,
+with no maintenance pass, has them too; the server's maintenance pass asks as well, for the
+dashboard's listings and counts may come before any claim. Measured behind 5,000 ready
 workloads nobody could claim (``bench/bench_unclaimable.py``, a new database): a claim took
 7.0 ms and an idle one 4.2 ms, against 1.3 and 0.4 ms once analyzed (1.2 and 0.1 ms on an
 empty store).
@@ -48,7 +50,9 @@ catalog read), until they exist: an idle worker's long-polls select every 0.25 s
 
 
 class PlannerStatistics(Protocol):
-    """What the maintenance pass asks of a database's statistics."""
+    """What a claim's selection and the server's maintenance pass ask of a database's
+    statistics.
+    """
 
     def refresh_statistics(self) -> bool:
         """Gather the planner's statistics of the rows if they were never gathered and
