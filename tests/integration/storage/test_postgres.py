@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from importlib import resources
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 import pytest
@@ -1022,6 +1022,27 @@ PLANS: dict[str, str | tuple[str, ...]] = {
 }
 
 
+def _prepared_plan(
+    url: str,
+    query_name: str,
+    arguments: dict[str, Any],
+    plan_cache_mode: str,
+    explain: LiteralString,
+) -> str:
+    """The plan of the named statement, prepared under ``plan_cache_mode`` and run with
+    ``arguments`` by ``explain`` (``"EXPLAIN"``, or with ``ANALYZE``: run, then rolled back).
+    """
+    statement, names = _as_numbered(QUERIES[query_name])
+    execute: sql.SQL | sql.Composed = sql.SQL(explain + " EXECUTE planned")
+    if names:
+        values = sql.SQL(", ").join(sql.Literal(arguments[name]) for name in names)
+        execute = execute + sql.SQL("({})").format(values)
+    with admin(url) as connection, connection.transaction(force_rollback=True):
+        connection.execute(sql.SQL("SET plan_cache_mode = {}").format(sql.Literal(plan_cache_mode)))
+        connection.execute(sql.SQL("PREPARE planned AS ") + sql.SQL(statement))
+        return "\n".join(row[0] for row in connection.execute(execute).fetchall())
+
+
 @pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
 @pytest.mark.parametrize("query_name", sorted(PLANS))
 def test_protocol_queries_never_scan_nor_sort(
@@ -1029,15 +1050,7 @@ def test_protocol_queries_never_scan_nor_sort(
 ) -> None:
     # A prepared statement (psycopg prepares a statement on its fifth use) may run with a
     # plan made for any parameters, so both the custom and the generic plan are checked.
-    statement, names = _as_numbered(QUERIES[query_name])
-    arguments = sql.SQL(", ").join(sql.Literal(PLAN_PARAMS[name]) for name in names)
-    with admin(planned_url) as connection:
-        connection.execute(sql.SQL("SET plan_cache_mode = {}").format(sql.Literal(plan_cache_mode)))
-        connection.execute(sql.SQL("PREPARE planned AS ") + sql.SQL(statement))
-        execute: sql.SQL | sql.Composed = sql.SQL("EXPLAIN EXECUTE planned")
-        if names:
-            execute = execute + sql.SQL("({})").format(arguments)
-        plan = "\n".join(row[0] for row in connection.execute(execute).fetchall())
+    plan = _prepared_plan(planned_url, query_name, PLAN_PARAMS, plan_cache_mode, "EXPLAIN")
     expected = PLANS[query_name]
     assert any(
         index in plan for index in (expected if isinstance(expected, tuple) else (expected,))
@@ -1083,8 +1096,7 @@ def test_a_user_who_may_not_analyze_the_rows_is_told_so_and_not_asked_again(
             )
         )
     try:
-        conninfo = psycopg.conninfo.conninfo_to_dict(url)
-        other = PostgresDatabase(psycopg.conninfo.make_conninfo(**{**conninfo, "user": role}))
+        other = PostgresDatabase(psycopg.conninfo.make_conninfo(url, user=role))
         try:
             assert other.refresh_statistics() is False
             assert other.refresh_statistics() is False  # not asked again
@@ -1150,16 +1162,9 @@ def test_statistics_taken_before_the_work_was_done_never_turn_a_seek_into_a_scan
     # rows_by_application for a claim or a listing by state (the same order, every row
     # already done filtered out) and read the whole rows_by_result_id range for a result
     # id lookup: each read grew with the work done before it.
-    statement, names = _as_numbered(QUERIES[query_name])
     arguments = {**PLAN_PARAMS, "created_at": 2, "result_ids": "{rw00001,rw00002,rw03999}"}
-    execute = sql.SQL("EXPLAIN (ANALYZE, BUFFERS) EXECUTE planned({})").format(
-        sql.SQL(", ").join(sql.Literal(arguments[name]) for name in names)
-    )
-    with admin(stale_url) as connection:
-        connection.execute(sql.SQL("SET plan_cache_mode = {}").format(sql.Literal(plan_cache_mode)))
-        connection.execute(sql.SQL("PREPARE planned AS ") + sql.SQL(statement))
-        plan = "\n".join(row[0] for row in connection.execute(execute).fetchall())
-        connection.rollback()  # the claims' FOR UPDATE
+    explain = "EXPLAIN (ANALYZE, BUFFERS)"
+    plan = _prepared_plan(stale_url, query_name, arguments, plan_cache_mode, explain)
     assert STALE_PLANS[query_name] in plan, plan
     assert "Seq Scan" not in plan and "rows_by_application" not in plan, plan
     assert "Rows Removed by Filter" not in plan, plan
@@ -1235,7 +1240,12 @@ def test_a_claim_s_selection_gathers_missing_statistics_itself_and_asks_rarely(
         connection.execute("ALTER TABLE rows SET (autovacuum_enabled = off)")
     asked: list[bool] = []
     refresh = db.refresh_statistics
-    monkeypatch.setattr(db, "refresh_statistics", lambda: asked.append(refresh()) or False)
+
+    def counted() -> bool:
+        asked.append(refresh())
+        return asked[-1]
+
+    monkeypatch.setattr(db, "refresh_statistics", counted)
     monkeypatch.setattr(statistics, "SELECTION_RECHECK_S", 3600.0)
 
     def select() -> None:
