@@ -5,7 +5,6 @@ with its answer, and goes back to its pool: the answer is acted on by the comple
 thread once the authority committed it, so the work is reported done (and its slot freed)
 only once committed, and no thread is woken per completion to learn it. (The worker
 decides a refusal on an attempt thread, by the single call, since that may wait.)
-:meth:`BatchCompleter.complete` is the same for a caller that waits for the answer.
 
 The completer's thread sends what is waiting as one ``complete_many`` when ``max_items``
 are waiting, when the first has waited ``max_wait_s``, or at once when every running
@@ -16,7 +15,6 @@ together cost one commit.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import threading
 import time
@@ -82,24 +80,6 @@ class BatchCompleter:
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="feltdb-completer", daemon=True)
         self._thread.start()
-
-    def complete(self, item: CompletionItem) -> WorkloadResult:
-        """Complete ``item`` in the next batch; answers once it is committed.
-
-        Raises:
-            WorkloadError: the item's refusal, as ``client.complete`` would raise it (or the
-                whole call's failure, such as a lost connection).
-        """
-        answer: concurrent.futures.Future[WorkloadResult] = concurrent.futures.Future()
-
-        def answered(outcome: WorkloadResult | BaseException) -> None:
-            if isinstance(outcome, BaseException):
-                answer.set_exception(outcome)
-            else:
-                answer.set_result(outcome)
-
-        self.submit(item, answered)
-        return answer.result()
 
     def submit(self, item: CompletionItem, answered: Answered) -> None:
         """Complete ``item`` in the next batch; ``answered`` is called with its answer

@@ -6,6 +6,7 @@ committed, and that a worker heartbeats all its leases in one call.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from support.factories import CAPABILITIES, make_request
 
-from feltdb import Subject, WorkloadState, WorkloadStore
+from feltdb import Subject, WorkloadResult, WorkloadState, WorkloadStore
 from feltdb.auth.scope import Scope
 from feltdb.client import CompletionItem, LocalClient
 from feltdb.errors import ErrorCode, WorkloadError
@@ -67,12 +68,27 @@ def item(work: ClaimedWork, **changes: Any) -> CompletionItem:
     return CompletionItem(**{**fields, **changes})
 
 
+def complete(completer: BatchCompleter, work: CompletionItem) -> WorkloadResult:
+    """``work`` completed through ``completer``, waiting for its own answer (a refusal or
+    the call's failure raised), as an attempt thread would if it waited."""
+    answer: concurrent.futures.Future[WorkloadResult] = concurrent.futures.Future()
+
+    def answered(outcome: WorkloadResult | BaseException) -> None:
+        if isinstance(outcome, BaseException):
+            answer.set_exception(outcome)
+        else:
+            answer.set_result(outcome)
+
+    completer.submit(work, answered)
+    return answer.result()
+
+
 def complete_together(completer: BatchCompleter, items: list[CompletionItem]) -> list[Any]:
     answers: list[Any] = [None] * len(items)
 
     def run(n: int) -> None:
         try:
-            answers[n] = completer.complete(items[n])
+            answers[n] = complete(completer, items[n])
         except WorkloadError as error:
             answers[n] = error
 
@@ -159,7 +175,7 @@ def test_a_lone_completion_waits_at_most_max_wait_and_is_the_single_call(
     counted = counting(store)
     [work] = running(store, counted, 1)
     completer = BatchCompleter(counted, lambda waiting: False, max_wait_s=0.05)
-    result = completer.complete(item(work))
+    result = complete(completer, item(work))
     completer.close()
     assert counted.calls == []  # a batch of one is sent as complete()
     assert result.result_id == f"r-{work.claim.workload_id}"
