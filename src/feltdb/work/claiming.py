@@ -27,7 +27,14 @@ from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.partitions import group_accepted
-from feltdb.work.rows import MUTATED, LoadedWorkload, dependency_state, planned_commit, workload_of
+from feltdb.work.rows import (
+    MUTATED,
+    LoadedWorkload,
+    dependency_state,
+    first_unmet,
+    planned_commit,
+    workload_of,
+)
 from feltdb.work.scheduling import AWAITED_STATES
 from feltdb.work.states import WorkloadState
 
@@ -132,11 +139,7 @@ class CandidateChoice:
         """The first dependency of ``workload`` not in its required state, read in this
         transaction; ``None`` when every one is.
         """
-        state_of = functools.partial(self._dependency_state, read, workload)
-        return next(
-            (d for d in workload.dependencies if state_of(d.workload_id) is not d.required_state),
-            None,
-        )
+        return first_unmet(workload, functools.partial(self._dependency_state, read, workload))
 
     def _dependency_state(
         self, read: RowReader, dependent: Workload, workload_id: str

@@ -25,10 +25,12 @@ from feltdb.records.workload import (
     WorkloadAttempt,
     WorkloadCheckpoint,
     WorkloadClaim,
+    WorkloadDependency,
     WorkloadExecutionContext,
     WorkloadResult,
 )
 from feltdb.storage.canonical import content_hash
+from feltdb.work.eligibility import ensure_claimable
 from feltdb.work.events import failure_evidence, failures
 from feltdb.work.identities import attempt_id_for, checkpoint_id_for, claim_id_for, lease_id_for
 from feltdb.work.outcome import Outcome
@@ -75,57 +77,22 @@ def lease_seconds(lease_ms: int) -> int:
     return lease_ms // 1000
 
 
-def ensure_claimable(workload: Workload, capabilities: frozenset[str], now: int) -> None:
-    """Refuse a claim of ``workload`` by a worker holding ``capabilities`` at ``now``.
-
-    Raises:
-        WorkloadError: ``WORKLOAD_APPROVAL_PENDING``, ``WORKLOAD_REJECTED``,
-            ``WORKLOAD_NOT_READY`` (wrong state: may never be claimable),
-            ``WORKLOAD_NOT_YET_ELIGIBLE`` (early: claimable at the instant it names),
-            ``WORKLOAD_CAPABILITY_DENIED``.
-    """
-    if workload.state is WorkloadState.AWAITING_APPROVAL:
-        raise WorkloadError(ErrorCode.WORKLOAD_APPROVAL_PENDING, "workload is awaiting approval")
-    if workload.state is WorkloadState.REJECTED:
-        raise WorkloadError(ErrorCode.WORKLOAD_REJECTED, "workload was rejected and will not run")
-    if workload.state is not WorkloadState.READY:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_NOT_READY,
-            f"workload is not eligible: it is {workload.state.value}",
-            {"state": workload.state.value},
-        )
-    # Independently of its state, no workload that requires approval is claimed without
-    # an approved decision.
-    if workload.approval is not None and not workload.approval.approved():
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_APPROVAL_PENDING, "workload has no approved decision"
-        )
-    # Separate from the state check because the two mean opposite things to a worker: wrong
-    # state may never become claimable, early certainly will, at the instant named here.
-    if not workload.is_eligible_at(now):
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE,
-            f"workload is not claimable until {workload.next_attempt_at}",
-            {"eligible_at": workload.next_attempt_at},
-        )
-    missing = workload.capability_snapshot - capabilities
-    if missing:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_CAPABILITY_DENIED,
-            "worker lacks required capability snapshot: " + ", ".join(sorted(missing)),
-            {"missing": sorted(missing)},
-        )
-
-
 def claim(
-    workload: Workload, worker: str, capabilities: frozenset[str], now: int, lease_ms: int
+    workload: Workload,
+    worker: str,
+    capabilities: frozenset[str],
+    now: int,
+    lease_ms: int,
+    awaited: WorkloadDependency | None = None,
 ) -> Outcome[WorkloadClaim]:
-    """Claim ``workload`` for ``worker`` under a new fencing token and a lease of ``lease_ms``.
+    """Claim ``workload`` for ``worker`` under a new fencing token and a lease of
+    ``lease_ms`` (``awaited``: its first unmet dependency, as
+    :func:`~feltdb.work.eligibility.ensure_claimable` reads it).
 
     Raises:
-        WorkloadError: as :func:`ensure_claimable`.
+        WorkloadError: as :func:`~feltdb.work.eligibility.ensure_claimable`.
     """
-    ensure_claimable(workload, capabilities, now)
+    ensure_claimable(workload, capabilities, now, awaited)
     token = workload.fencing_token + 1
     attempt_count = workload.attempt_count + 1
     current = WorkloadClaim(

@@ -8,13 +8,14 @@ The document of a workload is its JSON; beside it the scheduling index
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_SAFE_INTEGER
 from feltdb.records.codec import stored_workload, stored_workload_text
-from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
 from feltdb.work.audit import audit_record
 from feltdb.work.models import CreateWorkload
@@ -149,3 +150,15 @@ def dependency_state(
     if row is None or not same_application(row.document, dependent):
         return None
     return WorkloadState(row.document["state"])
+
+
+def first_unmet(
+    workload: Workload, state_of: Callable[[str], WorkloadState | None]
+) -> WorkloadDependency | None:
+    """The first of ``workload``'s dependencies whose state (``state_of`` its id, as
+    :func:`dependency_state` answers) is not the one it requires; ``None`` when every one is.
+    """
+    return next(
+        (d for d in workload.dependencies if state_of(d.workload_id) is not d.required_state),
+        None,
+    )

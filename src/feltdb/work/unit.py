@@ -21,7 +21,7 @@ from typing import TypeGuard, TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
 from feltdb.storage.base import Database, PlannedCommit, StorageConflict, StoredRow
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.wakeups import Wakeups
@@ -29,7 +29,15 @@ from feltdb.work import inputs
 from feltdb.work.batches import Batch, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
 from feltdb.work.recent import RecentCommits
-from feltdb.work.rows import MUTATED, LoadedWorkload, planned_commit, same_application, workload_of
+from feltdb.work.rows import (
+    MUTATED,
+    LoadedWorkload,
+    dependency_state,
+    first_unmet,
+    planned_commit,
+    same_application,
+    workload_of,
+)
 from feltdb.work.states import TERMINAL_STATES
 
 T = TypeVar("T")
@@ -149,6 +157,13 @@ class UnitOfWork:
     def loader(self, scope: Scope | None, ahead: ReadAhead | None = None) -> Load:
         """:meth:`load` under ``scope`` (from ``ahead`` when it read the workload)."""
         return partial(self.load, scope=scope, ahead=ahead)
+
+    def unmet_dependency(self, workload: Workload) -> WorkloadDependency | None:
+        """The first of ``workload``'s dependencies not in the state it requires, each read
+        now from the committed rows of its tenant and application (the caller's scope does
+        not apply: a worker may depend on work it may not see).
+        """
+        return first_unmet(workload, partial(dependency_state, self.db.get_row, workload))
 
     def results_ahead(self, result_ids: Iterable[object]) -> dict[str, list[StoredRow]]:
         """The workloads carrying each of ``result_ids`` (at most a batch's), read in one

@@ -21,6 +21,7 @@ from feltdb.records.workload import (
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
+    WorkloadDependency,
     WorkloadExecutionContext,
     WorkloadResult,
 )
@@ -92,9 +93,17 @@ def _fence(claim_id: str, fencing_token: int) -> tuple[str, int]:
 
 
 def claim(
-    workload_id: str, worker: str, held: frozenset[str], lease_ms: int, now: int, load: Load
+    workload_id: str,
+    worker: str,
+    held: frozenset[str],
+    lease_ms: int,
+    now: int,
+    load: Load,
+    unmet: Callable[[Workload], WorkloadDependency | None],
 ) -> Step[WorkloadClaim]:
-    """Claim one ready workload by id (``worker``, ``held`` and ``lease_ms`` checked)."""
+    """Claim one ready workload by id (``worker``, ``held`` and ``lease_ms`` checked), but
+    not while ``unmet`` answers a dependency of it not yet in the state it requires.
+    """
     loaded = load(workload_id)
     timed_out = deadline_step(loaded, now)
     if timed_out is not None:
@@ -111,8 +120,10 @@ def claim(
                 f"workload has used its attempt budget of {workload.attempt_count}",
             ),
         )
+    # Dependencies are read only for ready work: every other state is refused before them.
+    awaited = unmet(workload) if workload.state is WorkloadState.READY else None
     return decided_step(
-        loaded, Operation.CLAIM, lifecycle.claim(workload, worker, held, now, lease_ms)
+        loaded, Operation.CLAIM, lifecycle.claim(workload, worker, held, now, lease_ms, awaited)
     )
 
 

@@ -81,3 +81,41 @@ def test_a_worker_claims_only_the_definitions_it_serves(
     assert http.post("/v1/claims", json={"definitions": []}, headers=worker).status_code == 204
     listed = http.get("/v1/workloads", params={"state": "READY"}, headers=headers).json()
     assert [w["definition_id"] for w in listed["items"]] == ["report"]
+
+
+def test_a_claim_by_id_waits_for_a_dependency_held_for_approval(
+    server: Server, http: httpx.Client, app: str
+) -> None:
+    submitter = server.headers(app)
+    gate = http.post(
+        "/v1/workloads",
+        json=submission("gate", approval={"approver_kinds": ["human"]}),
+        headers=submitter,
+    )
+    assert gate.status_code == 201, gate.text
+    gate_id = gate.json()["workload_id"]
+    assert gate.json()["state"] == "AWAITING_APPROVAL"
+    deploy = http.post(
+        "/v1/workloads",
+        json=submission(
+            "deploy", dependencies=[{"workload_id": gate_id, "required_state": "SUCCEEDED"}]
+        ),
+        headers=submitter,
+    )
+    assert deploy.status_code == 201, deploy.text
+    deploy_id = deploy.json()["workload_id"]
+    headers = worker_headers(server, app, "w1")
+
+    assert http.post("/v1/claims", json={}, headers=headers).status_code == 204
+    batch = http.post("/v1/batches/claims", json={"limit": 10}, headers=headers)
+    assert batch.status_code == 200, batch.text
+    assert batch.json()["items"] == []
+    refused = http.post(f"/v1/workloads/{deploy_id}/claim", json={}, headers=headers)
+    assert refused.status_code == 425, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "WORKLOAD_NOT_YET_ELIGIBLE"
+    assert error["details"] == {"waits_for": gate_id, "required_state": "SUCCEEDED"}
+    assert refused.headers["Retry-After"] == "1"
+    after = http.get(f"/v1/workloads/{deploy_id}", headers=submitter)
+    assert after.json()["state"] == "READY"
+    assert after.json()["fencing_token"] == 0

@@ -1,0 +1,71 @@
+"""Whether a worker may claim a workload now: the rules every claim obeys, by id or by the
+scheduler, in the order a refusal names them.
+
+The state is checked first (held for approval, rejected, not ready), then what passes in
+time (an approved decision, ``not_before``, dependencies), then what the worker lacks (its
+capabilities): a worker told "not yet" learns when, or what for, to ask again.
+"""
+
+from __future__ import annotations
+
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workload import Workload, WorkloadDependency
+from feltdb.work.states import WorkloadState
+
+
+def ensure_claimable(
+    workload: Workload,
+    capabilities: frozenset[str],
+    now: int,
+    awaited: WorkloadDependency | None = None,
+) -> None:
+    """Refuse a claim of ``workload`` by a worker holding ``capabilities`` at ``now``,
+    ``awaited`` being the first of its dependencies not yet in the state it requires
+    (``None``: every one is).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_APPROVAL_PENDING``, ``WORKLOAD_REJECTED``,
+            ``WORKLOAD_NOT_READY`` (wrong state: may never be claimable),
+            ``WORKLOAD_NOT_YET_ELIGIBLE`` (early: claimable at the instant it names, or
+            once the dependency it names is in the state it names),
+            ``WORKLOAD_CAPABILITY_DENIED``.
+    """
+    if workload.state is WorkloadState.AWAITING_APPROVAL:
+        raise WorkloadError(ErrorCode.WORKLOAD_APPROVAL_PENDING, "workload is awaiting approval")
+    if workload.state is WorkloadState.REJECTED:
+        raise WorkloadError(ErrorCode.WORKLOAD_REJECTED, "workload was rejected and will not run")
+    if workload.state is not WorkloadState.READY:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_NOT_READY,
+            f"workload is not eligible: it is {workload.state.value}",
+            {"state": workload.state.value},
+        )
+    # Independently of its state, no workload that requires approval is claimed without
+    # an approved decision.
+    if workload.approval is not None and not workload.approval.approved():
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_APPROVAL_PENDING, "workload has no approved decision"
+        )
+    # Separate from the state check because the two mean opposite things to a worker: wrong
+    # state may never become claimable, early certainly will, at the instant named here.
+    if not workload.is_eligible_at(now):
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE,
+            f"workload is not claimable until {workload.next_attempt_at}",
+            {"eligible_at": workload.next_attempt_at},
+        )
+    # The scheduler never offers such work; a claim by id must not take it either, or an
+    # approval gate could be sidestepped by claiming whatever depends on the gated work.
+    if awaited is not None:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE,
+            f"workload waits for {awaited.workload_id} to be {awaited.required_state.value}",
+            {"waits_for": awaited.workload_id, "required_state": awaited.required_state.value},
+        )
+    missing = workload.capability_snapshot - capabilities
+    if missing:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_CAPABILITY_DENIED,
+            "worker lacks required capability snapshot: " + ", ".join(sorted(missing)),
+            {"missing": sorted(missing)},
+        )
