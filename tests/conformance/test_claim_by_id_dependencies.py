@@ -28,9 +28,7 @@ def _gate_and_deploy(store, **deploy_fields):
     fields = {
         "idempotency_key": "deploy",
         "dependencies": [
-            WorkloadDependency(
-                workload_id=gate.workload_id, required_state=WorkloadState.SUCCEEDED
-            )
+            WorkloadDependency(workload_id=gate.workload_id, required_state=WorkloadState.SUCCEEDED)
         ],
         **deploy_fields,
     }

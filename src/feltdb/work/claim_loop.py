@@ -6,12 +6,15 @@ holds them (:class:`~feltdb.work.claiming.CandidateChoice`), each batch one comm
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 
+from feltdb.auth.grants import Grant
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import StorageConflict
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork
 from feltdb.work.claiming import CandidateChoice
+from feltdb.work.revocations import grant_in_force
 from feltdb.work.states import WorkloadState
 from feltdb.work.unit import UnitOfWork
 
@@ -34,12 +37,20 @@ def claim_work(
     definitions: Iterable[str] | None,
     environments: Iterable[str] | None,
     start: bool,
+    under: Grant | None = None,
 ) -> list[ClaimedWork]:
     """Claim up to ``limit`` of the application's ready work for ``worker``, holding
     ``capabilities``, under leases of ``lease_ms`` (at most ``max_lease_ms``), of the
     ``definitions`` and ``environments`` given (``None``: any); each also started when
-    ``start``. See ``WorkloadStore.claim_work``.
+    ``start``; ``under`` (a grant) checked again before it looks and inside each
+    transaction that claims (:func:`~feltdb.work.revocations.grant_in_force`: its refusal
+    claims nothing). See ``WorkloadStore.claim_work``.
     """
+    guard = None if under is None else partial(grant_in_force, under, now)
+    if guard is not None:
+        # Also before: a claim that finds no work opens no transaction, and must not
+        # answer "none" under a grant that may no longer ask.
+        guard(unit.db.get_row)
     choice = CandidateChoice(
         worker=inputs.actor(worker, "worker"),
         held=inputs.capabilities(capabilities),
@@ -49,6 +60,7 @@ def claim_work(
         environments=_optional_set(environments, "environments"),
         wanted=inputs.integer(limit, "limit", 1, inputs.MAX_BATCH_ITEMS),
         start=bool(start),
+        guard=guard,
     )
     return claim_up_to(unit, tenant_id, application_id, choice)
 

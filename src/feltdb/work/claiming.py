@@ -10,7 +10,7 @@ are the rows it commits against.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from feltdb.errors import WorkloadError
@@ -54,6 +54,9 @@ class CandidateChoice:
     environments: frozenset[str] | None
     wanted: int = 1
     start: bool = False
+    guard: Callable[[RowReader], None] | None = None
+    """Checked first, inside the transaction that claims (a grant's revocation or expiry,
+    :func:`~feltdb.work.revocations.grant_in_force`): raising, it claims nothing."""
     examined: int = 0
     aside: int = 0
     """Of the candidates examined, how many were set aside (they left the selection)."""
@@ -95,6 +98,8 @@ class CandidateChoice:
         """
         # It may run again if the backend retries the transaction, so it starts afresh.
         self.reset()
+        if self.guard is not None:
+            self.guard(read)
         self.examined = len(rows)
         plans: list[PlannedCommit | SetAside] = []
         claimed = 0

@@ -11,7 +11,9 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from feltdb.storage.base import Database, Mutation, Precondition, StorageConflict
+from feltdb.auth.grants import Grant
+from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.storage.base import Database, Mutation, Precondition, RowReader, StorageConflict
 from feltdb.storage.canonical import canonical_json, sha256_hex
 from feltdb.work import inputs
 
@@ -107,6 +109,24 @@ def is_grant_revoked(db: Database, grant_id: str, *, tenant_id: str, application
     """
     key = revoked_grant_key(tenant_id, application_id, grant_id)
     return db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None
+
+
+def grant_in_force(grant: Grant, now: int, read: RowReader) -> None:
+    """Refuse what ``grant`` would do at ``now`` if it has expired or (read through
+    ``read``, inside the caller's transaction) was revoked: how a commit that may come long
+    after its request was verified (a long-poll's claim) checks the grant again where it
+    commits.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``.
+    """
+    if now >= grant.expires_at:
+        raise WorkloadError(ErrorCode.WORKLOAD_UNAUTHORIZED, "grant has expired")
+    key = revoked_grant_key(grant.tenant_id, grant.application_id, grant.id)
+    if read(REVOKED_GRANTS_COLLECTION, key) is not None:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_UNAUTHORIZED, "the grant was revoked", {"grant_id": grant.id}
+        )
 
 
 class Revocations:

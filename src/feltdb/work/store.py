@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from feltdb.auth import Subject
+from feltdb.auth import Grant, Subject
 from feltdb.auth.scope import Scope
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import (
@@ -275,14 +275,16 @@ class WorkloadStore:
         definitions: Iterable[str] | None = None,
         environments: Iterable[str] | None = None,
         start: bool = True,
+        under: Grant | None = None,
     ) -> builtins.list[ClaimedWork]:
         """:meth:`claim_many` (started unless ``start=False``), each claim answered with
-        the workload as its commit left it: what a worker needs to run it, with no read.
+        the workload as its commit left it, needing no read; ``under``: a grant checked
+        again in each claiming transaction (expired or revoked: ``WORKLOAD_UNAUTHORIZED``).
         """
         return claim_loop.claim_work(
             self.unit, tenant_id, application_id, worker, capabilities, limit, now=_now(now),
             lease_ms=lease_ms, max_lease_ms=self.max_lease_ms, definitions=definitions,
-            environments=environments, start=start,
+            environments=environments, start=start, under=under,
         )  # fmt: skip
 
     def start(

@@ -94,12 +94,11 @@ def claim_choice(
 def claim_next(
     acting: Authority, eligible: ClaimFilter, *, now: int | None, lease_ms: int
 ) -> WorkloadClaim | None:
-    """Claim the next of the caller's work that ``eligible`` admits (``None``: none)."""
-    scope = acting.scope
-    return acting.store.claim_next(
-        scope.tenant_id, scope.application_id, acting.worker, eligible.capabilities, now,
-        lease_ms=lease_ms, definitions=eligible.definitions, environments=eligible.environments,
-    )  # fmt: skip
+    """Claim the next of the caller's work that ``eligible`` admits (``None``: none), as
+    :func:`claim_work` claims.
+    """
+    claimed = claim_work(acting, eligible, 1, now=now, lease_ms=lease_ms, start=False)
+    return claimed[0].claim if claimed else None
 
 
 def claim_work(
@@ -112,13 +111,14 @@ def claim_work(
     start: bool,
 ) -> list[ClaimedWork]:
     """Claim up to ``limit`` of the caller's work that ``eligible`` admits, each with its
-    workload (started, with ``start``).
+    workload (started, with ``start``). A caller's grant is checked again where the claim
+    commits, so a long-poll opened before a revocation or the grant's expiry claims nothing.
     """
     scope = acting.scope
     return acting.store.claim_work(
         scope.tenant_id, scope.application_id, acting.worker, eligible.capabilities, limit,
         now, lease_ms, definitions=eligible.definitions, environments=eligible.environments,
-        start=start,
+        start=start, under=acting.grant if acting.checked else None,
     )  # fmt: skip
 
 

@@ -4,11 +4,14 @@ request on, on every endpoint; only ever within the revoker's tenant and applica
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
-from support.server import Server, submission
+from support.server import WORK_CAPABILITY, Server, submission
 
 from feltdb import Subject
-from feltdb.auth.policy import AUDIT, READ, REVOKE, SUBMIT
+from feltdb.auth.policy import AUDIT, CLAIM, READ, REVOKE, SUBMIT
 
 REVOKER = {"subject": Subject.human("security"), "capabilities": [REVOKE, AUDIT]}
 
@@ -106,3 +109,55 @@ def test_a_revocation_never_reaches_another_tenant_s_grant(server: Server, http:
     audit = http.get("/v1/audit", params={"limit": 500}, headers=ours).json()["items"]
     assert all(e["audit"]["tenant"] == "t" for e in audit)
     assert sum(e["audit"]["kind"] == "grant.revoked" for e in audit) == 2  # ours, not theirs
+
+
+def _poll_while(server: Server, headers: dict[str, str], meanwhile) -> httpx.Response:
+    """A long-poll for work (10 s at most) opened under ``headers``; once it waits, call
+    ``meanwhile``; the poll's answer.
+    """
+    with httpx.Client(base_url=server.url, timeout=30) as poller:
+        assert poller.post("/v1/claims", json={}, headers=headers).status_code == 204
+        with ThreadPoolExecutor(1) as pool:
+            poll = pool.submit(poller.post, "/v1/claims", json={"wait_ms": 10_000}, headers=headers)
+            time.sleep(1.0)  # the poll has been verified and is waiting
+            assert not poll.done()
+            meanwhile()
+            return poll.result(timeout=20)
+
+
+def test_a_long_poll_opened_before_a_revocation_claims_nothing(
+    server: Server, http: httpx.Client, app
+):
+    grant = server.grant(app, subject=Subject.worker("late"), capabilities=[CLAIM, WORK_CAPABILITY])
+    headers = {"Authorization": f"Bearer {server.keyring.sign(grant)}"}
+    admitted: list[str] = []
+
+    def revoke_then_admit() -> None:
+        assert revoke(http, server.headers(app, **REVOKER), grant.id).status_code == 200
+        created = http.post("/v1/workloads", json=submission("late"), headers=server.headers(app))
+        admitted.append(created.json()["workload_id"])
+
+    answer = _poll_while(server, headers, revoke_then_admit)
+    assert answer.status_code == 403, answer.text
+    assert answer.json()["error"]["code"] == "WORKLOAD_UNAUTHORIZED"
+    work = http.get(f"/v1/workloads/{admitted[0]}", headers=server.headers(app)).json()
+    assert (work["state"], work["fencing_token"]) == ("READY", 0)
+
+
+def test_a_long_poll_outliving_its_grant_claims_nothing(server: Server, http: httpx.Client, app):
+    grant = server.grant(
+        app, subject=Subject.worker("brief"), capabilities=[CLAIM, WORK_CAPABILITY], lifetime=62
+    )  # issued a minute ago: valid for two more seconds
+    headers = {"Authorization": f"Bearer {server.keyring.sign(grant)}"}
+    admitted: list[str] = []
+
+    def admit_once_expired() -> None:
+        time.sleep(max(0.0, grant.expires_at - time.time()) + 0.5)
+        created = http.post("/v1/workloads", json=submission("brief"), headers=server.headers(app))
+        admitted.append(created.json()["workload_id"])
+
+    answer = _poll_while(server, headers, admit_once_expired)
+    assert answer.status_code == 403, answer.text
+    assert answer.json()["error"]["message"] == "grant has expired"
+    work = http.get(f"/v1/workloads/{admitted[0]}", headers=server.headers(app)).json()
+    assert (work["state"], work["fencing_token"]) == ("READY", 0)
