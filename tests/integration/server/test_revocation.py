@@ -138,10 +138,7 @@ def test_a_long_poll_opened_before_a_revocation_claims_nothing(
         admitted.append(created.json()["workload_id"])
 
     answer = _poll_while(server, headers, revoke_then_admit)
-    assert answer.status_code == 403, answer.text
-    assert answer.json()["error"]["code"] == "WORKLOAD_UNAUTHORIZED"
-    work = http.get(f"/v1/workloads/{admitted[0]}", headers=server.headers(app)).json()
-    assert (work["state"], work["fencing_token"]) == ("READY", 0)
+    _refused_and_unclaimed(answer, "the grant was revoked", http, server, app, admitted[0])
 
 
 def test_a_long_poll_outliving_its_grant_claims_nothing(server: Server, http: httpx.Client, app):
@@ -157,7 +154,14 @@ def test_a_long_poll_outliving_its_grant_claims_nothing(server: Server, http: ht
         admitted.append(created.json()["workload_id"])
 
     answer = _poll_while(server, headers, admit_once_expired)
+    _refused_and_unclaimed(answer, "grant has expired", http, server, app, admitted[0])
+
+
+def _refused_and_unclaimed(
+    answer: httpx.Response, message: str, http: httpx.Client, server: Server, app, workload_id
+) -> None:
     assert answer.status_code == 403, answer.text
-    assert answer.json()["error"]["message"] == "grant has expired"
-    work = http.get(f"/v1/workloads/{admitted[0]}", headers=server.headers(app)).json()
+    error = answer.json()["error"]
+    assert (error["code"], error["message"]) == ("WORKLOAD_UNAUTHORIZED", message)
+    work = http.get(f"/v1/workloads/{workload_id}", headers=server.headers(app)).json()
     assert (work["state"], work["fencing_token"]) == ("READY", 0)
