@@ -91,6 +91,10 @@ MAX_JSON_DEPTH = 64
 """The deepest a JSON document (input, checkpoint state, output) may nest: a scalar at the
 top is depth 0, and each object or array around it adds one."""
 
+MAX_KEY_CHARS = 1024
+"""The longest object key of a JSON document (input, checkpoint state, output), in
+characters: checked before anything else is done with the key."""
+
 
 def text_problem(value: str, max_chars: int, *, identifier: bool) -> str | None:
     """What makes ``value`` unacceptable as text of at most ``max_chars`` characters (an

@@ -25,7 +25,7 @@ import unicodedata
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_DOCUMENT_BYTES, MAX_JSON_DEPTH, text_problem
+from feltdb.fields import MAX_DOCUMENT_BYTES, MAX_JSON_DEPTH, MAX_KEY_CHARS, text_problem
 from feltdb.storage.canonical import canonical_json
 
 SECRET_KEY_NAMES = frozenset(
@@ -102,14 +102,29 @@ def normalized_key(key: str) -> str:
     return "".join(character for character in key.casefold() if character.isalnum())
 
 
-@functools.lru_cache(maxsize=4096)
+_CACHED_KEYS = 4096
+_CACHED_KEY_CHARS = 64
+"""Keys of at most this many characters have their answer cached (at most
+:data:`_CACHED_KEYS` of them: about 1 MiB at worst); a longer key is checked each time, so
+a flood of long keys, refused or not, pins no memory."""
+
+
 def secret_key(key: str) -> bool:
     """Whether an object key names a secret (``apiKey``, ``client_secret``, ``passwd``,
     ``db_password``…).
     """
-    # Cached: documents repeat their keys, and the answer depends on the key alone.
+    if len(key) <= _CACHED_KEY_CHARS:
+        return _short_secret_key(key)
+    return _names_a_secret(key)
+
+
+def _names_a_secret(key: str) -> bool:
     name = normalized_key(key)
     return name in SECRET_KEY_NAMES or name.endswith(_SECRET_KEY_SUFFIXES)
+
+
+# Cached: documents repeat their keys, and the answer depends on the key alone.
+_short_secret_key = functools.lru_cache(maxsize=_CACHED_KEYS)(_names_a_secret)
 
 
 def sensitive_text(text: str) -> bool:
@@ -143,6 +158,11 @@ def _check_key(key: Any, field: str) -> None:
     """Refuse an object key that is not a string, not valid Unicode, or secret-like."""
     if type(key) is not str:
         raise _invalid(field, "must be JSON: object keys must be strings")
+    if len(key) > MAX_KEY_CHARS:
+        raise _invalid(
+            field,
+            f"holds an object key of {len(key):,} characters, over the limit of {MAX_KEY_CHARS:,}",
+        )
     if not key.isascii():
         _check_string(key, field)
     elif len(key) >= _SHORTEST_SECRET and sensitive_text(key):

@@ -197,3 +197,30 @@ def test_a_document_over_1_mib_of_json_is_refused_and_one_just_under_is_not():
     assert "over the limit" in refusal({"k": "x" * (MAX_DOCUMENT_BYTES - overhead + 1)}).message
     assert "over the limit" in refusal(list(range(300_000))).message  # numbers count too
     assert "over the limit" in refusal({"k": "é" * (MAX_DOCUMENT_BYTES // 2)}).message  # bytes
+
+
+def test_an_object_key_over_1024_characters_is_refused_before_any_other_check():
+    from feltdb.fields import MAX_KEY_CHARS
+
+    check_document({"k" * MAX_KEY_CHARS: 1}, "input")
+    refused = refusal({"nested": [{"k" * (MAX_KEY_CHARS + 1): 1}]})
+    assert refused.code == "WORKLOAD_INVALID"
+    assert refused.details == {"fields": ["input"]}
+    assert "object key of 1,025 characters, over the limit of 1,024" in refused.message
+    # Even a key that would also be refused as a secret is refused for its length first.
+    assert "over the limit" in refusal({"password" + "x" * MAX_KEY_CHARS: 1}).message
+
+
+def test_only_short_keys_are_remembered_so_long_keys_pin_no_memory():
+    from feltdb.work import safety
+
+    safety._short_secret_key.cache_clear()
+    for n in range(200):
+        key = f"{n:04d}" + "k" * 1000  # distinct, long, harmless
+        check_document({key: 1}, "input")
+        assert not secret_key(key)
+    assert safety._short_secret_key.cache_info().currsize == 0
+    assert secret_key("x-" + "k" * 1000 + "password"), "a long key is still checked"
+    for n in range(safety._CACHED_KEYS + 100):
+        secret_key(f"key{n}")
+    assert safety._short_secret_key.cache_info().currsize == safety._CACHED_KEYS

@@ -1,0 +1,49 @@
+"""Hostile load against a real ``feltdb serve`` (issue 24): what an authenticated but
+hostile client sends to make the server hold memory it never gives back.
+
+These attacks touch no storage (each request is refused before it reaches the store), so
+they run against one server on a SQLite file of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.server import Server, serve, submission
+
+
+@pytest.fixture(scope="module")
+def lone_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serve(tmp_path_factory.mktemp("hostile"))
+
+
+def rss_mib(pid: int) -> float:
+    """The resident memory of process ``pid``, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def test_refused_submissions_with_huge_keys_pin_no_memory(lone_server: Server) -> None:
+    headers = lone_server.headers("app")
+    with httpx.Client(base_url=lone_server.url, timeout=30) as http:
+        # Warm up: the first requests load what every later one uses.
+        for n in range(5):
+            http.post("/v1/workloads", json=submission(f"warm-{n}"), headers=headers)
+        before = rss_mib(lone_server.process.pid)
+        attacks = 150
+        for n in range(attacks):
+            key = f"{n:06d}" + "k" * 1_000_000  # about 1 MB: a distinct key each time
+            answer = http.post(
+                "/v1/workloads", json=submission(f"huge-{n}", input={key: 1}), headers=headers
+            )
+            assert answer.status_code == 422, answer.text[:300]
+            assert "over the limit of 1,024" in answer.json()["error"]["message"]
+        grown = rss_mib(lone_server.process.pid) - before
+        # Before the bound, the secret-key cache kept every key: about 1 MB a request.
+        assert grown < attacks / 3, f"the server grew {grown:.0f} MiB over {attacks} refusals"
+        assert http.get("/healthz").status_code == 200
