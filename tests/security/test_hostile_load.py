@@ -7,17 +7,10 @@ they run against one server on a SQLite file of their own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
-from support.server import Server, serve, submission
-
-
-@pytest.fixture(scope="module")
-def lone_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from serve(tmp_path_factory.mktemp("hostile"))
+from support.server import Server, submission
 
 
 def rss_mib(pid: int) -> float:

@@ -325,4 +325,9 @@ def test_only_a_grant_over_the_whole_application_may_revoke(
     ):
         answer = http.post(f"/v1/grants/{victim.id}/revoke", headers=narrow)
         assert answer.status_code == 403, answer.text
+        # Nor may it list the application's revocations: every grant's, like revoking.
+        listed = http.get("/v1/grants/revocations", headers=narrow)
+        assert listed.status_code == 403, listed.text
     assert http.get("/v1/workloads", headers=bearer(server.keyring.sign(victim))).status_code == 200
+    whole = http.get("/v1/grants/revocations", headers=server.headers(app))
+    assert whole.status_code == 200, whole.text

@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
 
 from feltdb import __version__
 from feltdb.auth.tokens import Keyring
@@ -36,6 +35,7 @@ from feltdb.server.errors import MAX_BODY_BYTES, BodyLimit, install_error_handle
 from feltdb.server.maintenance import Maintenance
 from feltdb.server.metrics import Metrics, RequestMetrics
 from feltdb.server.openapi import declare_lease_cap
+from feltdb.server.probes import add_probes
 from feltdb.server.routes import ServerState, build_router
 from feltdb.server.ui import add_ui
 from feltdb.server.wakeup import Wakeup
@@ -101,7 +101,7 @@ def create_app(
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.include_router(build_router())
     declare_lease_cap(app, store.max_lease_ms)
-    _add_probes(app, own, metrics)
+    add_probes(app, own, metrics)
     add_docs(app)
     add_ui(app)
     return app
@@ -145,25 +145,3 @@ def _lifespan(
             wakeup.unbind()
 
     return lifespan
-
-
-def _add_probes(app: FastAPI, store: WorkloadStore, metrics: Metrics) -> None:
-    """``/healthz``, ``/readyz`` and ``/metrics``: no token, outside ``/v1``."""
-
-    @app.get("/healthz", summary="The process is up")
-    def healthz() -> JSONResponse:
-        return JSONResponse({"status": "ok"})
-
-    @app.get("/readyz", summary="The store answers", responses={503: {"description": "not"}})
-    def readyz() -> JSONResponse:
-        try:
-            revision = store.db.current_revision()
-        except Exception as error:
-            log.warning("readiness check failed: %s", error)
-            return JSONResponse({"status": "unavailable"}, status_code=503)
-        return JSONResponse({"status": "ready", "revision": revision})
-
-    @app.get("/metrics", summary="Prometheus metrics (no token)", include_in_schema=False)
-    def prometheus() -> Response:
-        body, content_type = metrics.render()
-        return Response(body, media_type=content_type)

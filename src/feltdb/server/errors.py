@@ -18,11 +18,14 @@ audit verification's ``503``) says it in ``Retry-After`` too; ``WORKLOAD_CONFLIC
 ``409`` (another writer won: re-read and decide again).
 
 An unexpected exception is logged with its traceback on the server and answered ``500``
-with a generic body that reveals nothing of it.
+with a generic body that reveals nothing of it. Where the store is (a file path, a database
+URL) is the operator's to know, not a client's: an answer says it is withheld
+(:func:`as_told_to_clients`), and the server's log keeps the whole message of a ``503``.
 """
 
 from __future__ import annotations
 
+import copy
 import enum
 import logging
 from collections.abc import Callable
@@ -200,12 +203,39 @@ def _validation_details(error: RequestValidationError) -> tuple[str, dict[str, A
     return "invalid request: " + "; ".join(problems), {"fields": fields}
 
 
+STORE_NAMED_AS = "[location withheld]"
+"""What an answer says in place of the store's location."""
+
+
+def as_told_to_clients(error: WorkloadError, store_target: str) -> WorkloadError:
+    """``error`` as a client reads it: the store's location (``store_target``, a file
+    path or a database URL without its password) replaced by :data:`STORE_NAMED_AS`
+    wherever its message or a text of its details says it. A ``503`` is logged whole first.
+    """
+    if error.code == ErrorCode.WORKLOAD_STORAGE_FAILURE.value:
+        log.warning("store failure: %s", error.message)
+    if not store_target:
+        return error
+
+    def told(value: Any) -> Any:
+        return value.replace(store_target, STORE_NAMED_AS) if isinstance(value, str) else value
+
+    details = None if error.details is None else {k: told(v) for k, v in error.details.items()}
+    message = told(error.message)
+    if message == error.message and details == error.details:
+        return error
+    answered = copy.copy(error)  # of the same class: an Unauthenticated stays a 401
+    answered.message, answered.details = message, details
+    answered.args = (f"{answered.code}: {message}",)
+    return answered
+
+
 def install_error_handlers(app: FastAPI, clock: Callable[[], int]) -> None:
     """Register the handlers that give every error answer the one body shape."""
 
     async def on_workload_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, WorkloadError)
-        return error_response(exc, clock())
+        return error_response(as_told_to_clients(exc, store_target(request)), clock())
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -250,6 +280,12 @@ def install_error_handlers(app: FastAPI, clock: Callable[[], int]) -> None:
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(Exception, on_unexpected)
+
+
+def store_target(request: Request) -> str:
+    """Where the store of the app answering ``request`` is (empty before it is set)."""
+    state = getattr(request.app.state, "server", None)
+    return "" if state is None else str(state.store.db.target)
 
 
 class BodyLimit:

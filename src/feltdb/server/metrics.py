@@ -350,6 +350,7 @@ class RequestMetrics:
             duration_ms = round(elapsed * 1000, 3)
             # An idle worker's long-poll answered "no work" every few seconds is not news.
             idle = status == 204 and path == "/v1/claims"
+            path = loggable_path(scope)
             access_log.log(
                 logging.DEBUG if idle else logging.INFO,
                 "%s %s %d %.1f ms",
@@ -364,6 +365,25 @@ class RequestMetrics:
                     "duration_ms": duration_ms,
                 },
             )
+
+
+MAX_LOGGED_PATH_CHARS = 2048
+"""The most of a request's path an access-log record keeps (the rest is cut, marked ``…``)."""
+
+_UNPRINTABLE = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)}
+
+
+def loggable_path(scope: Scope) -> str:
+    """The request's path as the client sent it, percent-escapes left as they were (so a
+    ``%0a`` stays three characters and can never start a forged log line), any control
+    character escaped, at most :data:`MAX_LOGGED_PATH_CHARS` characters.
+    """
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
+    path = path.translate(_UNPRINTABLE)
+    if len(path) > MAX_LOGGED_PATH_CHARS:
+        path = path[:MAX_LOGGED_PATH_CHARS] + "…"
+    return path
 
 
 def _route_template(scope: Scope) -> str:

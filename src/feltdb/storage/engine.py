@@ -46,6 +46,7 @@ from feltdb.storage.encoding import (
 )
 from feltdb.storage.index_columns import index_params
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
+from feltdb.storage.readiness import ReadinessQueries
 from feltdb.storage.selecting import SetAside
 from feltdb.storage.selection import Selection
 from feltdb.storage.statistics import StatisticsQueries
@@ -69,7 +70,7 @@ _DUE_QUERIES: Final = {
 _Dialect = TypeVar("_Dialect", bound=Dialect)
 
 
-class SQLEngine(ChainQueries, StatisticsQueries, Generic[_Dialect]):
+class SQLEngine(ChainQueries, ReadinessQueries, StatisticsQueries, Generic[_Dialect]):
     """Implements :class:`~feltdb.storage.base.Database` over a :class:`Dialect`."""
 
     target: str

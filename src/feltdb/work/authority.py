@@ -27,7 +27,6 @@ from feltdb.auth.policy import (
     CLAIM,
     OPERATE,
     READ,
-    REVOKE,
     SUBMIT,
     authorize,
     authorize_application,
@@ -277,8 +276,9 @@ class Authority:
         )  # fmt: skip
 
     def revocations(self) -> list[dict[str, Any]]:
-        """The grants revoked in the caller's application (``grant:revoke``)."""
-        self._may_in_application(REVOKE)
+        """The grants revoked in the caller's application (``grant:revoke``, unconstrained:
+        the list names any grant of the application, as revoking reaches any)."""
+        self.whole_application(authorize_revoke, "the revocations are the whole application's")
         return self.store.grants.listed(self.scope.tenant_id, self.scope.application_id)
 
     def audit_reader(self) -> None:

@@ -83,3 +83,20 @@ def test_declared_error_responses_carry_the_schema_and_required_headers():
     assert answers[401]["headers"]["WWW-Authenticate"]["required"] is True
     assert answers[425]["headers"]["Retry-After"]["required"] is True
     assert set(STATUS_BY_CODE.values()) <= set(answers)
+
+
+def test_an_answer_withholds_where_the_store_is():
+    from feltdb.server.errors import as_told_to_clients
+
+    target = "/srv/feltdb/work.db"
+    error = WorkloadError(
+        "WORKLOAD_STORAGE_FAILURE",
+        f"SQLite store {target}: commit failed: database is locked",
+        {"where": target, "attempts": 3},
+    )
+    told = as_told_to_clients(error, target)
+    assert told.code == "WORKLOAD_STORAGE_FAILURE"
+    assert told.message == "SQLite store [location withheld]: commit failed: database is locked"
+    assert told.details == {"where": "[location withheld]", "attempts": 3}
+    assert target not in str(told)
+    assert as_told_to_clients(error, "").message == error.message

@@ -20,8 +20,8 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.server.errors import status_for
+from feltdb.errors import WorkloadError
+from feltdb.server.errors import as_told_to_clients, status_for, store_target
 from feltdb.server.ui.render import UI_HEADERS, page
 from feltdb.server.ui.viewer import FormRefused, SignInRequired, Viewer, viewer_of
 
@@ -60,9 +60,8 @@ class PageRoute(APIRoute):
                 return refusal(request, None, 401, missing.reason or "Sign in, then try again.")
             except FormRefused as refused:
                 return refusal(request, await _viewer(request), 403, str(refused))
-            except WorkloadError as error:
-                if error.code == ErrorCode.WORKLOAD_STORAGE_FAILURE.value:
-                    log.warning("dashboard: %s: %s", request.url.path, error.message)
+            except WorkloadError as refused:
+                error = as_told_to_clients(refused, store_target(request))
                 viewer = await _viewer(request)
                 return refusal(request, viewer, status_for(error), f"{error.message}.")
             except HTTPException:

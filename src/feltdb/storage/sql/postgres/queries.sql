@@ -615,3 +615,7 @@ WHERE c.oid = 'rows'::regclass;
 -- name: gather_statistics
 -- description: storage/statistics.py: the planner's statistics of rows, once (autovacuum keeps them after)
 ANALYZE rows;
+
+-- name: write_probe
+-- description: readyz: an UPDATE that matches nothing: refused by a read-only database or a standby, before any row is read
+UPDATE transactions SET commit_revision = commit_revision WHERE false;

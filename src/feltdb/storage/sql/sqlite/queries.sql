@@ -469,3 +469,7 @@ SELECT 0, 0;
 -- name: gather_statistics
 -- description: storage/statistics.py: never run on SQLite (statistics_missing answers none missing)
 SELECT 0;
+
+-- name: write_probe
+-- description: readyz: an UPDATE that matches nothing, inside BEGIN IMMEDIATE (which took the write lock)
+UPDATE transactions SET commit_revision = commit_revision WHERE 0;
