@@ -91,6 +91,15 @@ MAX_JSON_DEPTH = 64
 """The deepest a JSON document (input, checkpoint state, output) may nest: a scalar at the
 top is depth 0, and each object or array around it adds one."""
 
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+"""The largest a workload's stored record may grow, as UTF-8 JSON: its input and output (at
+most 1 MiB each), its checkpoints' states, its history and attempts. A change that would
+pass it (most often a checkpoint) is refused, so every read of one workload stays bounded;
+a worker with large state checkpoints a reference to where it keeps it."""
+
+MAX_CHECKPOINTS = 1000
+"""The most checkpoints one workload keeps; the next is refused."""
+
 MAX_KEY_CHARS = 1024
 """The longest object key of a JSON document (input, checkpoint state, output), in
 characters: checked before anything else is done with the key."""

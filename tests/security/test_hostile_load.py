@@ -40,3 +40,33 @@ def test_refused_submissions_with_huge_keys_pin_no_memory(lone_server: Server) -
         # Before the bound, the secret-key cache kept every key: about 1 MB a request.
         assert grown < attacks / 3, f"the server grew {grown:.0f} MiB over {attacks} refusals"
         assert http.get("/healthz").status_code == 200
+
+
+def test_checkpoints_cannot_grow_a_record_past_its_bound(lone_server: Server) -> None:
+    from support.server import WORK_CAPABILITY
+
+    from feltdb import Subject
+    from feltdb.auth.policy import CLAIM
+
+    submitter = lone_server.headers("bounds")
+    worker = lone_server.headers(
+        "bounds", subject=Subject.worker("w"), capabilities={CLAIM, WORK_CAPABILITY}
+    )
+    with httpx.Client(base_url=lone_server.url, timeout=60) as http:
+        created = http.post("/v1/workloads", json=submission("big"), headers=submitter)
+        workload_id = created.json()["workload_id"]
+        claim = http.post("/v1/claims", json={}, headers=worker).json()
+        fence = {"claim_id": claim["claim_id"], "fencing_token": claim["fencing_token"]}
+        path = f"/v1/workloads/{workload_id}"
+        assert http.post(f"{path}/start", json=fence, headers=worker).status_code == 204
+        statuses = []
+        for _ in range(12):
+            body = {**fence, "state": {"blob": "x" * (1024 * 1024 - 256)}}
+            statuses.append(http.post(f"{path}/checkpoint", json=body, headers=worker))
+        codes = [answer.status_code for answer in statuses]
+        assert codes[:6] == [200] * 6 and codes[-1] == 422, codes
+        refusal = statuses[-1].json()["error"]
+        assert "over the limit of 8,388,608" in refusal["message"]
+        read = http.get(path, headers=submitter)
+        assert read.status_code == 200
+        assert len(read.content) < 9 * 1024 * 1024

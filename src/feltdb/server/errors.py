@@ -90,6 +90,9 @@ class RouteCode(enum.StrEnum):
     """No route of this API has this path."""
     METHOD_NOT_ALLOWED = "METHOD_NOT_ALLOWED"
     """The path is a route of this API, but not for this method (``Allow`` says which)."""
+    SERVER_BUSY = "SERVER_BUSY"
+    """The server holds as many connections as it may (``503``, ``Retry-After``): this one
+    was closed before anything was read from it (:mod:`feltdb.server.connections`)."""
 
 
 class Unauthenticated(WorkloadError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 from typing import Any
 
 ACCESS_FIELDS = ("method", "path", "status", "duration_ms")
@@ -44,6 +45,41 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str, ensure_ascii=False)
 
 
+ACCEPT_FAILURE = "socket.accept() out of system resource"
+"""What asyncio logs each time it cannot accept a connection (no file descriptor left): as
+often as it retries, about every second for every listening socket."""
+
+ACCEPT_FAILURE_EVERY_S = 10.0
+"""How often, at most, the log says the server cannot accept connections."""
+
+
+class AcceptFailuresOnce(logging.Filter):
+    """Lets asyncio's "cannot accept" record through once per
+    :data:`ACCEPT_FAILURE_EVERY_S` (saying how many were held back), and every other record
+    as it is.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._said_at = float("-inf")
+        self._held_back = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: D102
+        if not record.getMessage().startswith(ACCEPT_FAILURE):
+            return True
+        now = time.monotonic()
+        if now - self._said_at < ACCEPT_FAILURE_EVERY_S:
+            self._held_back += 1
+            return False
+        self._said_at = now
+        if self._held_back:
+            record.msg = f"{record.getMessage()} ({self._held_back} more since it was last said)"
+            record.args = None
+        self._held_back = 0
+        record.exc_info = None  # the same traceback every time: the message says it all
+        return True
+
+
 def logging_config(*, json_lines: bool, level: str = "INFO") -> dict[str, Any]:
     """The dictConfig of ``feltdb serve``: JSON lines when ``json_lines``, else uvicorn's
     human-readable format; every logger at ``level``, to stderr.
@@ -70,5 +106,7 @@ def logging_config(*, json_lines: bool, level: str = "INFO") -> dict[str, Any]:
             "uvicorn.error": {"level": level},
             "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": False},
             "feltdb": quiet,
+            "asyncio": {**quiet, "filters": ["accept_failures"]},
         },
+        "filters": {"accept_failures": {"()": AcceptFailuresOnce}},
     }

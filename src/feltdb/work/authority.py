@@ -276,8 +276,7 @@ class Authority:
         )  # fmt: skip
 
     def revocations(self) -> list[dict[str, Any]]:
-        """The grants revoked in the caller's application (``grant:revoke``, unconstrained:
-        the list names any grant of the application, as revoking reaches any)."""
+        """The grants revoked in the caller's application (``grant:revoke``, unconstrained)."""
         self.whole_application(authorize_revoke, "the revocations are the whole application's")
         return self.store.grants.listed(self.scope.tenant_id, self.scope.application_id)
 

@@ -20,6 +20,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_CHECKPOINTS
 from feltdb.records.workload import (
     Workload,
     WorkloadAttempt,
@@ -208,10 +209,17 @@ def checkpoint(
     """Commit progress of the running attempt; the next sequence number is assigned.
 
     Raises:
-        WorkloadError: as :func:`fence`; ``WORKLOAD_TRANSITION_DENIED`` unless running.
+        WorkloadError: as :func:`fence`; ``WORKLOAD_TRANSITION_DENIED`` unless running;
+            ``WORKLOAD_INVALID`` past :data:`~feltdb.fields.MAX_CHECKPOINTS`.
     """
     fence(workload, claim_id, worker, fencing_token, now)
     _ensure_running(workload, "checkpoint")
+    if len(workload.checkpoints) >= MAX_CHECKPOINTS:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            f"workload has {len(workload.checkpoints):,} checkpoints, the most one keeps",
+            {"fields": ["checkpoints"], "max_checkpoints": MAX_CHECKPOINTS},
+        )
     sequence = len(workload.checkpoints) + 1
     saved = WorkloadCheckpoint(
         checkpoint_id=checkpoint_id_for(workload.workload_id, sequence),

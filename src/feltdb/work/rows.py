@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_SAFE_INTEGER
+from feltdb.fields import MAX_RECORD_BYTES, MAX_SAFE_INTEGER
 from feltdb.records.codec import stored_workload, stored_workload_text
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
@@ -87,6 +87,16 @@ def planned_commit(
                 {"fields": [counter]},
             )
     text = stored_text_of(workload)
+    # Characters never outnumber bytes, and each is at most 4 of them: the text is encoded
+    # to be measured only when it might pass the bound.
+    if len(text) > MAX_RECORD_BYTES // 4 and len(text.encode("utf-8")) > MAX_RECORD_BYTES:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            f"workload {workload.workload_id}: its record would be "
+            f"{len(text.encode('utf-8')):,} bytes of JSON, over the limit of "
+            f"{MAX_RECORD_BYTES:,} (checkpoint a reference to large state, not the state)",
+            {"fields": ["record"], "max_record_bytes": MAX_RECORD_BYTES},
+        )
     operation_id = "work_tx_" + secrets.token_hex(12)
     index = row_index(workload)
     return PlannedCommit(

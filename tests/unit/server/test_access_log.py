@@ -18,3 +18,25 @@ def test_a_long_path_is_cut():
     logged = loggable_path({"raw_path": b"/" + b"a" * 10_000})
     assert len(logged) == MAX_LOGGED_PATH_CHARS + 1
     assert logged.endswith("…")
+
+
+def test_a_failure_to_accept_is_said_once_per_interval(monkeypatch):
+    import logging
+
+    from feltdb.server import logs
+
+    clock = [1000.0]
+    monkeypatch.setattr(logs.time, "monotonic", lambda: clock[0])
+    once = logs.AcceptFailuresOnce()
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, message, None, None)
+
+    first = record(logs.ACCEPT_FAILURE)
+    assert once.filter(first)
+    assert not any(once.filter(record(logs.ACCEPT_FAILURE)) for _ in range(500))
+    assert once.filter(record("another asyncio error")), "other records pass"
+    clock[0] += logs.ACCEPT_FAILURE_EVERY_S
+    said = record(logs.ACCEPT_FAILURE)
+    assert once.filter(said)
+    assert said.getMessage().endswith("(500 more since it was last said)")
