@@ -7,6 +7,7 @@ they run against one server on a SQLite file of their own.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -70,3 +71,41 @@ def test_checkpoints_cannot_grow_a_record_past_its_bound(lone_server: Server) ->
         read = http.get(path, headers=submitter)
         assert read.status_code == 200
         assert len(read.content) < 9 * 1024 * 1024
+
+
+def _wide_input(n: int) -> dict[str, int]:
+    """Nearly 1 MiB of JSON in 50,000 small keys: a document costly to decode."""
+    return {f"k{n:02d}{i:06d}": i for i in range(50_000)}
+
+
+def test_a_list_page_of_huge_records_stays_within_its_bound(lone_server: Server) -> None:
+    headers = lone_server.headers("wide")
+    with httpx.Client(base_url=lone_server.url, timeout=120) as http:
+        for n in range(12):
+            body = json.dumps(submission(f"wide-{n}", input=_wide_input(n)), separators=(",", ":"))
+            answer = http.post(
+                "/v1/workloads",
+                content=body,
+                headers={**headers, "Content-Type": "application/json"},
+            )
+            assert answer.status_code == 201, answer.text[:300]
+        before = rss_mib(lone_server.process.pid)
+        first = http.get("/v1/workloads", params={"limit": 500}, headers=headers)
+        grown = rss_mib(lone_server.process.pid) - before
+        assert first.status_code == 200
+        page = first.json()
+        # A page holds at most 4 MiB of stored records past its first (the bound), and says
+        # where to go on.
+        assert len(first.content) < 6 * 1024 * 1024, len(first.content)
+        assert 1 <= len(page["items"]) < 12 and page["next_cursor"] is not None
+        assert grown < 200, f"one page grew the server {grown:.0f} MiB"
+        seen = [w["workload_id"] for w in page["items"]]
+        cursor = page["next_cursor"]
+        while cursor is not None:
+            more = http.get(
+                "/v1/workloads", params={"limit": 500, "cursor": cursor}, headers=headers
+            ).json()
+            seen += [w["workload_id"] for w in more["items"]]
+            cursor = more["next_cursor"]
+        assert len(set(seen)) == 12, "following the cursor reaches every workload once"
+        assert http.get("/healthz", timeout=2).status_code == 200

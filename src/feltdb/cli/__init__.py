@@ -5,7 +5,8 @@ One module per group of commands: :mod:`~feltdb.cli.grants` (``keys``, ``grant``
 ``approve``, ``reject``, ``cancel``, ``retry``), :mod:`~feltdb.cli.audit`,
 :mod:`~feltdb.cli.migrate`, :mod:`~feltdb.cli.worker`, :mod:`~feltdb.cli.serve` (``serve``,
 ``demo``); :mod:`~feltdb.cli.application` puts them together. The operator commands
-reach the authority through :mod:`~feltdb.cli.targets` and show what it answers with
+reach the authority through :mod:`~feltdb.cli.targets` (signing, on a store, with the
+keyring :mod:`~feltdb.cli.keyrings` finds) and show what it answers with
 :mod:`~feltdb.cli.render`.
 
 This module imports none of them until a command runs: ``feltdb --version`` answers from

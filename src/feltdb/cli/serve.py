@@ -44,9 +44,10 @@ PortOption = Annotated[int, typer.Option(min=0, max=65535, help="The port to lis
 KeyringOption = Annotated[
     Path | None,
     typer.Option(
-        help="The keyring file (default: feltdb-keyring.json beside the store file); "
-        "created with an admin token when missing. FELTDB_KEYRING, when set, holds the "
-        "keyring itself (its JSON, e.g. from a secret manager) and takes precedence."
+        help="The keyring file (default: feltdb-keyring.json beside the store file, or in "
+        "the working directory for a database URL); created with an admin token when "
+        "missing. FELTDB_KEYRING, when set, holds the keyring itself (its JSON, e.g. from a "
+        "secret manager) and takes precedence."
     ),
 ]
 MaintenanceOption = Annotated[
@@ -120,7 +121,8 @@ def serve(
 
 def _server_keyring(db: str, path: Path | None, say: Callable[[str], None]) -> Keyring:
     """The server's keyring: ``FELTDB_KEYRING``'s, else the file at ``path`` (default:
-    beside the store), created with an admin token, printed, when missing.
+    beside the store file, or in the working directory for a database), created with an
+    admin token, printed, when missing; which one it is, said.
     """
     from feltdb.auth.keyrings import (
         KEYRING_ENV,
@@ -136,10 +138,15 @@ def _server_keyring(db: str, path: Path | None, say: Callable[[str], None]) -> K
         # and no admin token is minted.
         say(f"keyring from {KEYRING_ENV}")
         return from_env
+    # For a database (no store file) the default is the working directory: serve is the one
+    # command that may make a keyring there unasked, as it also prints the admin token that
+    # makes it usable (a deciding command refuses instead: feltdb.cli.keyrings).
     keyring_path = path if path is not None else keyring_path_beside(sqlite_path(db))
     ring, admin_token = load_or_create_keyring(keyring_path, int(time.time()))
-    if admin_token is not None:
-        say(f"created keyring {keyring_path}")
+    if admin_token is None:
+        say(f"using keyring {keyring_path.absolute()}")
+    else:
+        say(f"created keyring {keyring_path.absolute()}")
         say("admin token (tenant default, application default, 30 days):")
         # Printed bare on stdout (no wrapping or markup, not a log line) so it can be
         # copied whole.

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from feltdb.auth.capabilities import SUBMIT
+from feltdb.cli.keyrings import KeyringFileOption
 from feltdb.cli.parsing import parse_input, parse_not_before, subject_option
 from feltdb.cli.render import print_json, stdout_console
 from feltdb.cli.targets import JsonOption, Target, connected, targeted
@@ -120,12 +122,14 @@ def submit(
     max_delay_ms: MaxDelayOption = None,
     backoff: BackoffOption = None,
     retry_on: RetryOnOption = None,
+    keyring: KeyringFileOption = None,
     json_output: JsonOption = False,
     *,
     target: Target,
 ) -> None:
     """Submit work: prints its id and state ("already submitted" when the key was used
-    before for the same request).
+    before for the same request). With --db, says on stderr which keyring signs the grant
+    the submission keeps.
     """
     from feltdb.client.protocol import given_fields  # here, as every command: not for --help
 
@@ -150,15 +154,20 @@ def submit(
         ),
         "approval": _approval(approval, approver, approver_kind),
     })  # fmt: skip
-    _submit(target, fields, json_output)
+    _submit(target, fields, json_output, keyring)
 
 
-def _submit(target: Target, fields: dict[str, Any], json_output: bool) -> None:
-    """Submit the request ``fields`` make, and say what became of it."""
+def _submit(
+    target: Target, fields: dict[str, Any], json_output: bool, keyring: Path | None
+) -> None:
+    """Submit the request ``fields`` make, and say what became of it. With ``--db``, the
+    submission keeps a grant signed with the keyring :mod:`feltdb.cli.keyrings` finds
+    (``keyring``: the command's ``--keyring``).
+    """
     from feltdb.work.disclosure import disclosed
     from feltdb.work.submission import Submission
 
-    with connected(target, create=True, needs=(SUBMIT,), records=True) as client:
+    with connected(target, create=True, needs=(SUBMIT,), records=True, keyring=keyring) as client:
         workload, created = client.submit(Submission.parse(fields))
     if json_output:
         print_json({"created": created, "workload": disclosed(workload)})

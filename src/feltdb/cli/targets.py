@@ -6,8 +6,8 @@ the token's grant). ``--db`` opens the store itself and a
 :class:`~feltdb.client.LocalClient` acting as a local operator: ``--as`` (``human:$USER``
 by default) in ``--tenant``'s ``--application``. A command that records its grant (a
 submission keeps it, a decision names it) signs a five-minute one with the keyring a
-server on that store would use (:mod:`feltdb.auth.keyrings`); no other command opens a
-keyring.
+server on that store uses, and says which (:mod:`feltdb.cli.keyrings`: never one made
+where nobody asked for it); no other command opens a keyring.
 
 A command takes the options by declaring ``target: Target`` and being decorated with
 :func:`targeted`, which adds the six options to its signature.
@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -85,7 +86,8 @@ _OPTIONS: dict[str, Any] = {
             "--as",
             envvar="FELTDB_SUBJECT",
             help="With --db: who the local operator acts as, KIND:ID (default human:$USER). "
-            "A server takes who you are from the token instead.",
+            "Whoever can open the store may name anyone: a server takes who you are from "
+            "the token instead.",
             show_default=False,
         ),
     ],
@@ -190,22 +192,30 @@ def refusals() -> Iterator[None]:
 
 @contextmanager
 def connected(
-    target: Target, *, create: bool = False, needs: Iterable[str] = (), records: bool = False
+    target: Target,
+    *,
+    create: bool = False,
+    needs: Iterable[str] = (),
+    records: bool = False,
+    keyring: Path | None = None,
 ) -> Iterator[WorkloadClient]:
     """The client ``target`` names, closed on exit (and the store it opened), with
     refusals turned into exit 1. ``needs`` is what the command does (capabilities): with
     ``--db``, the operator's grant holds only these, and is signed only when the command
-    ``records`` it. A SQLite store file that does not exist is created only with
-    ``create`` (by the commands that add work): for the others a mistyped path is an
-    error, not an empty store.
+    ``records`` it, with the keyring :func:`~feltdb.cli.keyrings.choose_keyring` finds
+    (``keyring``: the command's ``--keyring``), named on stderr. A SQLite store file that
+    does not exist is created only with ``create`` (by the commands that add work): for
+    the others a mistyped path is an error, not an empty store.
 
     Raises:
         typer.Exit: (2, after saying why) no target, ``--url`` without ``--token``, a URL
-            that is not one, or no store file at ``--db`` without ``create``.
+            that is not one, no store file at ``--db`` without ``create``, or no keyring
+            for a command that ``records`` and may not make one.
     """
     with refusals(), ExitStack() as stack:
         if target.db:
-            yield _local_operator(target, stack, create=create, needs=needs, records=records)
+            signs = (records, keyring)
+            yield _local_operator(target, stack, create=create, needs=needs, signs=signs)
         else:
             yield stack.enter_context(_server_client(target))
 
@@ -226,10 +236,19 @@ def _server_client(target: Target) -> WorkloadClient:
 
 
 def _local_operator(
-    target: Target, stack: ExitStack, *, create: bool, needs: Iterable[str], records: bool
+    target: Target,
+    stack: ExitStack,
+    *,
+    create: bool,
+    needs: Iterable[str],
+    signs: tuple[bool, Path | None],
 ) -> LocalClient:
-    """A local operator's client on the store ``target.db``, which ``stack`` closes."""
+    """A local operator's client on the store ``target.db``, which ``stack`` closes;
+    holding a signed grant when ``signs`` (whether it records its grant, the command's
+    ``--keyring``) says it records one.
+    """
     from feltdb.auth.scope import Scope
+    from feltdb.cli.keyrings import choose_keyring, open_keyring
     from feltdb.client.local import LocalClient
     from feltdb.storage.targets import sqlite_path
     from feltdb.work.store import WorkloadStore
@@ -243,11 +262,22 @@ def _local_operator(
         )
     who = subject_option(target.as_, "--as") if target.as_ else local_operator()
     scope = Scope(target.tenant, target.application)
-    now = int(time.time())
-    # Only a command that records its grant signs one: a read never creates a keyring (a
-    # signing secret) beside the store (issue 10, point 11).
-    grant = operator_grant(operator_keyring(db, now), who, scope, now, needs) if records else None
+    # Only a command that records its grant signs one: a read never opens a keyring (a
+    # signing secret), let alone creates one (issue 10, point 11). Where it comes from is
+    # settled before anything is written or the store opened, so that a refusal connects
+    # to nothing; it is read (or made) after, so that a store that cannot be opened leaves
+    # no keyring behind.
+    records, keyring = signs
+    choice = choose_keyring(db, keyring) if records else None
+    if path is not None and create:
+        # A new store's folder too: submit always made it (the keyring made beside the
+        # store used to make it first).
+        path.parent.mkdir(parents=True, exist_ok=True)
     store = stack.enter_context(WorkloadStore.open(db))
+    if choice is None:
+        return LocalClient(store, scope, who)
+    now = int(time.time())
+    grant = operator_grant(open_keyring(choice), who, scope, now, needs)
     return LocalClient(store, scope, who, grant=grant)
 
 
@@ -256,23 +286,6 @@ def local_operator() -> Subject:
     from feltdb.auth.subjects import Subject
 
     return Subject.human(getpass.getuser())
-
-
-def operator_keyring(db: str, now: int) -> Keyring:
-    """The keyring a server on ``db`` would use: ``FELTDB_KEYRING`` when set, else the
-    file beside the store (created when missing, as ``feltdb serve`` would create it).
-    """
-    from feltdb.auth.keyrings import (
-        environment_keyring,
-        keyring_path_beside,
-        load_or_create_keyring,
-    )
-    from feltdb.storage.targets import sqlite_path
-
-    from_env = environment_keyring()
-    if from_env is not None:
-        return from_env
-    return load_or_create_keyring(keyring_path_beside(sqlite_path(db)), now)[0]
 
 
 def operator_grant(

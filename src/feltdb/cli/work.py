@@ -8,11 +8,13 @@ renders the answer (:mod:`feltdb.cli.render`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 import typer
 
 from feltdb.auth.capabilities import APPROVE, CANCEL, OPERATE, READ
+from feltdb.cli.keyrings import KeyringFileOption
 from feltdb.cli.render import print_json, show_workload, stdout_console, workload_table
 from feltdb.cli.targets import JsonOption, Target, collect, connected, targeted
 from feltdb.work.states import ApprovalOutcome, WorkloadState
@@ -147,8 +149,18 @@ def show(workload_id: IdArgument, json_output: JsonOption = False, *, target: Ta
         show_workload(stdout_console(), workload)
 
 
-def _decide(target: Target, workload_id: str, outcome: ApprovalOutcome, reason: str | None) -> None:
-    with connected(target, needs=(APPROVE,), records=True) as client:
+def _decide(
+    target: Target,
+    workload_id: str,
+    decided: tuple[ApprovalOutcome, str | None],
+    keyring: Path | None,
+) -> None:
+    """Decide held work as ``decided`` (the outcome, the reason) says, and print what became
+    of it. With ``--db``, the decision names a grant signed with the keyring
+    :mod:`feltdb.cli.keyrings` finds (``keyring``: the command's ``--keyring``).
+    """
+    outcome, reason = decided
+    with connected(target, needs=(APPROVE,), records=True, keyring=keyring) as client:
         # The decision binds to the input as read now: if it changed since, the authority
         # refuses (WORKLOAD_APPROVAL_STALE) rather than approve what nobody reviewed.
         reviewed = client.get(workload_id)
@@ -166,16 +178,32 @@ RequiredReason = Annotated[str, typer.Option(help="Why (required; kept with the 
 
 @work_app.command()
 @targeted
-def approve(workload_id: IdArgument, reason: ReasonOption = None, *, target: Target) -> None:
-    """Approve held work, bound to its current input: it becomes claimable."""
-    _decide(target, workload_id, ApprovalOutcome.APPROVED, reason)
+def approve(
+    workload_id: IdArgument,
+    reason: ReasonOption = None,
+    keyring: KeyringFileOption = None,
+    *,
+    target: Target,
+) -> None:
+    """Approve held work, bound to its current input: it becomes claimable. With --db,
+    says on stderr which keyring signs the decision's grant.
+    """
+    _decide(target, workload_id, (ApprovalOutcome.APPROVED, reason), keyring)
 
 
 @work_app.command()
 @targeted
-def reject(workload_id: IdArgument, reason: RequiredReason, *, target: Target) -> None:
-    """Reject held work, bound to its current input: it will never run."""
-    _decide(target, workload_id, ApprovalOutcome.REJECTED, reason)
+def reject(
+    workload_id: IdArgument,
+    reason: RequiredReason,
+    keyring: KeyringFileOption = None,
+    *,
+    target: Target,
+) -> None:
+    """Reject held work, bound to its current input: it will never run. With --db, says on
+    stderr which keyring signs the decision's grant.
+    """
+    _decide(target, workload_id, (ApprovalOutcome.REJECTED, reason), keyring)
 
 
 @work_app.command()

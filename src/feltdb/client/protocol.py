@@ -59,8 +59,9 @@ MAX_WAIT_MS = 30_000
 @dataclass(frozen=True)
 class Page:
     """One page of a list: its workloads, and the cursor of the next page (``None``: this
-    was the last). A page filtered by ``definition`` may hold fewer items than asked for,
-    even none, while ``next_cursor`` is set: follow it until it is ``None``.
+    was the last). A page of large workloads may hold fewer items than asked for (a page
+    holds at most 4 MiB of stored records past its first) while ``next_cursor`` is set:
+    follow it until it is ``None``.
     """
 
     items: list[Workload]

@@ -58,8 +58,10 @@ def listed(found: tuple[list[Workload], Cursor | None]) -> JSONResponse:
     summary="List the application's workloads, a page at a time",
     responses=declared(WorkloadPage, *AUTH, 422),
     description=(
-        "Priority descending, then oldest first. `definition` filters each page as read:"
-        " a page may hold fewer than `limit` items while `next_cursor` is set."
+        "Priority descending, then oldest first, `definition` keeping only work of that"
+        " definition. A page holds at most 4 MiB of stored records past its first item, so"
+        " a page of large workloads may hold fewer than `limit` items while `next_cursor`"
+        " is set: follow it until it is null."
     ),
 )
 def list_workloads(  # noqa: D103
