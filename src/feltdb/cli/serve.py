@@ -64,6 +64,25 @@ MaxLeaseOption = Annotated[
     ),
 ]
 
+HeadTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        min=0.1,
+        max=300,
+        help="Seconds a client has to send a request's line and headers, from connecting "
+        "(or from its last answer); a slower one is disconnected.",
+    ),
+]
+MaxConnectionsOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=100_000,
+        help="Connections kept open at once; one more is answered 503 and closed. Keep it "
+        "below the process's open-file limit (ulimit -n).",
+    ),
+]
+
 
 def serve(
     db: StoreOption = "feltdb.sqlite3",
@@ -72,6 +91,8 @@ def serve(
     keyring: KeyringOption = None,
     maintenance_interval: MaintenanceOption = 1.0,
     max_lease: MaxLeaseOption = 24 * 3600,
+    head_timeout: HeadTimeoutOption = 10.0,
+    max_connections: MaxConnectionsOption = 1000,
     log_json: LogJsonOption = False,
     log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
@@ -83,6 +104,7 @@ def serve(
     import uvicorn
 
     from feltdb.server.app import create_app
+    from feltdb.server.connections import guarded_protocol
     from feltdb.work.store import WorkloadStore
 
     config = configure_logging(json_lines=log_json, level=log_level)
@@ -115,6 +137,7 @@ def serve(
                 log_config=config,
                 log_level=log_level.value,
                 access_log=False,  # feltdb.access logs each request once, in either format
+                http=guarded_protocol(head_timeout, max_connections),
             )
         ).run(sockets=[listening])
 

@@ -1,0 +1,167 @@
+"""Bounds on the server's connections, so slow or numerous clients cannot exhaust it.
+
+uvicorn closes a connection left idle after a response (its keep-alive timeout), but not
+one that never finishes sending a request's head: a client sending a header line every
+few seconds held its connection for minutes, and 20,000 of them used up the process's file
+descriptors. :func:`guarded_protocol` makes uvicorn's HTTP/1.1 protocol class with two
+bounds:
+
+- **the request head's deadline**: from the moment a connection opens, or starts a new
+  request after a response, the request line and every header must arrive within
+  ``head_timeout_s``; past it the connection is closed. (A slow *body* holds a connection,
+  never a worker thread: the body is read on the event loop before any route runs.)
+- **a cap on open connections**: past ``max_connections``, a new connection is answered
+  ``503`` (``Connection: close``) and closed at once, before anything is read from it.
+
+Refused connections are counted and said in the log at most once per
+:data:`REFUSALS_LOGGED_EVERY_S`, so a flood does not flood the log as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from feltdb.server.errors import RouteCode, error_body
+
+__all__ = [
+    "DEFAULT_HEAD_TIMEOUT_S",
+    "DEFAULT_MAX_CONNECTIONS",
+    "REFUSALS_LOGGED_EVERY_S",
+    "guarded_protocol",
+]
+
+log = logging.getLogger("feltdb.server")
+
+DEFAULT_HEAD_TIMEOUT_S = 10.0
+"""How long a request's line and headers may take to arrive, by default."""
+
+DEFAULT_MAX_CONNECTIONS = 1000
+"""How many connections the server keeps open at once, by default."""
+
+REFUSALS_LOGGED_EVERY_S = 10.0
+"""How often, at most, the log says that connections were refused or timed out."""
+
+
+def _busy_answer(max_connections: int) -> bytes:
+    """The whole ``503`` a connection past the cap gets, written before it is closed."""
+    body = json.dumps(
+        error_body(
+            RouteCode.SERVER_BUSY,
+            f"the server holds its most connections ({max_connections}); try again shortly",
+        )
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        f"Retry-After: 1\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class _Tally:
+    """Connections refused and heads timed out since the log last said so."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+        self.timed_out = 0
+        self._said_at = float("-inf")
+
+    def count(self, *, refused: int = 0, timed_out: int = 0) -> None:
+        self.refused += refused
+        self.timed_out += timed_out
+        now = time.monotonic()
+        if now - self._said_at < REFUSALS_LOGGED_EVERY_S:
+            return
+        self._said_at = now
+        log.warning(
+            "connections: %d refused over the cap, %d closed for a request head too slow "
+            "(said at most every %g s)",
+            self.refused,
+            self.timed_out,
+            REFUSALS_LOGGED_EVERY_S,
+        )
+        self.refused = self.timed_out = 0
+
+
+class _GuardedH11Protocol(H11Protocol):
+    """The HTTP/1.1 protocol of uvicorn, with the module's two bounds (set on a subclass)."""
+
+    head_timeout_s: ClassVar[float] = DEFAULT_HEAD_TIMEOUT_S
+    max_connections: ClassVar[int] = DEFAULT_MAX_CONNECTIONS
+    tally: ClassVar[_Tally]
+    busy_answer: ClassVar[bytes]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self.max_connections:
+            # Set, for connection_lost closes it; never added to the open connections.
+            self.transport = transport
+            transport.write(self.busy_answer)
+            transport.close()
+            self.tally.count(refused=1)
+            return
+        super().connection_made(transport)
+        self._watch_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_head_deadline()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch_head()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch_head()
+
+    def _watch_head(self) -> None:
+        """Start the head's deadline while a request's head is awaited (once: more bytes
+        do not push it back), stop it once the head has arrived.
+        """
+        if self.transport is None or self.transport.is_closing():
+            return
+        awaiting_head = self.conn.their_state is h11.IDLE and (
+            self.cycle is None or self.cycle.response_complete
+        )
+        if not awaiting_head:
+            self._stop_head_deadline()
+        elif self._head_deadline is None:
+            self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+
+    def _stop_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_too_slow(self) -> None:
+        self._head_deadline = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.tally.count(timed_out=1)
+            self.transport.close()
+
+
+def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[H11Protocol]:
+    """The HTTP/1.1 protocol class for ``uvicorn.Config(http=...)`` that closes a
+    connection whose request head takes over ``head_timeout_s`` seconds and answers ``503``
+    to any connection past ``max_connections`` open ones.
+    """
+    return type(
+        "GuardedH11Protocol",
+        (_GuardedH11Protocol,),
+        {
+            "head_timeout_s": head_timeout_s,
+            "max_connections": max_connections,
+            "tally": _Tally(),
+            "busy_answer": _busy_answer(max_connections),
+        },
+    )
