@@ -284,6 +284,7 @@ class SQLiteDatabase(SQLEngine[_SQLiteDialect]):
         dialect = _SQLiteDialect(target, busy_timeout_ms / 1000)
         super().__init__(target, dialect)
         with dialect.errors("open"):
+            _create_private(target)
             connection = dialect.connect()
             try:
                 open_schema(target, connection)
@@ -292,3 +293,15 @@ class SQLiteDatabase(SQLEngine[_SQLiteDialect]):
                 connection.close()
                 raise
         dialect.adopt(connection)
+
+
+def _create_private(target: str) -> None:
+    """Create the store's file readable and writable by its owner alone (``0600``), unless
+    it exists: the store holds every workload's input and output, and its grants. SQLite
+    gives the ``-wal`` and ``-shm`` files it makes beside it the file's own permissions.
+    """
+    try:
+        descriptor = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(descriptor)

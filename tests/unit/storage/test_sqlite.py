@@ -840,3 +840,21 @@ def test_sqlite_gathers_no_planner_statistics(db: SQLiteDatabase, path: Path) ->
     finally:
         connection.close()
     assert "sqlite_stat1" not in tables
+
+
+def test_a_new_store_and_its_log_files_are_readable_by_their_owner_alone(tmp_path):
+    import stat
+
+    from support.factories import make_request
+
+    from feltdb import WorkloadStore
+
+    path = tmp_path / "private.db"
+    with WorkloadStore.open(path) as store:
+        store.create(make_request())
+        made = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert made == {"private.db": 0o600, "private.db-wal": 0o600, "private.db-shm": 0o600}
+    # A store that exists keeps the permissions its owner gave it.
+    path.chmod(0o640)
+    WorkloadStore.open(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
