@@ -165,6 +165,9 @@ def serve(
     keyring = Keyring.generate()
     keyring.save(home / "keyring.json")
     where = target if target is not None else str(home / "work.db")
+    if "--sign-ins-per-client" not in args:
+        # Every test signs in from 127.0.0.1: one client address, many sign-ins a minute.
+        args = (*args, "--sign-ins-per-client", "1000000")
     process, url, log = start_server(
         home, "--db", where, "--keyring", str(home / "keyring.json"), *args
     )

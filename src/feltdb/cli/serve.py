@@ -82,6 +82,15 @@ MaxConnectionsOption = Annotated[
         "below the process's open-file limit (ulimit -n).",
     ),
 ]
+SignInsOption = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=1_000_000,
+        help="Dashboard sign-ins a minute one client address may make (and at once); one "
+        "grant may make 10. Clients behind one proxy share its address.",
+    ),
+]
 
 
 def serve(
@@ -93,6 +102,7 @@ def serve(
     max_lease: MaxLeaseOption = 24 * 3600,
     head_timeout: HeadTimeoutOption = 10.0,
     max_connections: MaxConnectionsOption = 1000,
+    sign_ins_per_client: SignInsOption = 30,
     log_json: LogJsonOption = False,
     log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
@@ -124,7 +134,10 @@ def serve(
     listening = _listen(host, port)
     with WorkloadStore.open(db, max_lease_ms=max_lease * 1000) as store:
         ring = _server_keyring(db, keyring, say)
-        api = create_app(store, ring, maintenance_interval_s=maintenance_interval)
+        api = create_app(
+            store, ring, maintenance_interval_s=maintenance_interval,
+            sign_ins_per_client=sign_ins_per_client,
+        )  # fmt: skip
         say(f"feltdb serving {db} at http://{host}:{port}")
         # Every interface: this machine's own address is one to open.
         reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host

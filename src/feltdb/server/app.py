@@ -32,6 +32,7 @@ from feltdb import __version__
 from feltdb.auth.tokens import Keyring
 from feltdb.server.docs import add_docs
 from feltdb.server.errors import MAX_BODY_BYTES, BodyLimit, install_error_handlers
+from feltdb.server.limits import SIGN_INS_PER_CLIENT, SignInLimits
 from feltdb.server.maintenance import Maintenance
 from feltdb.server.metrics import Metrics, RequestMetrics
 from feltdb.server.openapi import declare_lease_cap
@@ -62,6 +63,7 @@ def create_app(
     *,
     clock: Callable[[], int] | None = None,
     maintenance_interval_s: float | None = 1.0,
+    sign_ins_per_client: int = SIGN_INS_PER_CLIENT,
 ) -> FastAPI:
     """The HTTP API over ``store``, trusting tokens signed by ``keyring``.
 
@@ -72,6 +74,8 @@ def create_app(
         clock: the unix-seconds clock every operation uses (default: the wall clock).
         maintenance_interval_s: how often the lifespan's maintenance loop runs; ``None``
             runs none (tests call :meth:`Maintenance.run_once` themselves).
+        sign_ins_per_client: dashboard sign-ins a minute one client address may make
+            (:mod:`feltdb.server.limits`).
     """
     now = clock if clock is not None else wall_clock
     # The app's own store: its observers see this app's commits, and only them.
@@ -90,7 +94,8 @@ def create_app(
         redoc_url=None,
         lifespan=_lifespan(maintenance, wakeup, maintenance_interval_s, _hints(own, wakeup)),
     )
-    app.state.server = ServerState(own, keyring, now, wakeup)
+    limits = SignInLimits.allowing(sign_ins_per_client)
+    app.state.server = ServerState(own, keyring, now, wakeup, sign_ins=limits)
     app.state.store = own
     app.state.maintenance = maintenance
     app.state.wakeup = wakeup

@@ -23,6 +23,7 @@ from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS
 from feltdb.server.errors import Unauthenticated
 from feltdb.server.fields import NOT_BLANK
+from feltdb.server.limits import SignInLimits
 from feltdb.server.wakeup import Wakeup
 from feltdb.work.authority import Authority
 from feltdb.work.store import WorkloadStore
@@ -64,6 +65,8 @@ class ServerState:
     verified: VerifiedTokens[Caller] = field(default_factory=VerifiedTokens)
     sessions: VerifiedTokens[Caller] = field(default_factory=VerifiedTokens)
     """The dashboard sessions verified in the last second, by cookie (:mod:`feltdb.server.ui`)."""
+    sign_ins: SignInLimits = field(default_factory=SignInLimits)
+    """How often a client, or a grant, may sign in (:mod:`feltdb.server.limits`)."""
 
     def forget_grant(self, grant_id: str, *, tenant_id: str, application_id: str) -> None:
         """A grant of this tenant's application was revoked through this app: no request

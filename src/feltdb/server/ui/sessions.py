@@ -36,6 +36,12 @@ SESSION_LIFETIME_S = 12 * 3600
 """The longest a session lasts (less when its grant expires first): twelve hours."""
 SPENT_TICKET_GRACE_S = 300
 """How long a spent ticket is kept past its end (servers' clocks may differ by as much)."""
+MAX_SESSIONS_PER_GRANT = 20
+"""The most sessions one grant may hold open at once (ended and expired ones do not count,
+once the maintenance pass has pruned them)."""
+OPEN = "OPEN"
+"""The ``state`` index column of a session row: with the grant's id as its ``definition_id``
+and the grant's tenant and application, what counts a grant's sessions in one index range."""
 PRUNE_PER_PASS = 500
 """The most expired rows of each kind :func:`prune_expired` deletes in one call."""
 
@@ -72,8 +78,10 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
     :data:`SESSION_LIFETIME_S` later, or when its grant expires if that is sooner.
 
     Raises:
-        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` (also for a session id already used,
-            which 256 random bits never are).
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED`` (details ``max_sessions``) when the grant
+            holds :data:`MAX_SESSIONS_PER_GRANT` open sessions already (two servers signing
+            in at the same instant may each open one more); ``WORKLOAD_STORAGE_FAILURE``
+            (also for a session id already used, which 256 random bits never are).
     """
     grant = evidence.grant
     expires_at = min(now + SESSION_LIFETIME_S, grant.expires_at)
@@ -85,11 +93,23 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
         "opened_at": now,
         "expires_at": expires_at,
     }
+    held = db.count_in_application(SESSIONS_COLLECTION, grant.tenant_id, grant.application_id)
+    if held.get((OPEN, grant.id), (0, 0))[0] >= MAX_SESSIONS_PER_GRANT:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_UNAUTHORIZED,
+            f"this grant holds {MAX_SESSIONS_PER_GRANT} open sessions, the most it may: sign "
+            "out of one, or sign in with another grant",
+            {"max_sessions": MAX_SESSIONS_PER_GRANT},
+        )
     key = session_key(session_id)
     operation_id = _operation_id()
+    index = RowIndex(
+        tenant_id=grant.tenant_id, application_id=grant.application_id, state=OPEN,
+        definition_id=grant.id, created_at=now, deadline_at=expires_at,
+    )  # fmt: skip
     db.commit(
         operation_id,
-        [Mutation(SESSIONS_COLLECTION, key, document, RowIndex(deadline_at=expires_at))],
+        [Mutation(SESSIONS_COLLECTION, key, document, index)],
         [Precondition(SESSIONS_COLLECTION, key, require_absent=True)],
         _audit("ui.signed_in", evidence, operation_id, now),
     )

@@ -92,11 +92,29 @@ def _signed_in_with(state: ServerState, secret: str, at: int) -> tuple[str, int]
         signed = decode_token(secret)
         grant, key_id = state.keyring.verify_signed(signed, at), signed.key_id
         unrevoked(state.store, grant, key_id)
+    wait = state.sign_ins.per_grant.take(f"{grant.tenant_id}/{grant.application_id}/{grant.id}")
+    if wait:
+        raise _GrantLimited(wait)
     session_id = new_session_id()
     ends = sessions.open_session(
         state.store.db, session_id, state.keyring.evidence(grant, key_id), at
     )
     return session_id, ends
+
+
+class _GrantLimited(Exception):
+    """The grant signed in as often as it may for now: again in ``wait`` seconds."""
+
+    def __init__(self, wait: int) -> None:
+        super().__init__(wait)
+        self.wait = wait
+
+
+def _too_many(request: Request, message: str, wait: int) -> HTMLResponse:
+    """The sign-in page refusing ``429``, saying when to try again."""
+    answer = _sign_in_form(request, message, 429)
+    answer.headers["Retry-After"] = str(wait)
+    return answer
 
 
 def _sign_in_form(
@@ -157,12 +175,25 @@ async def sign_in(request: Request) -> Response:
     if not secret:
         return _sign_in_form(request, "Paste a token (fgt2.…) or open a sign-in link.", 400)
     state = server_of(request)
+    client = request.client.host if request.client is not None else "-"
+    wait = state.sign_ins.per_client.take(client)
+    if wait:
+        return _too_many(
+            request, f"Too many sign-ins from this address: try again in {wait} s.", wait
+        )
     try:
         session_id, ends = await run_in_threadpool(_signed_in_with, state, secret, state.clock())
+    except _GrantLimited as limited:
+        return _too_many(
+            request,
+            f"Too many sign-ins with this grant: try again in {limited.wait} s.",
+            limited.wait,
+        )
     except WorkloadError as error:
         if error.code != ErrorCode.WORKLOAD_UNAUTHORIZED:
             raise
-        return _sign_in_form(request, f"Not signed in: {error.message}.", 401)
+        status = 429 if error.details and "max_sessions" in error.details else 401
+        return _sign_in_form(request, f"Not signed in: {error.message}.", status)
     # A session the browser held is replaced, not ended: a cookie may have been planted,
     # and signing in must never end somebody else's session. It lasts until its own end.
     answer = RedirectResponse(next_path(field(form, "next")), status_code=303, headers=UI_HEADERS)
