@@ -33,7 +33,8 @@ def audit_record(
     workload: Workload, stored: str, action: str, operation_id: str, operation: str | None = None
 ) -> dict[str, Any]:
     """The audit record of a commit of ``workload`` (stored as the text ``stored``): who
-    asked for the work, under which grant, who acted now and by which store operation
+    asked for the work (``subject``, ``KIND:ID``), under which grant, who acted now and by
+    which store operation
     (``operation``: ``"complete"``, ``"fail"``…; records of earlier releases have none), and
     a digest of the committed aggregate, ``source_digest``: the SHA-256 of exactly the
     stored text (its canonical JSON, so also
@@ -43,13 +44,18 @@ def audit_record(
     requester = workload.requested_by
     last = workload.execution_history[-1] if workload.execution_history else None
     migration = action == MIGRATION
+    # Subjects are KIND:ID: a human and a service may share an id. The reference's bare-id
+    # fields stay as it wrote them (agent_id is an agent's alone; delegator_id beside the
+    # kind-qualified delegator). The session id is the requester's word, never verified.
     return {
         "kind": action,
-        "subject": requester.id,
-        "principal_id": requester.id,
+        "subject": str(requester),
+        "principal_id": str(requester),
         "agent_id": requester.id if requester.kind.value == "agent" else None,
         "session_id": workload.session_id,
+        "session_verified": False if workload.session_id is not None else None,
         "delegator_id": grant.issuer.id,
+        "delegator": str(grant.issuer),
         "authorization_decision_id": grant.id,
         "tenant": workload.tenant_id,
         "application": workload.application_id,

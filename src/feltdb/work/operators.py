@@ -183,7 +183,7 @@ def decide(
         input_hash=input_hash,
     )
     evidence = {
-        "decided_by": decider.id,
+        "decided_by": str(decider),
         "decider_kind": decider.kind.value,
         "grant_id": grant_id,
     }
@@ -191,6 +191,6 @@ def decide(
         evidence["reason"] = decision.reason
     to = WorkloadState.READY if outcome is ApprovalOutcome.APPROVED else WorkloadState.REJECTED
     decided = transition(
-        workload, to, decider.id, now, evidence, approval=replace(approval, decision=decision)
+        workload, to, str(decider), now, evidence, approval=replace(approval, decision=decision)
     )
     return Outcome(decided, decision)

@@ -189,6 +189,13 @@ def test_approval_is_decided_by_the_tokens_subject(server: Server, http: httpx.C
     assert decided.json()["decision"]["decided_by"] == {"kind": "human", "id": "ada"}
     again = http.post(f"{base}/decision", json=decision, headers=approver)
     assert again.json()["replayed"] is True
+    # The history and the audit name the decider and the requester with their kinds.
+    decided_event = http.get(base, headers=requester).json()["execution_history"][-1]
+    assert decided_event["actor"] == "human:ada"
+    audit = http.get("/v1/audit", headers=server.headers(app)).json()["items"]
+    records = [e["audit"] for e in audit if e["audit"].get("work_id") == workload["workload_id"]]
+    assert [r["actor"] for r in records][-1] == "human:ada"
+    assert {r["subject"] for r in records} == {str(REQUESTER["subject"])}
     claim = http.post("/v1/claims", headers=server.headers(app, **WORKER))
     assert claim.json()["workload_id"] == workload["workload_id"]
 

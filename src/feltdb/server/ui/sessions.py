@@ -63,7 +63,7 @@ def _audit(kind: str, evidence: SignedGrant, operation_id: str, at: int) -> dict
     grant = evidence.grant
     return {
         "kind": kind,
-        "subject": grant.subject.id,
+        "subject": str(grant.subject),
         "actor": str(grant.subject),
         "tenant": grant.tenant_id,
         "application": grant.application_id,
