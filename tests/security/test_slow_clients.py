@@ -108,6 +108,18 @@ def test_connections_past_the_cap_are_refused_and_said_once(crowded: Server) -> 
     assert len(said) == 1, said
 
 
+def test_past_the_cap_a_newcomer_takes_the_place_of_the_longest_wait(crowded: Server) -> None:
+    with contextlib.ExitStack() as stack:
+        idle = [stack.enter_context(_connect(crowded)) for _ in range(20)]
+        time.sleep(1.5)  # each has waited over a second for a request head
+        for _ in range(5):
+            assert httpx.get(f"{crowded.url}/healthz", timeout=2).status_code == 200
+        closed = [sock for sock in idle if _closed_within(sock, 0.5) is not None]
+    # Each newcomer took the place of an idle connection (connections the server had not
+    # yet seen end, from the tests before, may count too).
+    assert 5 <= len(closed) < 20, len(closed)
+
+
 def _read_all(sock: socket.socket) -> bytes:
     chunks = []
     while chunk := sock.recv(4096):

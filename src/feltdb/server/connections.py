@@ -10,8 +10,12 @@ bounds:
   request after a response, the request line and every header must arrive within
   ``head_timeout_s``; past it the connection is closed. (A slow *body* holds a connection,
   never a worker thread: the body is read on the event loop before any route runs.)
-- **a cap on open connections**: past ``max_connections``, a new connection is answered
-  ``503`` (``Connection: close``) and closed at once, before anything is read from it.
+- **a cap on open connections**: past ``max_connections``, a new connection takes the place
+  of the connection that has waited longest for a request head, if it has waited
+  :data:`EVICTABLE_AFTER_S` or more (a slow client, or one idle between requests); when
+  none has, the new one is answered ``503`` (``Connection: close``) and closed at once,
+  before anything is read from it. So clients holding connections without sending a
+  request starve nobody: a health check always finds a place.
 
 Refused connections are counted and said in the log at most once per
 :data:`REFUSALS_LOGGED_EVERY_S`, so a flood does not flood the log as well.
@@ -23,6 +27,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import OrderedDict
 from typing import Any, ClassVar
 
 import h11
@@ -44,6 +49,10 @@ DEFAULT_HEAD_TIMEOUT_S = 10.0
 
 DEFAULT_MAX_CONNECTIONS = 1000
 """How many connections the server keeps open at once, by default."""
+
+EVICTABLE_AFTER_S = 1.0
+"""How long a connection must have waited for a request head before a newcomer past the cap
+may take its place."""
 
 REFUSALS_LOGGED_EVERY_S = 10.0
 """How often, at most, the log says that connections were refused or timed out."""
@@ -70,23 +79,26 @@ class _Tally:
     def __init__(self) -> None:
         self.refused = 0
         self.timed_out = 0
+        self.evicted = 0
         self._said_at = float("-inf")
 
-    def count(self, *, refused: int = 0, timed_out: int = 0) -> None:
+    def count(self, *, refused: int = 0, timed_out: int = 0, evicted: int = 0) -> None:
         self.refused += refused
         self.timed_out += timed_out
+        self.evicted += evicted
         now = time.monotonic()
         if now - self._said_at < REFUSALS_LOGGED_EVERY_S:
             return
         self._said_at = now
         log.warning(
-            "connections: %d refused over the cap, %d closed for a request head too slow "
-            "(said at most every %g s)",
+            "connections: %d refused over the cap, %d closed for a newcomer, %d closed for "
+            "a request head too slow (said at most every %g s)",
             self.refused,
+            self.evicted,
             self.timed_out,
             REFUSALS_LOGGED_EVERY_S,
         )
-        self.refused = self.timed_out = 0
+        self.refused = self.timed_out = self.evicted = 0
 
 
 class _GuardedH11Protocol(H11Protocol):
@@ -96,13 +108,15 @@ class _GuardedH11Protocol(H11Protocol):
     max_connections: ClassVar[int] = DEFAULT_MAX_CONNECTIONS
     tally: ClassVar[_Tally]
     busy_answer: ClassVar[bytes]
+    awaiting: ClassVar[OrderedDict[_GuardedH11Protocol, float]]
+    """The connections awaiting a request head, oldest wait first, with when it began."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self.max_connections:
+        if len(self.connections) >= self.max_connections and not self._evict_one():
             # Set, for connection_lost closes it; never added to the open connections.
             self.transport = transport
             transport.write(self.busy_answer)
@@ -111,6 +125,20 @@ class _GuardedH11Protocol(H11Protocol):
             return
         super().connection_made(transport)
         self._watch_head()
+
+    def _evict_one(self) -> bool:
+        """Close the connection that has waited longest for a request head, if it has
+        waited :data:`EVICTABLE_AFTER_S`; whether one was.
+        """
+        if not self.awaiting:
+            return False
+        oldest, since = next(iter(self.awaiting.items()))
+        if self.loop.time() - since < EVICTABLE_AFTER_S:
+            return False
+        oldest._stop_head_deadline()
+        oldest.transport.close()
+        self.tally.count(evicted=1)
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_head_deadline()
@@ -137,14 +165,17 @@ class _GuardedH11Protocol(H11Protocol):
             self._stop_head_deadline()
         elif self._head_deadline is None:
             self._head_deadline = self.loop.call_later(self.head_timeout_s, self._head_too_slow)
+            self.awaiting[self] = self.loop.time()
 
     def _stop_head_deadline(self) -> None:
+        self.awaiting.pop(self, None)
         if self._head_deadline is not None:
             self._head_deadline.cancel()
             self._head_deadline = None
 
     def _head_too_slow(self) -> None:
         self._head_deadline = None
+        self.awaiting.pop(self, None)
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self.tally.count(timed_out=1)
             self.transport.close()
@@ -152,8 +183,9 @@ class _GuardedH11Protocol(H11Protocol):
 
 def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[H11Protocol]:
     """The HTTP/1.1 protocol class for ``uvicorn.Config(http=...)`` that closes a
-    connection whose request head takes over ``head_timeout_s`` seconds and answers ``503``
-    to any connection past ``max_connections`` open ones.
+    connection whose request head takes over ``head_timeout_s`` seconds and keeps at most
+    ``max_connections`` open (see the module: a newcomer past it takes the place of the
+    longest wait for a head, or is answered ``503``).
     """
     return type(
         "GuardedH11Protocol",
@@ -162,6 +194,7 @@ def guarded_protocol(head_timeout_s: float, max_connections: int) -> type[H11Pro
             "head_timeout_s": head_timeout_s,
             "max_connections": max_connections,
             "tally": _Tally(),
+            "awaiting": OrderedDict(),
             "busy_answer": _busy_answer(max_connections),
         },
     )

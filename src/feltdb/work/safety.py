@@ -1,14 +1,31 @@
 """Document safety: what may enter workload state, and the secret material that may not.
 
-Two rules, each one table:
+Two rules, whose tables :mod:`feltdb.work.secret_shapes` holds:
 
-- :data:`SECRET_KEY_NAMES`: an object key names a secret when, normalized (lower case,
-  without ``-``, ``_``, ``.`` and spaces, so ``apiKey``, ``api-key`` and ``API_KEY`` are one
-  name), it is in this set. The reference's five names (``password``, ``secret``,
-  ``token``, ``api_key``, ``private_key``) are among them.
-- :data:`SECRET_VALUE_PATTERNS`: a string holds secret material when one of these
-  patterns occurs in it: private-key blocks, live API keys of common providers, bearer
-  credentials and feltdb's own tokens.
+- Keys. An object key names a secret when its normalized form (:func:`normalized_key`:
+  NFKC, look-alike letters of other scripts folded to Latin
+  (:data:`~feltdb.work.secret_shapes.CONFUSABLE_LETTERS`), lower case, letters and digits
+  only, so ``apiKey``, ``api-key``, ``API_KEY`` and ``аpi_kеy`` in Cyrillic are one name)
+  is a name of :data:`SECRET_KEY_NAMES`, or ends with one (``db_password``,
+  ``x-api-key``). A key that merely starts with one (``password_policy``,
+  ``tokens_used``) names no secret. Two kinds of names are stricter:
+
+  - the short :data:`~feltdb.work.secret_shapes.SECRET_KEY_WORDS` (``pw``, ``pass``,
+    ``jwt``, ``dsn``) match only as the whole key or as its *last word*: the last run of
+    letters and digits, after a separator (anything but a letter or a digit; invisible
+    format characters are no separator, they are dropped) or a capital that starts a word
+    (``db_pass``, ``user-pw``, ``dbPass``, ``DBPass``, ``userPW``), never inside a word
+    (``bypass``, ``compass``, ``BYPASS``, ``pwm``);
+  - :data:`~feltdb.work.secret_shapes.WHOLE_SECRET_KEY_NAMES` (``tokens``) match only as
+    the whole key (``max_tokens`` counts tokens).
+
+- Values. A string holds secret material when one of :data:`SECRET_VALUE_PATTERNS`
+  occurs in it (private-key blocks, provider keys and tokens, JWTs, credentials in URLs
+  and headers, feltdb's own tokens) once Unicode format characters (category ``Cf``:
+  zero-width spaces and joiners, soft hyphens, bidirectional marks) are taken out, or when
+  it is itself a JSON object or array (it starts with ``{`` or ``[`` after white space and
+  has at most :data:`EMBEDDED_JSON_CHARS` characters) that holds a secret key or value,
+  looked for :data:`EMBEDDED_JSON_LEVELS` strings deep.
 
 :func:`check_document` walks a JSON document once, without recursion, checking its shape
 (JSON types only, at most :data:`~feltdb.fields.MAX_JSON_DEPTH` deep, valid Unicode text)
@@ -19,87 +36,155 @@ identifiers that are stored and shown (result ids, kinds, keys, sessions, artifa
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
+import sys
 import unicodedata
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_DOCUMENT_BYTES, MAX_JSON_DEPTH, MAX_KEY_CHARS, text_problem
 from feltdb.storage.canonical import canonical_json
-
-SECRET_KEY_NAMES = frozenset(
-    {
-        "password",
-        "passwd",
-        "pwd",
-        "passphrase",
-        "credential",
-        "credentials",
-        "secret",
-        "token",
-        "apikey",
-        "privatekey",
-        "accesstoken",
-        "refreshtoken",
-        "idtoken",
-        "authtoken",
-        "sessiontoken",
-        "bearertoken",
-        "clientsecret",
-        "secretkey",
-        "secretaccesskey",
-        "authorization",
-        "cookie",
-    }
+from feltdb.work.secret_shapes import (
+    CONFUSABLE_LETTERS,
+    LONG_TEXT_CHARS,
+    SECRET_KEY_NAMES,
+    SECRET_KEY_WORDS,
+    SECRET_VALUE_PATTERNS,
+    SHORT_TEXT_PATTERNS,
+    SHORTEST_SECRET,
+    WHOLE_SECRET_KEY_NAMES,
 )
-"""Object keys, normalized (:func:`normalized_key`), whose value is taken for a secret: a
-key is a secret's when its normalized form is one of these or ends with one (``db_password``,
-``x-api-key``, ``aws_secret_access_key``)."""
 
-SECRET_VALUE_PATTERNS: dict[str, str] = {
-    # The reference's "BEGIN PRIVATE KEY", in any case and for every key type.
-    "private key block": r"(?i)BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY",
-    # The reference refuses any "sk-…", but "sk-learn" is harmless: a key is "sk-" and 20
-    # key characters (OpenAI's have 48 or more), a labelled "sk-live-…"/"sk-proj-…" and 8,
-    # or Stripe's "sk_…"/"rk_…" and 12 (Stripe's have 24 or more).
-    "OpenAI-style or Stripe key": r"(?<![A-Za-z0-9])(?:sk-[A-Za-z0-9_-]{20,}"
-    r"|sk-(?:live|test|proj|ant|admin|svcacct)-[A-Za-z0-9_-]{8,}|[sr]k_[A-Za-z0-9_]{12,})",
-    "feltdb live key": r"(?i)(?<![A-Za-z0-9])fdb_live_",
-    "AWS access key id": r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])",
-    "GitHub token": r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
-    "Slack token": r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}",
-    # A credential, not the word: 16 token characters with a digit or a punctuation mark.
-    "bearer credential": r"(?i)(?<![A-Za-z0-9])Bearer\s+(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])"
-    r"[A-Za-z0-9._~+/=-]{16,}",
-    "feltdb token": r"(?i)(?<![A-Za-z0-9])fgt[0-9]+\.\W*[A-Za-z0-9_-]{16,}",
-}
-"""What secret material looks like in a string: a name for each pattern (said in the
-refusal) and the pattern, searched anywhere in the text."""
+__all__ = [
+    "EMBEDDED_JSON_CHARS",
+    "EMBEDDED_JSON_LEVELS",
+    "SECRET_KEY_NAMES",
+    "SECRET_VALUE_PATTERNS",
+    "check_document",
+    "ensure_safe",
+    "ensure_safe_text",
+    "normalized_key",
+    "secret_key",
+    "sensitive_text",
+]
 
-_SECRET_VALUE = re.compile(
-    "|".join(f"(?:{p.removeprefix('(?i)')})" for p in SECRET_VALUE_PATTERNS.values()),
-    re.IGNORECASE,
+EMBEDDED_JSON_CHARS = MAX_DOCUMENT_BYTES
+"""The longest string that is parsed as JSON to look for secrets inside it. A longer one
+cannot be part of an admissible document (its JSON is over the document limit), so no
+secret hides behind padding: the bound only caps the work spent on what is refused anyway,
+and free text longer than this is searched as text only."""
+EMBEDDED_JSON_LEVELS = 3
+"""How many strings deep embedded JSON is looked into: JSON in a string, in a string of
+that, in a string of that. Each level parses at most the text of the level above, so a
+document costs at most this many more parses of its own size."""
+
+# One search for all patterns (each says its own case rule), and one for those a short
+# text can hold.
+_SECRET_VALUE = re.compile("|".join(f"(?:{p})" for p in SECRET_VALUE_PATTERNS.values()))
+_SHORT_SECRET_VALUE = re.compile(
+    "|".join(f"(?:{p})" for name, p in SECRET_VALUE_PATTERNS.items() if name in SHORT_TEXT_PATTERNS)
 )
-_SECRET_KEY_SUFFIXES = tuple(sorted(SECRET_KEY_NAMES))
+_SECRET_KEY_SUFFIXES = tuple(sorted(SECRET_KEY_NAMES - SECRET_KEY_WORDS - WHOLE_SECRET_KEY_NAMES))
+_SECRET_KEY_WORD_ENDS = tuple(sorted(SECRET_KEY_WORDS))
 _ASCII_NOT_ALNUM = str.maketrans(
     "", "", "".join(c for c in map(chr, range(128)) if not c.isalnum())
 )
-_SHORTEST_SECRET = len("fdb_live_")
+_JSON_OPENERS = frozenset("{[")
+_JSON_WHITE_SPACE = " \t\n\r"
+_JSON_FIRST = _JSON_OPENERS | frozenset(_JSON_WHITE_SPACE)
+"""What a JSON object or array may start with: one test rules out most text."""
 _MEMBER_BOUND = 32
 """Bytes a member may take besides its text: a number's digits, quotes, a colon, a comma."""
-"""No pattern matches fewer characters, so shorter strings are not searched."""
+
+
+@functools.cache
+def _format_characters() -> re.Pattern[str]:
+    """A pattern matching every Unicode format character (category ``Cf``) of this
+    Python's Unicode database: built on the first non-ASCII text (about 50 ms, once), so
+    that importing the module costs nothing.
+    """
+    ranges: list[str] = []
+    start = previous = -2
+    for point in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(point)) != "Cf":
+            continue
+        if point != previous + 1:
+            if start >= 0:
+                ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(previous))}")
+            start = point
+        previous = point
+    ranges.append(f"{re.escape(chr(start))}-{re.escape(chr(previous))}")
+    return re.compile(f"[{''.join(ranges)}]")
+
+
+def _without_format_characters(text: str) -> str:
+    """``text`` without its Unicode format characters (``Cf``: ``AKIA``, a zero-width space
+    and ``IOSF…`` read ``AKIAIOSF…``); ASCII text, which has none, is returned as it is.
+    """
+    return text if text.isascii() else _format_characters().sub("", text)
+
+
+def _prepared_key(key: str) -> str:
+    """A non-ASCII key as names are compared: NFKC, format characters dropped, look-alike
+    letters folded to Latin; case kept, for :func:`_last_word`.
+    """
+    key = _without_format_characters(unicodedata.normalize("NFKC", key))
+    return key.translate(CONFUSABLE_LETTERS)
 
 
 def normalized_key(key: str) -> str:
     """``key`` as :data:`SECRET_KEY_NAMES` holds names: compatibility-normalized (NFKC, so
-    fullwidth letters are letters), case-folded, and only its letters and digits kept (no
-    separators, spaces, punctuation or invisible format characters).
+    fullwidth letters are letters), look-alike letters of other scripts folded to Latin,
+    case-folded, and only its letters and digits kept (no separators, spaces, punctuation
+    or invisible format characters).
     """
     if key.isascii():
         return key.lower().translate(_ASCII_NOT_ALNUM)
-    key = unicodedata.normalize("NFKC", key)
-    return "".join(character for character in key.casefold() if character.isalnum())
+    return "".join(c for c in _prepared_key(key).casefold() if c.isalnum())
+
+
+def _last_word(key: str) -> str:
+    """The last word of ``key``: its last run of letters and digits, cut again where a
+    capital starts a word (``dbPass`` and ``DBPass`` end in ``Pass``, ``userPW`` in
+    ``PW``; ``BYPASS`` and ``bypass`` are one word).
+    """
+    end = len(key)
+    while end and not key[end - 1].isalnum():
+        end -= 1
+    start = end
+    while start and key[start - 1].isalnum():
+        start -= 1
+    run = key[start:end]
+    for at in range(len(run) - 1, 0, -1):
+        if run[at].isupper() and (
+            not run[at - 1].isupper() or (at + 1 < len(run) and run[at + 1].islower())
+        ):
+            return run[at:]
+    return run
+
+
+def secret_key(key: str) -> bool:
+    """Whether an object key names a secret (``apiKey``, ``client_secret``, ``passwd``,
+    ``db_password``, ``db_pass``, ``раssword`` in Cyrillic…) by the rule of the module's
+    docstring.
+    """
+    name = normalized_key(key)
+    if name in SECRET_KEY_NAMES or name.endswith(_SECRET_KEY_SUFFIXES):
+        return True
+    if not name.endswith(_SECRET_KEY_WORD_ENDS):
+        return False
+    # A short name ends the letters: a secret only if it is the key's last word as written.
+    word = _last_word(key if key.isascii() else _prepared_key(key))
+    return word.lower() in SECRET_KEY_WORDS
+
+
+def _refused_key(key: str) -> bool:
+    """Whether a document's object key is refused: it names a secret (:func:`secret_key`)
+    or holds secret material as text (:func:`sensitive_text`).
+    """
+    return secret_key(key) or _holds_secret(key, EMBEDDED_JSON_LEVELS)
 
 
 _CACHED_KEYS = 4096
@@ -108,28 +193,70 @@ _CACHED_KEY_CHARS = 64
 :data:`_CACHED_KEYS` of them: about 1 MiB at worst); a longer key is checked each time, so
 a flood of long keys, refused or not, pins no memory."""
 
-
-def secret_key(key: str) -> bool:
-    """Whether an object key names a secret (``apiKey``, ``client_secret``, ``passwd``,
-    ``db_password``…).
-    """
-    if len(key) <= _CACHED_KEY_CHARS:
-        return _short_secret_key(key)
-    return _names_a_secret(key)
-
-
-def _names_a_secret(key: str) -> bool:
-    name = normalized_key(key)
-    return name in SECRET_KEY_NAMES or name.endswith(_SECRET_KEY_SUFFIXES)
-
-
 # Cached: documents repeat their keys, and the answer depends on the key alone.
-_short_secret_key = functools.lru_cache(maxsize=_CACHED_KEYS)(_names_a_secret)
+_short_refused_key = functools.lru_cache(maxsize=_CACHED_KEYS)(_refused_key)
 
 
 def sensitive_text(text: str) -> bool:
-    """Whether ``text`` holds secret material (:data:`SECRET_VALUE_PATTERNS`)."""
-    return len(text) >= _SHORTEST_SECRET and _SECRET_VALUE.search(text) is not None
+    """Whether ``text`` holds secret material: a :data:`SECRET_VALUE_PATTERNS` match once
+    format characters are out, or, being a JSON object or array, a secret key or value.
+    """
+    return _holds_secret(text, EMBEDDED_JSON_LEVELS)
+
+
+def _holds_secret(text: str, levels: int) -> bool:
+    """:func:`sensitive_text`, looking into embedded JSON ``levels`` strings deep."""
+    if not text.isascii():
+        text = _format_characters().sub("", text)
+    if _secret_pattern_in(text):
+        return True
+    return text[:1] in _JSON_FIRST and _json_holds_secret(text, levels)
+
+
+def _secret_pattern_in(text: str) -> bool:
+    """Whether one of :data:`SECRET_VALUE_PATTERNS` occurs in ``text`` as it is."""
+    chars = len(text)
+    if chars < SHORTEST_SECRET:
+        return False
+    pattern = _SECRET_VALUE if chars >= LONG_TEXT_CHARS else _SHORT_SECRET_VALUE
+    return pattern.search(text) is not None
+
+
+def _json_holds_secret(text: str, levels: int) -> bool:
+    """Whether ``text`` is a JSON object or array, short enough to be parsed, that holds a
+    secret key or value (embedded JSON looked into ``levels`` strings deep).
+    """
+    if levels <= 0 or len(text) > EMBEDDED_JSON_CHARS:
+        return False
+    if text.lstrip(_JSON_WHITE_SPACE)[:1] not in _JSON_OPENERS:
+        return False
+    return _embedded_secret(text, levels - 1)
+
+
+def _embedded_secret(text: str, levels: int) -> bool:
+    """Whether ``text``, parsed as JSON, holds a secret key or a value that
+    :func:`_holds_secret` (``levels`` deep) refuses; text that is not JSON holds none here.
+
+    The parsed value is walked with a stack, so its depth costs no recursion; its size is
+    bounded by the text's.
+    """
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's limit
+        return False
+    stack: list[Any] = [parsed]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if secret_key(key) or _holds_secret(key, levels):  # rare: not cached
+                    return True
+                stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and _holds_secret(item, levels):
+            return True
+    return False
 
 
 def _invalid(field: str, message: str) -> WorkloadError:
@@ -150,7 +277,15 @@ def _check_string(text: str, field: str) -> None:
         problem = text_problem(text, len(text), identifier=False)
         if problem is not None:
             raise _invalid(field, f"holds a string that {problem}")
-    if sensitive_text(text):
+        text = _format_characters().sub("", text)
+    # _holds_secret written out, two calls fewer: this is every string of every document,
+    # and most end at the first test that fails.
+    chars = len(text)
+    if chars >= SHORTEST_SECRET and (
+        _SECRET_VALUE if chars >= LONG_TEXT_CHARS else _SHORT_SECRET_VALUE
+    ).search(text):
+        raise _secret(field)
+    if text[:1] in _JSON_FIRST and _json_holds_secret(text, EMBEDDED_JSON_LEVELS):
         raise _secret(field)
 
 
@@ -164,10 +299,10 @@ def _check_key(key: Any, field: str) -> None:
             f"holds an object key of {len(key):,} characters, over the limit of {MAX_KEY_CHARS:,}",
         )
     if not key.isascii():
-        _check_string(key, field)
-    elif len(key) >= _SHORTEST_SECRET and sensitive_text(key):
-        raise _secret(field)
-    if secret_key(key):
+        problem = text_problem(key, len(key), identifier=False)
+        if problem is not None:
+            raise _invalid(field, f"holds a string that {problem}")
+    if _short_refused_key(key) if len(key) <= _CACHED_KEY_CHARS else _refused_key(key):
         raise _secret(field)
 
 
