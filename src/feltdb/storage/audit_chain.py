@@ -28,16 +28,22 @@ What :func:`verify` finds, and names the first of (:class:`ChainProblem`):
 - ``anchor_mismatch``: the chain at a revision noted earlier (an anchor) has another link,
   or no longer reaches it: the log was rewritten or cut back up to there;
 - ``row_altered``: a row differs from what the entry that wrote it (its revision) logged;
-- ``row_unlogged``: a row's revision names no entry, or one that did not write it.
+- ``row_unlogged``: a row's revision names no entry, or one that did not write it;
+- ``index_altered``: a row's index columns are not what its document implies
+  (:mod:`feltdb.storage.chain_index`; only for the collections ``indexes`` names);
+- ``row_stale``: a row older than an entry that wrote or deleted it after its own writer:
+  put back as an earlier entry logged it (:mod:`feltdb.storage.chain_writes`);
+- ``row_missing``: a row the log's last write of it created or updated, and no entry
+  deleted since, is absent: deleted behind the authority's back (any collection).
 
 What it cannot find: an entry altered before it was sealed (it is sealed as it is then:
 the server seals every second); a log rewritten from some entry onward, every digest and link
 recomputed, by someone who can write the database, unless an anchor (the head's revision
 and link, noted elsewhere) from after that entry is given; the last entries cut off with
-their links, likewise; a row deleted behind the authority's back (its last writer's entry
-remains, but which entry is a key's last writer is not an order the log keeps on
-PostgreSQL). Entries logged before the chain existed have no row hashes: their rows are
-counted as not covered.
+their links, likewise, with the rows they wrote set back as the entries before them left
+them; which row a row set aside waits on (:mod:`feltdb.storage.chain_index`). Entries
+logged before the chain existed have no row hashes: their rows are counted as not covered,
+and a row they wrote that is absent is taken as deleted.
 
 Retention, later: a deletion of old work is itself a commit (an audited entry naming the
 revisions pruned); the pruned entries' links stay in ``audit_chain``, so verification starts
@@ -47,17 +53,22 @@ from the first remaining entry's predecessor link, as it starts from :data:`GENE
 from __future__ import annotations
 
 import json
-from typing import Literal
+from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict
 
 from feltdb.storage.canonical import sha256_hex
-from feltdb.storage.chain_log import ChainLink, ChainLog, LogEntry
+from feltdb.storage.chain_index import IndexOf, index_problem
+from feltdb.storage.chain_log import ChainLink, ChainLog, LogEntry, RawRow
+from feltdb.storage.chain_problems import ChainProblem, ProblemKind
+from feltdb.storage.chain_writes import LogWrites
 
 __all__ = [
     "GENESIS",
     "ChainProblem",
     "ChainReport",
+    "IndexOf",
+    "ProblemKind",
     "entry_digest",
     "next_link",
     "row_hash",
@@ -71,30 +82,6 @@ GENESIS = sha256_hex("feltdb audit chain 1")
 PAGE = 1000
 """Entries read (and sealed) per statement."""
 
-ProblemKind = Literal[
-    "altered",
-    "removed",
-    "inserted",
-    "chain_altered",
-    "anchor_mismatch",
-    "row_altered",
-    "row_unlogged",
-]
-
-
-class ChainProblem(BaseModel):
-    """The first thing :func:`verify` found wrong."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: ProblemKind
-    revision: int
-    """The revision of the transaction concerned (for a row: the row's revision)."""
-    transaction_id: str | None = None
-    address: str | None = None
-    """``"collection/key"`` of the row concerned, for a row problem."""
-    message: str
-
 
 class ChainReport(BaseModel):
     """What :func:`verify` checked, and the first problem (``None``: none)."""
@@ -107,12 +94,14 @@ class ChainReport(BaseModel):
     sealed: int
     """Of those, entries sealed in the chain (the others are not final yet)."""
     rows: int
-    """Rows checked against the entry that wrote them."""
+    """Rows checked against the entry that wrote them (and their index columns, where
+    :func:`verify` was told what their documents imply)."""
     rows_not_covered: int
     """Rows written by an entry logged without row hashes (before the chain existed)."""
     rows_pending: int = 0
-    """Rows written by an entry not final yet (above PostgreSQL's horizon), not checked:
-    a count that never falls to 0 while the store is idle is itself a sign of tampering."""
+    """Rows written (or deleted) by an entry not final yet (above PostgreSQL's horizon, or
+    committed during the verification), not checked: a count that never falls to 0 while
+    the store is idle is itself a sign of tampering."""
     head_revision: int
     """The revision of the last entry sealed (0: none); with ``head_link``, an anchor."""
     head_link: str
@@ -175,21 +164,34 @@ def seal(db: ChainLog, *, limit: int | None = None) -> int:
     return sealed
 
 
-def verify(db: ChainLog, *, anchor: tuple[int, str] | None = None) -> ChainReport:
-    """Seal what is final, then walk the whole chain and check every row; the first
-    problem found (see the module's docstring), with what was checked up to it.
+def verify(
+    db: ChainLog,
+    *,
+    anchor: tuple[int, str] | None = None,
+    indexes: Mapping[str, IndexOf] | None = None,
+) -> ChainReport:
+    """Seal what is final, then walk the whole chain, check every row, and every row the
+    log wrote against the rows; the first problem found (see the module's docstring), with
+    what was checked up to it.
 
     ``anchor``: a ``(revision, link)`` noted from an earlier report's head: the chain must
-    still have that link there.
+    still have that link there. ``indexes``: by collection, what a row's document implies
+    of its index columns (:mod:`feltdb.storage.chain_index`); the index columns of the
+    rows of other collections are not checked. Memory stays bounded however long the log
+    (:mod:`feltdb.storage.chain_writes`).
     """
     seal(db)
-    walk = _Walk(db, anchor)
+    writes = LogWrites(db, PAGE)
+    walk = _Walk(db, anchor, writes)
     problem = walk.log()
     if problem is None and anchor is not None:
         problem = walk.anchored(*anchor)
     rows = not_covered = pending = 0
     if problem is None:
-        rows, not_covered, pending, problem = _check_rows(db, walk.revision)
+        rows, not_covered, pending, problem = _check_rows(db, walk.revision, indexes or {})
+    if problem is None:
+        gone, problem = writes.finish(walk.revision)
+        pending += gone
     return ChainReport(
         ok=problem is None,
         transactions=walk.entries,
@@ -206,8 +208,10 @@ def verify(db: ChainLog, *, anchor: tuple[int, str] | None = None) -> ChainRepor
 class _Walk:
     """The log and the chain read side by side, in revision order, a page at a time."""
 
-    def __init__(self, db: ChainLog, anchor: tuple[int, str] | None) -> None:
+    def __init__(self, db: ChainLog, anchor: tuple[int, str] | None, writes: LogWrites) -> None:
         self.db = db
+        self.writes = writes
+        """Given each page walked, to compare with the rows it wrote."""
         self.entries = 0
         self.sealed = 0
         self.revision = 0
@@ -238,6 +242,7 @@ class _Walk:
                 problem = self._step(revision, by_revision.get(revision), links.get(revision))
                 if problem is not None:
                     return problem
+            self.writes.page(entries)
             if len(entries) < PAGE:
                 return None
 
@@ -327,56 +332,63 @@ def _entry_problem(kind: ProblemKind, entry: LogEntry, message: str) -> ChainPro
     )
 
 
-def _check_rows(db: ChainLog, walked: int) -> tuple[int, int, int, ChainProblem | None]:
-    """Check every row against the entry at its revision, a page at a time: the rows
-    checked, those not covered (their writer logged no row hashes), those pending (their
-    writer is above ``walked``, the last entry walked, and not final yet), and the first
-    problem. A row's writer is trusted only if the walk verified it: one at a revision the
-    walk did not reach must be a live transaction's, or the row is unlogged.
+def _check_rows(
+    db: ChainLog, walked: int, indexes: Mapping[str, IndexOf]
+) -> tuple[int, int, int, ChainProblem | None]:
+    """Check every row against the entry at its revision, and its index columns against its
+    document where ``indexes`` says what it implies, a page at a time: the rows checked,
+    those not covered (their writer logged no row hashes), those pending (their writer is
+    above ``walked``, the last entry walked, and not final yet), and the first problem. A
+    row's writer is trusted only if the walk verified it: one at a revision the walk did not
+    reach must be a live transaction's, or the row is unlogged.
     """
     checked = not_covered = pending = 0
     collection = key = ""
-    while rows := db.rows_after(collection, key, PAGE):
+    while rows := db.rows_indexed_after(collection, key, PAGE):
         writers = db.chain_entries_at({row.revision for row in rows if 0 < row.revision})
         for row in rows:
             checked += 1
-            address = f"{row.collection}/{row.key}"
             entry = writers.get(row.revision) if 0 < row.revision else None
-            if entry is not None and row.revision > walked and address in entry.keys:
-                pending += 1  # logged by a transaction the walk could not see end
-                continue
-            if entry is None or address not in entry.keys:
-                return (
-                    checked,
-                    not_covered,
-                    pending,
-                    ChainProblem(
-                        kind="row_unlogged",
-                        revision=row.revision,
-                        transaction_id=None if entry is None else str(entry.transaction_id),
-                        address=address,
-                        message=f"row {address} names revision {row.revision}, whose "
-                        "transaction did not write it",
-                    ),
-                )
-            if entry.row_hashes is None:
-                not_covered += 1
-                continue
-            place = entry.keys.index(address)
-            written = entry.row_hashes[place] if place < len(entry.row_hashes) else None
-            if written != row_hash(address, row.version, row.document):
-                return (
-                    checked,
-                    not_covered,
-                    pending,
-                    ChainProblem(
-                        kind="row_altered",
-                        revision=row.revision,
-                        transaction_id=str(entry.transaction_id),
-                        address=address,
-                        message=f"row {address} (version {row.version}) is not what the "
-                        f"transaction at revision {row.revision} wrote",
-                    ),
-                )
+            covered, problem = _check_row(row, entry, walked)
+            index_of = indexes.get(row.collection)
+            if problem is None and index_of is not None:
+                problem = index_problem(row, index_of)
+            if problem is not None:
+                return checked, not_covered, pending, problem
+            not_covered += covered == "not covered"
+            pending += covered == "pending"
         collection, key = rows[-1].collection, rows[-1].key
     return checked, not_covered, pending, None
+
+
+def _check_row(row: RawRow, entry: LogEntry | None, walked: int) -> tuple[str, ChainProblem | None]:
+    """Whether ``row`` is ``"covered"`` by its writer ``entry`` (the entry at its revision),
+    ``"not covered"`` (logged without row hashes) or ``"pending"`` (above ``walked``, not
+    final yet); and the problem, if it is not what that entry wrote.
+    """
+    address = f"{row.collection}/{row.key}"
+    if entry is not None and row.revision > walked and address in entry.keys:
+        return "pending", None  # logged by a transaction the walk could not see end
+    if entry is None or address not in entry.keys:
+        return "unlogged", ChainProblem(
+            kind="row_unlogged",
+            revision=row.revision,
+            transaction_id=None if entry is None else str(entry.transaction_id),
+            address=address,
+            message=f"row {address} names revision {row.revision}, whose "
+            "transaction did not write it",
+        )
+    if entry.row_hashes is None:
+        return "not covered", None
+    place = entry.keys.index(address)
+    written = entry.row_hashes[place] if place < len(entry.row_hashes) else None
+    if written != row_hash(address, row.version, row.document):
+        return "altered", ChainProblem(
+            kind="row_altered",
+            revision=row.revision,
+            transaction_id=str(entry.transaction_id),
+            address=address,
+            message=f"row {address} (version {row.version}) is not what the "
+            f"transaction at revision {row.revision} wrote",
+        )
+    return "covered", None

@@ -1,11 +1,12 @@
 """What the audit chain reads and writes of a database: the log entries with the row hashes
-they logged, the sealed links, and the rows as stored (:mod:`feltdb.storage.audit_chain`
-decides what they prove).
+they logged, the sealed links, and the rows as stored, with their index columns
+(:mod:`feltdb.storage.audit_chain` decides what they prove).
 
 :class:`ChainLog` is the part of the :class:`~feltdb.storage.base.Database` protocol the
 chain needs; :class:`ChainQueries` implements it once over a dialect's named statements, for
 :class:`~feltdb.storage.engine.SQLEngine`. Lists of revisions and of links are passed to the
-statements as one JSON text, which both dialects unpack.
+statements as one JSON text, which both dialects unpack; so are lists of addresses, each a
+``[collection, key]`` pair.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class RawRow:
     version: int
     revision: int
     document: str
+    index: tuple[Any, ...] = ()
+    """The index columns as stored, in :class:`~feltdb.storage.base.RowIndex`'s field
+    order (empty: not read), each as the database holds it.
+    """
 
 
 class ChainLog(Protocol):
@@ -90,6 +95,24 @@ class ChainLog(Protocol):
 
     def rows_after(self, collection: str, key: str, limit: int) -> list[RawRow]:
         """Rows after ``(collection, key)`` in address order, at most ``limit``."""
+        ...
+
+    def rows_indexed_after(self, collection: str, key: str, limit: int) -> list[RawRow]:
+        """:meth:`rows_after`, each row with its :attr:`RawRow.index`."""
+        ...
+
+    def row_revisions_at(self, addresses: Collection[tuple[str, str]]) -> dict[str, int]:
+        """The revision of each row that exists at these ``(collection, key)`` addresses, by
+        ``"collection/key"`` (an absent row is absent; a revision edited to another type,
+        -1).
+        """
+        ...
+
+    def chain_keys_after(self, revision: int, limit: int) -> list[tuple[int, list[str]]]:
+        """The revision and written keys of each log entry after ``revision``, oldest
+        first, at most ``limit``: every entry committed, on PostgreSQL those not final yet
+        too (unlike :meth:`chain_entries_after`).
+        """
         ...
 
 
@@ -140,6 +163,28 @@ class ChainQueries:
         params = {"collection": collection, "key": key, "limit": limit}
         return [_raw_row(*row) for row in self._read("rows_after", params)]
 
+    def rows_indexed_after(self, collection: str, key: str, limit: int) -> list[RawRow]:
+        """See :meth:`ChainLog.rows_indexed_after`."""
+        params = {"collection": collection, "key": key, "limit": limit}
+        fetched = self._read("rows_indexed_after", params)
+        return [_raw_row(*row[:5], index=tuple(row[5:])) for row in fetched]
+
+    def row_revisions_at(self, addresses: Collection[tuple[str, str]]) -> dict[str, int]:
+        """See :meth:`ChainLog.row_revisions_at`."""
+        if not addresses:
+            return {}
+        params = {"addresses": json.dumps(sorted(addresses))}
+        return {
+            f"{collection}/{key}": revision if type(revision) is int else -1
+            for collection, key, revision in self._read("row_revisions_at", params)
+        }
+
+    def chain_keys_after(self, revision: int, limit: int) -> list[tuple[int, list[str]]]:
+        """See :meth:`ChainLog.chain_keys_after`."""
+        params = {"revision": revision, "limit": limit}
+        fetched = self._read("chain_keys_after", params)
+        return [(int(done), self._list(keys)) for done, keys in fetched]
+
     def _read(self, name: str, params: Mapping[str, Any]) -> list[Any]:
         return self._dialect.read(self._queries[name], params)
 
@@ -170,10 +215,19 @@ class ChainQueries:
         return loaded
 
 
-def _raw_row(collection: str, key: str, version: Any, revision: Any, document: Any) -> RawRow:
+def _raw_row(
+    collection: str,
+    key: str,
+    version: Any,
+    revision: Any,
+    document: Any,
+    /,
+    *,
+    index: tuple[Any, ...] = (),
+) -> RawRow:
     """A row as read; a column edited to another type (SQLite keeps any) is read as a
     revision that names no entry (-1), or as the text of what it holds, so that the check
-    reports it instead of raising.
+    reports it instead of raising. ``index``: its index columns as read (if they were).
     """
     return RawRow(
         collection,
@@ -181,4 +235,5 @@ def _raw_row(collection: str, key: str, version: Any, revision: Any, document: A
         version if type(version) is int else -1,
         revision if type(revision) is int else -1,
         document if type(document) is str else repr(document),
+        index,
     )

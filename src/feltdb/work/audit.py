@@ -14,12 +14,14 @@ import json
 import re
 from typing import Any
 
-from feltdb.records.workload import Workload
+from feltdb.records.codec import stored_workload
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage import audit_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.storage.base import CommittedTransaction, Database
 from feltdb.storage.canonical import sha256_hex
 from feltdb.work import inputs
+from feltdb.work.scheduling import row_index
 
 AUDIT_SCAN = 1000
 """Log entries one :meth:`AuditTrail.after` call reads at most, whatever it finds."""
@@ -237,15 +239,18 @@ class AuditTrail:
         *,
         anchor: tuple[int, str] | None = None,
     ) -> ChainReport:
-        """Seal what is final, then verify the audit chain and every row against the
-        transaction that wrote it (:func:`feltdb.storage.audit_chain.verify`); ``anchor``:
-        an earlier report's ``(head_revision, head_link)``, which the chain must still hold.
+        """Seal what is final, then verify the audit chain, every row against the
+        transaction that wrote it, every workload's index columns against its document
+        (:func:`~feltdb.work.scheduling.row_index`), and every row the log wrote against the
+        rows (:func:`feltdb.storage.audit_chain.verify`); ``anchor``: an earlier report's
+        ``(head_revision, head_link)``, which the chain must still hold.
 
         The chain is one for every tenant, and so is its verdict. Given a tenant and an
         application, the first problem names its transaction and row, and says what it is,
-        only if it is this application's (a row's problem: the row's; a transaction's: its
-        audit record's); otherwise only its kind and revision are told (a revision names no
-        work). The counts are the store's, as the log's revisions already are.
+        only if it is this application's (a row's problem: the row's; a transaction's, or a
+        missing row's: its audit record's); otherwise only its kind and revision are told (a
+        revision names no work). The counts are the store's, as the log's revisions already
+        are.
 
         Raises:
             WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
@@ -253,19 +258,22 @@ class AuditTrail:
         if tenant_id is not None or application_id is not None:
             tenant_id = inputs.identifier(tenant_id, "tenant_id")
             application_id = inputs.identifier(application_id, "application_id")
-        report = audit_chain.verify(self._db, anchor=anchor)
+        indexes = {DURABLE_WORK_COLLECTION: lambda key, text: row_index(stored_workload(key, text))}
+        report = audit_chain.verify(self._db, anchor=anchor, indexes=indexes)
         problem = report.problem
         if problem is None or tenant_id is None:
             return report
+        row = None
         if problem.address is not None:  # a row's problem is the row's application's
             collection, _, key = problem.address.partition("/")
             row = self._db.get_row(collection, key)
-            document = {} if row is None else row.document
+        if row is not None:
+            document = row.document
             ours = (document.get("tenant_id"), document.get("application_id")) == (
                 tenant_id,
                 application_id,
             )
-        else:
+        else:  # a transaction's, or a missing row's: the entry at its revision wrote it
             ours = _of(self._db, problem.revision, tenant_id, application_id)
         if ours:
             return report

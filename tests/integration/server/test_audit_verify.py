@@ -206,3 +206,48 @@ def test_options_typed_before_verify_beat_the_environment_and_after_it_beat_both
     refused = invoke("audit", "--db", path, "--since", "3", "verify")
     assert refused.exit_code == 2
     assert "--since: options of the listing, not of verify" in refused.output
+
+
+def test_an_edited_index_column_is_named_to_its_application_and_only_told_to_another(
+    own_server: Server,
+) -> None:
+    # The document stays as written; its state beside it says the work is done, so no claim
+    # sees it any more: the index columns are checked against what the document implies.
+    server = own_server
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        ours = submit(http, server, "ours", "ours")
+        submit(http, server, "theirs", "theirs")
+        with WorkloadStore.open(server.target) as store:
+            revision = store.db.current_revision()
+        wait_sealed(server.target, revision)
+        connection = sqlite3.connect(server.target)
+        connection.execute("UPDATE rows SET state = 'SUCCEEDED' WHERE key = ?", (ours,))
+        connection.commit()
+        connection.close()
+        mine = http.get("/v1/audit/verify", headers=server.headers("ours", **READER)).json()
+        other = http.get("/v1/audit/verify", headers=server.headers("theirs", **READER)).json()
+    assert mine["ok"] is False
+    assert mine["problem"]["kind"] == "index_altered"
+    assert mine["problem"]["address"] == f"system_durable_work/{ours}"
+    assert "state 'SUCCEEDED', not 'READY'" in mine["problem"]["message"]
+    assert other["problem"]["kind"] == "index_altered"
+    assert other["problem"]["address"] is None and ours not in str(other)
+
+
+def test_the_local_operator_finds_a_revocation_deleted_behind_the_store_s_back(
+    tmp_path: Path,
+) -> None:
+    path = str(tmp_path / "local.db")
+    with WorkloadStore.open(path) as store:
+        store.create(make_request(idempotency_key="local"))
+        assert store.grants.revoke("g", "human:h", 30, tenant_id="t", application_id="app")
+        [revocation] = store.db.list_rows("system_revoked_grants")
+    assert invoke("audit", "verify", "--db", path).exit_code == 0
+    connection = sqlite3.connect(path)
+    connection.execute("DELETE FROM rows WHERE collection = 'system_revoked_grants'")
+    connection.commit()
+    connection.close()
+    found = invoke("audit", "verify", "--db", path)
+    assert found.exit_code == 1, found.output
+    assert f"problem: row_missing at revision {revocation.revision}" in found.output
+    assert f"row: system_revoked_grants/{revocation.key}" in found.output

@@ -19,7 +19,10 @@ from support.factories import CAPABILITIES, make_request
 
 from feltdb import Completion, WorkloadError, WorkloadStore
 from feltdb.errors import ErrorCode
+from feltdb.server.ui.sessions import prune_expired, spend_ticket
 from feltdb.storage.audit_chain import GENESIS, entry_digest, next_link, row_hash
+from feltdb.storage.base import Mutation, Precondition
+from feltdb.storage.index_columns import INDEX_NAMES
 
 WORK = "system_durable_work"
 
@@ -259,11 +262,13 @@ def test_an_anchor_finds_a_log_cut_back_or_rewritten_with_new_hashes(
     store: WorkloadStore, target: str
 ) -> None:
     drive(store)
+    store.admit(make_request(idempotency_key="last"))  # the last entry only makes a row
     noted = store.audit.verify()
     anchor = (noted.head_revision, noted.head_link)
     assert store.audit.verify(anchor=anchor).ok
-    # Cut the last entry, its link and the rows it wrote back to nothing: without the
-    # anchor the shorter chain is consistent; with it, the cut is found.
+    # Cut the last entry, its link and the row it made back to nothing: without the anchor
+    # the shorter chain is consistent (no entry left wrote that row); with it, the cut is
+    # found.
     last = noted.head_revision
     for table in ("transactions", "audit_chain", "rows"):
         column = "revision" if table == "rows" else "commit_revision"
@@ -373,6 +378,239 @@ def test_completions_in_a_batch_are_hashed_as_written(store: WorkloadStore) -> N
     assert [type(answer).__name__ for answer in answers] == ["WorkloadResult"] * 6, answers
     report = store.audit.verify()
     assert report.ok and report.rows == 6 and report.rows_not_covered == 0
+
+
+# --- what the hashes alone do not cover: index columns, rows deleted or put back ---------
+
+REVOKED = "system_revoked_grants"
+
+
+def every_state(store: WorkloadStore) -> None:
+    """Work in every state a store keeps it in (leases held, deadlines and retries due
+    later, work set aside by its dependencies and work released), a revoked grant, an index
+    rebuilt, and rows the authority deleted (one of them made again).
+    """
+
+    def create(key: str, **fields: Any) -> str:
+        return store.create(make_request(idempotency_key=key, **fields)).workload_id
+
+    def claim(definition: str, now: int = 20) -> Any:
+        found = store.claim_next("t", "app", "w1", CAPABILITIES, now=now, definitions={definition})
+        assert found is not None, definition
+        return found
+
+    gates = [create(f"gate-{n}", definition_id="gate") for n in range(2)]
+    for gate in gates:
+        for n in range(2):
+            create(f"after-{gate}-{n}", priority=100, dependencies=[{"workload_id": gate}])
+    roles = ("running", "checkpointed", "done", "retried", "dead", "held", "expired")
+    for role in roles:
+        policy = {"max_attempts": 1} if role == "dead" else {"initial_delay_ms": 60_000}
+        create(role, definition_id=role, retry_policy=policy, timeouts={"overall_ms": 10**9})
+    create("claimed", timeouts={"heartbeat_ms": 60_000})
+    create("later", not_before=10**6)
+    create("approval", approval={}, timeouts={"approval_ms": 60_000})
+    store.cancel(create("cancelled"), "human:h", 15)
+    assert store.rebuild_indexes() > 0  # rewrites the index in place: no version, no entry
+    claim("send")  # sets every dependent aside (its gate is READY), then claims "claimed"
+    gate = claim("gate")
+    store.start(gate.workload_id, gate.claim_id, "w1", gate.fencing_token, now=21)
+    store.complete(gate.workload_id, gate.claim_id, "w1", gate.fencing_token, "r-g", {}, now=22)
+    for role in roles:
+        c = claim(role) if role != "expired" else store.claim_next(
+            "t", "app", "w1", CAPABILITIES, now=20, lease_ms=1000, definitions={role}
+        )  # fmt: skip
+        assert c is not None
+        if role == "held":
+            store.cancel(c.workload_id, "human:h", 23)
+            continue
+        if role == "expired":
+            continue
+        store.start(c.workload_id, c.claim_id, "w1", c.fencing_token, now=21)
+        if role == "checkpointed":
+            store.checkpoint(c.workload_id, c.claim_id, "w1", c.fencing_token, {"at": 1}, now=22)
+        elif role == "done":
+            store.complete(c.workload_id, c.claim_id, "w1", c.fencing_token, "r-d", {}, now=22)
+        elif role in ("retried", "dead"):
+            store.fail(c.workload_id, c.claim_id, "w1", c.fencing_token, "timeout", "e", now=22)
+    assert store.recover_expired(now=25)  # "expired"'s lease ran out, no other's
+    assert store.grants.revoke("g", "human:h", 30, tenant_id="t", application_id="app")
+    assert spend_ticket(store.db, "nonce", expires_at=40, now=30)
+    assert prune_expired(store.db, now=10**6) == 1  # the spent ticket, deleted
+    store.db.commit("op-1", [Mutation("system_other", "k", {"n": 1})])
+    row = store.db.get_row("system_other", "k")
+    assert row is not None
+    guard = [Precondition("system_other", "k", expected_version=row.version)]
+    store.db.commit("op-2", [Mutation("system_other", "k", None)], guard)
+    store.db.commit("op-3", [Mutation("system_other", "k", {"n": 2})])  # made again
+
+
+def test_a_store_of_work_in_every_state_verifies_with_nothing_reported(
+    store: WorkloadStore, target: str
+) -> None:
+    every_state(store)
+    report = store.audit.verify()
+    assert report.ok, report.problem
+    assert report.rows == len(store.db.rows_after("", "", 1000))
+    assert report.rows_not_covered == report.rows_pending == 0
+    states = {row.document["state"] for row in store.db.list_rows(WORK)}
+    assert states >= {
+        "READY", "CLAIMED", "RUNNING", "CHECKPOINTED", "SUCCEEDED", "DEAD_LETTER",
+        "CANCELLED", "CANCELLATION_REQUESTED", "AWAITING_APPROVAL",
+    }, states  # fmt: skip
+    counted = (
+        "count(waits_on), count(lease_expires_at), count(eligible_at), count(deadline_at), "
+        "count(result_id), count(claim_group)"
+    )
+    # Every index column holds something somewhere: each was checked, not skipped.
+    assert all(raw(target, f"SELECT {counted} FROM rows WHERE collection = ?", (WORK,))[0])
+    assert [row.key for row in store.db.list_rows("system_ui_spent_tickets")] == []
+    assert len(store.db.list_rows(REVOKED)) == 1
+
+
+INDEX_EDITS = {
+    "state": "SUCCEEDED",  # a claim no longer sees it; lists say it is done
+    "tenant_id": "t2",  # listed in another tenant's work
+    "priority": 99,
+    "eligible_at": 10**9,
+    "lease_expires_at": 5,
+    "claim_group": None,  # ready work no claim reads
+    "waits_on": "workload_x",  # set aside by half (waits_for left empty)
+}
+
+
+@pytest.mark.parametrize(("column", "value"), INDEX_EDITS.items(), ids=list(INDEX_EDITS))
+def test_an_edited_index_column_is_named_with_its_row(
+    store: WorkloadStore, target: str, column: str, value: Any
+) -> None:
+    drive(store)
+    store.audit.seal()
+    victim = store.db.list_rows(WORK, state="READY")[0]
+    raw(target, f"UPDATE rows SET {column} = ? WHERE collection = ? AND key = ?",
+        (value, WORK, victim.key))  # fmt: skip
+    report = store.audit.verify()
+    assert report.problem is not None
+    problem = report.problem
+    assert (problem.kind, problem.address) == ("index_altered", f"{WORK}/{victim.key}")
+    assert problem.revision == victim.revision and column in problem.message
+    assert report.transactions == report.sealed  # the log itself verified
+
+
+def test_only_ready_work_may_keep_the_claim_group_its_migration_gave_it(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    raw(target, "UPDATE rows SET claim_group = 'unsorted' WHERE state = 'READY'")
+    assert store.audit.verify().ok  # as the migration that added the column left it
+    done = store.db.list_rows(WORK, state="SUCCEEDED")[0]
+    raw(target, "UPDATE rows SET claim_group = 'unsorted' WHERE key = ?", (done.key,))
+    problem = store.audit.verify().problem
+    assert problem is not None
+    assert (problem.kind, problem.address) == ("index_altered", f"{WORK}/{done.key}")
+
+
+def test_a_deleted_workload_row_is_named_missing_with_its_last_write(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store)
+    store.audit.seal()
+    victim = store.db.list_rows(WORK)[0]
+    raw(target, "DELETE FROM rows WHERE collection = ? AND key = ?", (WORK, victim.key))
+    report = store.audit.verify()
+    assert report.problem is not None
+    problem = report.problem
+    assert (problem.kind, problem.address) == ("row_missing", f"{WORK}/{victim.key}")
+    assert problem.revision == victim.revision
+    writer = store.db.chain_entries_at([victim.revision])[victim.revision]
+    assert problem.transaction_id == writer.transaction_id
+    assert report.transactions == report.sealed and report.rows == 5  # all else verified
+
+
+def test_a_row_deleted_pages_of_log_after_its_write_is_told_apart_from_one_lost(
+    store: WorkloadStore, target: str
+) -> None:
+    for key in ("deleted", "lost"):
+        store.db.commit(f"op-{key}", [Mutation("system_other", key, {"n": 1})])
+    for n in range(11):  # 1,100 entries: more than a page of the walk
+        store.admit_many([make_request(idempotency_key=f"p{n}-{m}") for m in range(100)])
+    guard = [Precondition("system_other", "deleted", expected_version=1)]
+    store.db.commit("op-delete", [Mutation("system_other", "deleted", None)], guard)
+    assert store.audit.verify().ok  # written in the walk's first page, deleted in its second
+    raw(target, "DELETE FROM rows WHERE collection = 'system_other' AND key = 'lost'")
+    problem = store.audit.verify().problem
+    assert problem is not None
+    assert (problem.kind, problem.address) == ("row_missing", "system_other/lost")
+    assert problem.revision == revisions(store)[1]
+
+
+def test_a_deleted_revocation_is_named_missing_and_told_to_its_application_only(
+    store: WorkloadStore, target: str
+) -> None:
+    drive(store, 2)
+    assert store.grants.revoke("g", "human:h", 30, tenant_id="t", application_id="app")
+    [revocation] = store.db.list_rows(REVOKED)
+    raw(target, "DELETE FROM rows WHERE collection = ?", (REVOKED,))
+    assert not store.grants.is_revoked("g", tenant_id="t", application_id="app")  # undone
+    report = store.audit.verify()
+    assert report.problem is not None
+    problem = report.problem
+    assert (problem.kind, problem.address) == ("row_missing", f"{REVOKED}/{revocation.key}")
+    assert problem.revision == revocation.revision
+    # The row is gone: the entry that wrote it says whose it was.
+    assert store.audit.verify("t", "app").problem == problem
+    other = store.audit.verify("t2", "app").problem
+    assert other is not None and (other.kind, other.address) == ("row_missing", None)
+
+
+def test_a_row_put_back_as_an_earlier_entry_wrote_it_is_named_stale(
+    store: WorkloadStore, target: str
+) -> None:
+    store.admit(make_request(idempotency_key="one"))
+    [row] = store.db.list_rows(WORK)
+    columns = ("version", "revision", "document", *INDEX_NAMES)
+    listed = ", ".join(columns)
+    admitted = raw(target, f"SELECT {listed} FROM rows WHERE key = ?", (row.key,))[0]
+    c = store.claim_next("t", "app", "w1", CAPABILITIES, now=20)
+    assert c is not None
+    store.start(c.workload_id, c.claim_id, "w1", c.fencing_token, now=20)
+    store.complete(c.workload_id, c.claim_id, "w1", c.fencing_token, "r", {}, now=21)
+    # Set back whole (document, version, revision, index) as the admission wrote it: every
+    # row matches the entry its revision names, and the work is ready to run twice.
+    assignments = ", ".join(f"{column} = ?" for column in columns)
+    raw(target, f"UPDATE rows SET {assignments} WHERE key = ?", (*admitted, row.key))
+    report = store.audit.verify()
+    assert report.problem is not None
+    problem = report.problem
+    assert (problem.kind, problem.address) == ("row_stale", f"{WORK}/{row.key}")
+    assert problem.revision == revisions(store)[1]  # the claim, the first write after it
+
+
+def test_a_deleted_row_brought_back_is_named_stale(store: WorkloadStore, target: str) -> None:
+    assert spend_ticket(store.db, "nonce", expires_at=40, now=30)
+    [ticket] = store.db.list_rows("system_ui_spent_tickets")
+    stored = raw(target, "SELECT * FROM rows WHERE key = ?", (ticket.key,))[0]
+    assert prune_expired(store.db, now=10**6) == 1
+    marks = ", ".join("?" for _ in stored)
+    raw(target, f"INSERT INTO rows VALUES ({marks})", stored)  # a used sign-in link, unused
+    report = store.audit.verify()
+    assert report.problem is not None
+    problem = report.problem
+    assert (problem.kind, problem.address) == ("row_stale", f"system_ui_spent_tickets/{ticket.key}")
+    assert problem.revision == revisions(store)[-1] and "deleted" in problem.message
+
+
+def test_a_row_deleted_by_a_commit_the_walk_did_not_reach_is_pending_not_missing(
+    store: WorkloadStore,
+) -> None:
+    # As if the deletion committed while the verification ran: the walk stops before it.
+    from feltdb.storage.chain_writes import LogWrites
+
+    store.db.commit("op-1", [Mutation("system_other", "k", {"n": 1})])
+    walked = store.db.current_revision()
+    store.db.commit("op-2", [Mutation("system_other", "k", None)])
+    writes = LogWrites(store.db, 1000)
+    writes.page(store.db.chain_entries_after(0, 1000)[:1])
+    assert writes.finish(walked) == (1, None)
 
 
 # --- PostgreSQL: the horizon, and a database of schema 3 ---------------------------------

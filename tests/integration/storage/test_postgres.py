@@ -892,6 +892,7 @@ def _as_numbered(query: str) -> tuple[str, list[str]]:
 
 
 PLAN_PARAMS: dict[str, Any] = {
+    "addresses": '[["work", "w00042"], ["work", "w00007"]]',
     "collection": "work",
     "key": "w00042",
     "tenant_id": "t1",
@@ -981,6 +982,9 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
 
 
 PLANS: dict[str, str | tuple[str, ...]] = {
+    "rows_indexed_after": "rows_pkey",
+    "row_revisions_at": "rows_pkey",
+    "chain_keys_after": "transactions_pkey",
     "claimable_rows": "rows_by_state",
     "next_claim_group": "rows_ready",
     "next_claim_definition": "rows_ready",

@@ -619,3 +619,33 @@ ANALYZE rows;
 -- name: write_probe
 -- description: readyz: an UPDATE that matches nothing: refused by a read-only database or a standby, before any row is read
 UPDATE transactions SET commit_revision = commit_revision WHERE false;
+
+-- The audit chain's checks of the index columns and of the log's writes against the rows
+-- (feltdb/storage/chain_index.py, chain_writes.py).
+
+-- name: rows_indexed_after
+-- description: the audit chain's check of the rows: every row after an address, in address order (rows_pkey), with its stored text and its index columns
+SELECT collection, key, version, revision, document, /*index_columns*/
+FROM rows
+WHERE (collection, key) > (%(collection)s, %(key)s)
+ORDER BY collection, key
+LIMIT %(limit)s::bigint;
+
+-- name: row_revisions_at
+-- description: the audit chain's check of the log's writes: the revision of each row that exists at the [collection, key] pairs of a JSON array (one primary key seek each: LATERAL, never a hash join over a scan; an absent row is not returned)
+SELECT r.collection, r.key, r.revision
+FROM jsonb_array_elements(%(addresses)s::jsonb) AS a(address)
+CROSS JOIN LATERAL (
+    SELECT rows.collection, rows.key, rows.revision
+    FROM rows
+    WHERE rows.collection = a.address ->> 0 AND rows.key = a.address ->> 1
+    OFFSET 0
+) AS r;
+
+-- name: chain_keys_after
+-- description: the audit chain's check of the log's writes: the revision and written keys of every logged commit after a revision, oldest first, final or not (not bounded by the snapshot's xmin: a row deleted by a commit above it is not missing)
+SELECT commit_revision, keys
+FROM transactions
+WHERE commit_revision > %(revision)s::bigint
+ORDER BY commit_revision
+LIMIT %(limit)s::bigint;

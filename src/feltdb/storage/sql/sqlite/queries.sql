@@ -473,3 +473,30 @@ SELECT 0;
 -- name: write_probe
 -- description: readyz: an UPDATE that matches nothing, inside BEGIN IMMEDIATE (which took the write lock)
 UPDATE transactions SET commit_revision = commit_revision WHERE 0;
+
+-- The audit chain's checks of the index columns and of the log's writes against the rows
+-- (feltdb/storage/chain_index.py, chain_writes.py).
+
+-- name: rows_indexed_after
+-- description: the audit chain's check of the rows: every row after an address, in address order (rows' primary key), with its stored text and its index columns
+SELECT collection, key, version, revision, document, /*index_columns*/
+FROM rows
+WHERE (collection, key) > (:collection, :key)
+ORDER BY collection, key
+LIMIT :limit;
+
+-- name: row_revisions_at
+-- description: the audit chain's check of the log's writes: the revision of each row that exists at the [collection, key] pairs of a JSON array (one primary key seek each; an absent row is not returned)
+SELECT rows.collection, rows.key, rows.revision
+FROM json_each(:addresses) AS a
+CROSS JOIN rows
+WHERE rows.collection = json_extract(a.value, '$[0]')
+  AND rows.key = json_extract(a.value, '$[1]');
+
+-- name: chain_keys_after
+-- description: the audit chain's check of the log's writes: the revision and written keys of every logged commit after a revision, oldest first
+SELECT commit_revision, keys
+FROM transactions
+WHERE commit_revision > :revision
+ORDER BY commit_revision
+LIMIT :limit;
