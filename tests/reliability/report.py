@@ -18,7 +18,7 @@ from typing import Any
 BEGIN = "<!-- figures:begin (tests/reliability/report.py writes this part) -->"
 END = "<!-- figures:end -->"
 
-ORDER = ["model", "crash", "races", "faults", "input", "security"]
+ORDER = ["model", "crash", "races", "faults", "input", "security", "hostile"]
 """The suites in the order of the issue; any other suite follows."""
 META = {"suite", "case", "backend", "soak", "at", "machine", "command", "seed"}
 """Fields of a record that are not counts (a seed is in the figures file, to replay)."""
