@@ -48,6 +48,7 @@ from feltdb.storage.batch_reads import BatchReads
 from feltdb.storage.canonical import json_object
 from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
+from feltdb.storage.definition_pages import DefinitionPages
 from feltdb.storage.readiness import Readiness
 from feltdb.storage.selecting import SelectingCommits
 from feltdb.storage.statistics import PlannerStatistics
@@ -223,7 +224,14 @@ class PlannedCommit:
 
 
 class Database(
-    BatchReads, ChainLog, IndexCounts, PlannerStatistics, Readiness, SelectingCommits, Protocol
+    BatchReads,
+    ChainLog,
+    DefinitionPages,
+    IndexCounts,
+    PlannerStatistics,
+    Readiness,
+    SelectingCommits,
+    Protocol,
 ):
     """The operations the work layer needs from a backend. Safe to share between threads."""
 

@@ -36,6 +36,7 @@ from feltdb.storage.base import (
 )
 from feltdb.storage.chain_log import ChainQueries
 from feltdb.storage.counts import Activity
+from feltdb.storage.definition_pages import DefinitionPageQueries
 from feltdb.storage.dialect import Dialect, Session
 from feltdb.storage.encoding import (
     RowsDecodedOnRead,
@@ -50,13 +51,7 @@ from feltdb.storage.readiness import ReadinessQueries
 from feltdb.storage.selecting import SetAside
 from feltdb.storage.selection import Selection
 from feltdb.storage.statistics import StatisticsQueries
-from feltdb.storage.writes import (
-    prepare,
-    prepare_batch,
-    write_batch,
-    write_plan,
-    write_set_aside,
-)
+from feltdb.storage.writes import prepare, prepare_batch, write_batch, write_plan, write_set_aside
 
 __all__ = ["SQLEngine"]
 
@@ -70,7 +65,9 @@ _DUE_QUERIES: Final = {
 _Dialect = TypeVar("_Dialect", bound=Dialect)
 
 
-class SQLEngine(ChainQueries, ReadinessQueries, StatisticsQueries, Generic[_Dialect]):
+class SQLEngine(
+    ChainQueries, DefinitionPageQueries, ReadinessQueries, StatisticsQueries, Generic[_Dialect]
+):
     """Implements :class:`~feltdb.storage.base.Database` over a :class:`Dialect`."""
 
     target: str

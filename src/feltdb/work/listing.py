@@ -6,13 +6,14 @@ exist.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from feltdb.auth.scope import Scope
 from feltdb.records.codec import WorkloadPlace, stored_place, stored_workload_text
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
-from feltdb.storage.base import Database
+from feltdb.storage.base import Database, StoredRow
 from feltdb.work import inputs
 from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
@@ -22,6 +23,10 @@ from feltdb.work.states import WorkloadState
 LIST_CHUNK_ROWS: Final = 16
 """Rows a list reads per statement: with those it answers, the most stored records it holds
 at once."""
+
+MAX_RANGES_MERGED: Final = 64
+"""The most index ranges (a definition's work in one state) a list merges: a reader
+constrained to more definitions than that reads the application's rows instead."""
 
 MAX_PAGE_CHARS: Final = 4 * 1024 * 1024
 """The most stored JSON (in characters) the workloads of one page may hold, past its first:
@@ -56,9 +61,11 @@ def page(
     ``scope`` (a reader's) hides work outside it as if it did not exist, and ``definition``
     keeps only work of that definition: rows are read on, past what is left out, until
     ``limit`` workloads are found or the list ends, so a short page or a cursor tells a
-    reader nothing of what it may not see. (The index holds neither environment nor
-    definition for a page's order: a reader that sees little of a large application reads
-    past all it may not see, :data:`LIST_CHUNK_ROWS` rows at a time.)
+    reader nothing of what it may not see. A list of some definitions (``definition``, or
+    a scope narrowed to at most :data:`MAX_RANGES_MERGED` ranges of them) reads only their
+    index ranges, merged in the list's order; one narrowed to environments alone reads past
+    the work of the others, :data:`LIST_CHUNK_ROWS` rows at a time (no index holds the
+    environment).
 
     Bounded whatever the records hold: rows are read :data:`LIST_CHUNK_ROWS` at a time,
     each placed (:func:`~feltdb.records.codec.stored_place`) before it is decoded, and only
@@ -82,39 +89,102 @@ def page(
     if definition is not None:
         definition = inputs.identifier(definition, "definition")
     shown = functools.partial(_shown, scope=scope, definition=definition)
-    return _read_page(db, (tenant_id, application_id, listed), after, limit, shown)
+    where = (tenant_id, application_id, listed)
+    definitions = _definitions_read(scope, definition)
+    ranges = len(definitions) * (1 if listed is not None else len(WorkloadState))
+    if definitions and ranges <= MAX_RANGES_MERGED:
+        rows = _merged_ranges(db, where, sorted(definitions), after)
+    else:
+        rows = _application_rows(db, where, after)
+    return _read_page(rows, limit, shown)
+
+
+Placed = tuple[StoredRow, str, WorkloadPlace]
+"""A row read for a list, its stored text, and where it stands."""
+
+
+def _placed(row: StoredRow) -> Placed:
+    text = row.text if row.text is not None else stored_workload_text(workload_of(row))
+    return row, text, stored_place(row.key, text)
 
 
 def _read_page(
-    db: Database,
-    where: tuple[str, str, str | None],
-    after: Cursor | None,
-    limit: int,
-    shown: Callable[[WorkloadPlace], bool],
+    rows: Iterator[Placed], limit: int, shown: Callable[[WorkloadPlace], bool]
 ) -> tuple[list[Workload], Cursor | None]:
-    """:func:`page`'s reading: of the application's rows (in a state) ``where`` names,
-    those ``shown`` keeps, after ``after``, up to ``limit`` and the page's size bound.
+    """:func:`page`'s choosing: of ``rows``, in the list's order, those ``shown`` keeps, up
+    to ``limit`` and the page's size bound; and the cursor of the next page.
     """
-    tenant_id, application_id, state = where
     found: list[Workload] = []
     held = 0
+    for row, text, place in rows:
+        if not shown(place):
+            continue
+        if len(found) == limit or (found and held + len(text) > MAX_PAGE_CHARS):
+            return found, cursor_of(found[-1])
+        found.append(workload_of(row))
+        held += len(text)
+    return found, None
+
+
+def _application_rows(
+    db: Database, where: tuple[str, str, str | None], after: Cursor | None
+) -> Iterator[Placed]:
+    """The application's rows (in a state, unless ``None``) after ``after``, read
+    :data:`LIST_CHUNK_ROWS` at a time.
+    """
+    tenant_id, application_id, state = where
     while True:
         rows = db.page_rows(
             DURABLE_WORK_COLLECTION, tenant_id, application_id, state, after,
             limit=LIST_CHUNK_ROWS,
         )  # fmt: skip
         for row in rows:
-            text = row.text if row.text is not None else stored_workload_text(workload_of(row))
-            place = stored_place(row.key, text)
-            after = (place.priority, place.created_at, place.workload_id)
-            if not shown(place):
-                continue
-            if len(found) == limit or (found and held + len(text) > MAX_PAGE_CHARS):
-                return found, cursor_of(found[-1])
-            found.append(workload_of(row))
-            held += len(text)
+            placed = _placed(row)
+            after = _position(placed[2])
+            yield placed
         if len(rows) < LIST_CHUNK_ROWS:
-            return found, None
+            return
+
+
+def _merged_ranges(
+    db: Database, where: tuple[str, str, str | None], definitions: list[str], after: Cursor | None
+) -> Iterator[Placed]:
+    """The rows of ``definitions`` (in a state, else in every state) after ``after``, in the
+    list's order: one index range each (``rows_by_definition``), merged. Each range reads a
+    share of :data:`LIST_CHUNK_ROWS` at a time, so the rows held stay about that many.
+    """
+    tenant_id, application_id, state = where
+    states = [state] if state is not None else [s.value for s in WorkloadState]
+    chunk = max(1, LIST_CHUNK_ROWS // (len(states) * len(definitions)))
+
+    def one_range(state: str, definition: str) -> Iterator[tuple[tuple[int, int, str], Placed]]:
+        position = after
+        while True:
+            rows = db.page_rows_of_definition(
+                DURABLE_WORK_COLLECTION, tenant_id, application_id, state, definition,
+                position, limit=chunk,
+            )  # fmt: skip
+            for row in rows:
+                placed = _placed(row)
+                position = _position(placed[2])
+                yield (-position[0], position[1], position[2]), placed
+            if len(rows) < chunk:
+                return
+
+    ranges = [one_range(s, d) for s in states for d in definitions]
+    for _, placed in heapq.merge(*ranges, key=lambda entry: entry[0]):
+        yield placed
+
+
+def _position(place: WorkloadPlace) -> Cursor:
+    return place.priority, place.created_at, place.workload_id
+
+
+def _definitions_read(scope: Scope | None, definition: str | None) -> frozenset[str]:
+    """The definitions a list may read alone (none: it reads the whole application)."""
+    if definition is not None:
+        return frozenset({definition})
+    return scope.definitions if scope is not None else frozenset()
 
 
 def _shown(place: WorkloadPlace, *, scope: Scope | None, definition: str | None) -> bool:

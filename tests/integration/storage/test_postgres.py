@@ -982,6 +982,9 @@ def planned_url(pg_databases: Any) -> Iterator[str]:
 
 
 PLANS: dict[str, str | tuple[str, ...]] = {
+    "list_rows_of_definition": "rows_by_definition",
+    "page_rows_of_definition_same_priority": "rows_by_definition",
+    "page_rows_of_definition_lower_priority": "rows_by_definition",
     "rows_indexed_after": "rows_pkey",
     "row_revisions_at": "rows_pkey",
     "chain_keys_after": "transactions_pkey",

@@ -649,3 +649,43 @@ FROM transactions
 WHERE commit_revision > %(revision)s::bigint
 ORDER BY commit_revision
 LIMIT %(limit)s::bigint;
+
+
+-- name: list_rows_of_definition
+-- description: list: rows of one state and one definition of an application, in index order (rows_by_definition)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND definition_id = %(definition_id)s
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
+LIMIT %(limit)s::bigint;
+
+-- name: page_rows_of_definition_same_priority
+-- description: list: the rest of the cursor's priority after (created_at, key) in one state and definition (rows_by_definition)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND definition_id = %(definition_id)s
+  AND priority = %(priority)s::bigint
+  AND (created_at, key) > (%(created_at)s::bigint, %(key)s::text)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
+LIMIT %(limit)s::bigint;
+
+-- name: page_rows_of_definition_lower_priority
+-- description: list: rows of one state and definition below the cursor's priority, in index order (rows_by_definition)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND definition_id = %(definition_id)s
+  AND priority < %(priority)s::bigint
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
+LIMIT %(limit)s::bigint;

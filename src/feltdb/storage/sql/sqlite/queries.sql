@@ -500,3 +500,43 @@ FROM transactions
 WHERE commit_revision > :revision
 ORDER BY commit_revision
 LIMIT :limit;
+
+
+-- name: list_rows_of_definition
+-- description: list: rows of one state and one definition of an application, in index order (rows_by_definition)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND definition_id = :definition_id
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: page_rows_of_definition_same_priority
+-- description: list: the rest of the cursor's priority after (created_at, key) in one state and definition (rows_by_definition)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND definition_id = :definition_id
+  AND priority = :priority
+  AND (created_at, key) > (:created_at, :key)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: page_rows_of_definition_lower_priority
+-- description: list: rows of one state and definition below the cursor's priority, in index order (rows_by_definition)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND definition_id = :definition_id
+  AND priority < :priority
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
