@@ -97,6 +97,13 @@ most 1 MiB each), its checkpoints' states, its history and attempts. A change th
 pass it (most often a checkpoint) is refused, so every read of one workload stays bounded;
 a worker with large state checkpoints a reference to where it keeps it."""
 
+RECORD_HEADROOM_BYTES = 1024 * 1024
+"""Room past :data:`MAX_RECORD_BYTES` kept for what the authority itself records on a
+workload (a recovery, a deadline, a claim, a cancellation: an event each): a worker's
+checkpoint, result or failure report is held to the bound, the authority's own changes only
+to the bound plus this, so a record filled by its worker never blocks the maintenance that
+recovers or times it out."""
+
 MAX_CHECKPOINTS = 1000
 """The most checkpoints one workload keeps; the next is refused."""
 

@@ -60,3 +60,20 @@ def test_a_workload_keeps_at_most_its_bound_of_checkpoints(store, monkeypatch):
     assert refused.value.message == "workload has 3 checkpoints, the most one keeps"
     assert refused.value.details == {"fields": ["checkpoints"], "max_checkpoints": 3}
     assert [c.state for c in store.get(workload_id).checkpoints] == [{"step": s} for s in range(3)]
+
+
+def test_a_record_its_worker_filled_is_still_recovered_and_claimed(store):
+    filled, claim = _running(store)
+    # Filled to within a small checkpoint of the bound: big ones, then ever smaller ones.
+    for size in (1024 * 1024 - 64, 64 * 1024, 4096, 256, 1):
+        with pytest.raises(WorkloadError):
+            for _ in range(200):
+                _checkpoint(store, filled, claim, {"blob": "x" * size})
+    other = store.create(make_request(idempotency_key="other"))
+    held = store.claim(other.workload_id, "b", CAPABILITIES, now=11, lease_ms=1000)
+    # Both leases run out; the authority's own changes have room past the bound.
+    recovered = store.recover_expired(now=700)
+    assert sorted(recovered) == sorted([filled, other.workload_id])
+    assert store.get(held.workload_id).state is WorkloadState.READY
+    again = store.claim_many("t", "app", "c", CAPABILITIES, 5, now=800)
+    assert sorted(c.workload_id for c in again) == sorted([filled, other.workload_id])

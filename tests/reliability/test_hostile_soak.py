@@ -33,7 +33,7 @@ from support.soak import record, scaled
 from feltdb import Subject
 from feltdb.auth.policy import CLAIM
 
-HEAD_TIMEOUT_S = scaled(2, 10)
+REQUEST_TIMEOUT_S = scaled(2, 10)
 
 
 @dataclass
@@ -103,17 +103,17 @@ def _own_server(tmp_path: Path, *args: str) -> Iterator[Server]:
 
 def test_slow_clients_are_cut_off_and_nothing_is_lost(tmp_path: Path) -> None:
     sockets_n = scaled(300, 5000)
-    with _own_server(tmp_path, "--head-timeout", str(HEAD_TIMEOUT_S)) as server:
+    with _own_server(tmp_path, "--request-timeout", str(REQUEST_TIMEOUT_S)) as server:
         log_before = server.log.stat().st_size
         with watched(server) as watch, contextlib.ExitStack() as stack:
             attack = [stack.enter_context(_slow_socket(server)) for _ in range(sockets_n)]
             submitted = _submit_meanwhile(server, scaled(20, 200))
-            open_after = _trickle_until_closed(attack, HEAD_TIMEOUT_S + 3)
+            open_after = _trickle_until_closed(attack, REQUEST_TIMEOUT_S + 3)
             figures = watch.figures()
         held = _stored(server, submitted)
     log_growth = server.log.stat().st_size - log_before
     record(
-        "hostile", "slow-clients", "sqlite", sockets=sockets_n, head_timeout_s=HEAD_TIMEOUT_S,
+        "hostile", "slow-clients", "sqlite", sockets=sockets_n, request_timeout_s=REQUEST_TIMEOUT_S,
         still_open=open_after, log_growth_bytes=log_growth, attempted=len(submitted),
         acknowledged=len(submitted), lost=len(submitted) - held, **figures,
     )  # fmt: skip

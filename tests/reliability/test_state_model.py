@@ -720,7 +720,9 @@ class WorkloadModel(RuleBasedStateMachine):
         return True, answer
 
     def _claimable_refusal(self, w: Workload, worker: str) -> str | None:
-        """The refusal ``claim`` gets (the reference's ``claim``), or ``None``."""
+        """The refusal ``claim`` gets (the reference's ``claim``, and dependencies), or
+        ``None``.
+        """
         if breach(w, self.now) is not None:
             return "WORKLOAD_TIMED_OUT"
         if w.state is S.READY and w.attempt_count >= self.works[w.workload_id].budget:
@@ -735,6 +737,9 @@ class WorkloadModel(RuleBasedStateMachine):
             return "WORKLOAD_APPROVAL_PENDING"
         if w.next_attempt_at is not None and w.next_attempt_at > self.now:
             return "WORKLOAD_NOT_YET_ELIGIBLE"
+        # Unlike the reference, a claim by id waits for dependencies as the scheduler does.
+        if not self._dependencies_met(w):
+            return "WORKLOAD_NOT_YET_ELIGIBLE"
         if not w.capability_snapshot <= CAPABILITIES[worker]:
             return "WORKLOAD_CAPABILITY_DENIED"
         return None
@@ -745,23 +750,20 @@ class WorkloadModel(RuleBasedStateMachine):
             for d in w.dependencies
         )
 
-    def _granted(
-        self, claim: WorkloadClaim, worker: str, lease_ms: int, scheduled: bool, started: bool
-    ) -> None:
+    def _granted(self, claim: WorkloadClaim, worker: str, lease_ms: int, started: bool) -> None:
         """Check a granted claim against the model and the workload it was granted on."""
         work = self.works[claim.workload_id]
         w = self.snap[claim.workload_id]
         token = len(work.claims) + 1
         # The gate, stated from the model: never early, never unapproved, never without the
-        # capabilities, and (by the scheduler) never with unmet dependencies.
+        # capabilities, and (by the scheduler and by id alike) never with unmet dependencies.
         if work.not_before is not None and work.rearmed_from is None:
             assert self.now >= work.not_before, f"claimed at {self.now} before not_before"
         assert w.next_attempt_at is None or w.next_attempt_at <= self.now, "claimed early"
         if work.spec.approval:
             assert work.decision is ApprovalOutcome.APPROVED, "claimed without approval"
         assert w.capability_snapshot <= CAPABILITIES[worker], "claimed without capabilities"
-        if scheduled:
-            assert self._dependencies_met(w), "the scheduler claimed work with unmet dependencies"
+        assert self._dependencies_met(w), "work was claimed with unmet dependencies"
         # The claim, as the reference derives it.
         assert claim.worker_id == worker
         assert claim.fencing_token == token == w.fencing_token + 1, "fencing token"
@@ -1027,7 +1029,7 @@ class WorkloadModel(RuleBasedStateMachine):
             return
         event("claim: granted")
         assert predicted is None, f"claim was granted; expected {predicted}"
-        self._granted(claim, name, lease_ms, scheduled=False, started=False)
+        self._granted(claim, name, lease_ms, started=False)
         self._committed_only({work.workload_id}, "claim")
 
     def _claim_scheduled(
@@ -1046,7 +1048,7 @@ class WorkloadModel(RuleBasedStateMachine):
         event(f"scheduled: {len(got)} claimed, {len(settled)} settled")
         assert got == expected, f"the scheduler claimed {got}; expected {expected}"
         for claim in claims:
-            self._granted(claim, name, lease_ms, scheduled=True, started=start)
+            self._granted(claim, name, lease_ms, started=start)
         self.expect.update(settled)
         self._committed_only(set(got) | set(settled), "scheduled claim")
 

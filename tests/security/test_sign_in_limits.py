@@ -15,7 +15,7 @@ from support.dashboard import form_token
 from support.factories import SIGNER
 from support.server import Server, serve
 
-from feltdb import Grant, ResourceScope, ResourceScopeKind, Subject, WorkloadError, WorkloadStore
+from feltdb import Grant, ResourceScope, ResourceScopeKind, Subject, WorkloadStore
 from feltdb.auth.policy import READ
 from feltdb.server.limits import SIGN_INS_PER_GRANT, RateLimit
 from feltdb.server.ui import sessions
@@ -87,15 +87,25 @@ def _fill_sessions(store: WorkloadStore) -> None:
         issued_at=1, expires_at=999_999, parent_grant=None, revision=1,
     )  # fmt: skip
     evidence = SIGNER.sign(grant)
-    for n in range(sessions.MAX_SESSIONS_PER_GRANT):
-        sessions.open_session(store.db, f"s{n}", evidence, 100)
-    with pytest.raises(WorkloadError) as refused:
-        sessions.open_session(store.db, "one-more", evidence, 100)
-    assert refused.value.details == {"max_sessions": sessions.MAX_SESSIONS_PER_GRANT}
-    assert sessions.session_of(store.db, "one-more", 100) is None
-    # An ended session frees its place.
-    assert sessions.end_session(store.db, "s0", 101)
-    sessions.open_session(store.db, "in-its-place", evidence, 102)
+    cap = sessions.MAX_SESSIONS_PER_GRANT
+    for n in range(cap):
+        sessions.open_session(store.db, f"s{n}", evidence, 100 + n)
+    # One more ends the oldest: a lost cookie never locks the grant out.
+    sessions.open_session(store.db, "one-more", evidence, 200)
+    assert sessions.session_of(store.db, "one-more", 200) is not None
+    assert sessions.session_of(store.db, "s0", 200) is None
+    assert all(sessions.session_of(store.db, f"s{n}", 200) for n in range(1, cap))
+    assert len(store.db.list_rows(sessions.SESSIONS_COLLECTION)) == cap
+    # Sessions past their end, not yet pruned, make no one wait.
+    later = 200 + sessions.SESSION_LIFETIME_S + 1
+    sessions.open_session(store.db, "next-day", evidence, later)
+    assert sessions.session_of(store.db, "next-day", later) is not None
+    assert len(store.db.list_rows(sessions.SESSIONS_COLLECTION)) == cap + 1
+    signed_out = [
+        t for t in store.db.committed_transactions_after(0)
+        if (t.audit or {}).get("kind") == "ui.signed_out"
+    ]  # fmt: skip
+    assert len(signed_out) == 1, "the ending of the oldest is in the audit"
 
 
 def test_a_bucket_refills_and_forgets_the_least_recent_keys() -> None:

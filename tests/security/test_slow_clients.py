@@ -19,7 +19,7 @@ from support.server import Server, serve
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server that gives a request's head 1 s."""
-    yield from serve(tmp_path_factory.mktemp("impatient"), None, "--head-timeout", "1")
+    yield from serve(tmp_path_factory.mktemp("impatient"), None, "--request-timeout", "1")
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,24 @@ def test_a_request_head_trickled_is_cut_off(impatient: Server) -> None:
         closed = [_closed_within(sock, 4.0, trickle=b"X-Slow: 1\r\n") for sock in socks]
     assert all(after is not None and after < 3.0 for after in closed), closed
     assert httpx.get(f"{impatient.url}/healthz", timeout=2).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"POST /v1/claims HTTP/1.1\r\nHost: feltdb\r\nContent-Length: 100000\r\n\r\n",
+        # Answered before its body is read: the body must still arrive in time.
+        b"GET /healthz HTTP/1.1\r\nHost: feltdb\r\nContent-Length: 100000\r\n\r\n",
+    ],
+    ids=["body-read", "body-unread"],
+)
+def test_a_request_body_trickled_is_cut_off(impatient: Server, head: bytes) -> None:
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(_connect(impatient)) for _ in range(5)]
+        for sock in socks:
+            sock.sendall(head)
+        closed = [_closed_within(sock, 4.0, trickle=b"x") for sock in socks]
+    assert all(after is not None and after < 3.0 for after in closed), closed
 
 
 def test_a_connection_that_sends_nothing_is_cut_off(impatient: Server) -> None:

@@ -64,13 +64,13 @@ MaxLeaseOption = Annotated[
     ),
 ]
 
-HeadTimeoutOption = Annotated[
+RequestTimeoutOption = Annotated[
     float,
     typer.Option(
         min=0.1,
         max=300,
-        help="Seconds a client has to send a request's line and headers, from connecting "
-        "(or from its last answer); a slower one is disconnected.",
+        help="Seconds a client has to send a whole request (line, headers, body) from "
+        "connecting or from its last answer; a slower one is disconnected.",
     ),
 ]
 MaxConnectionsOption = Annotated[
@@ -100,7 +100,7 @@ def serve(
     keyring: KeyringOption = None,
     maintenance_interval: MaintenanceOption = 1.0,
     max_lease: MaxLeaseOption = 24 * 3600,
-    head_timeout: HeadTimeoutOption = 10.0,
+    request_timeout: RequestTimeoutOption = 10.0,
     max_connections: MaxConnectionsOption = 1000,
     sign_ins_per_client: SignInsOption = 30,
     log_json: LogJsonOption = False,
@@ -150,7 +150,7 @@ def serve(
                 log_config=config,
                 log_level=log_level.value,
                 access_log=False,  # feltdb.access logs each request once, in either format
-                http=guarded_protocol(head_timeout, max_connections),
+                http=guarded_protocol(request_timeout, max_connections),
             )
         ).run(sockets=[listening])
 

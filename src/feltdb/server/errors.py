@@ -40,6 +40,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.server.logs import loggable_path
 
 log = logging.getLogger("feltdb.server")
 
@@ -272,7 +273,7 @@ def install_error_handlers(app: FastAPI, clock: Callable[[], int]) -> None:
         log.error(
             "unexpected error answering %s %s",
             request.method,
-            request.url.path,
+            loggable_path(request.scope),
             exc_info=exc,
         )
         return JSONResponse(

@@ -17,6 +17,7 @@ import datetime as dt
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 ACCESS_FIELDS = ("method", "path", "status", "duration_ms")
@@ -78,6 +79,25 @@ class AcceptFailuresOnce(logging.Filter):
         self._held_back = 0
         record.exc_info = None  # the same traceback every time: the message says it all
         return True
+
+
+MAX_LOGGED_PATH_CHARS = 2048
+"""The most of a request's path an access-log record keeps (the rest is cut, marked ``…``)."""
+
+_UNPRINTABLE = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)}
+
+
+def loggable_path(scope: Mapping[str, Any]) -> str:
+    """The request's path as the client sent it, percent-escapes left as they were (so a
+    ``%0a`` stays three characters and can never start a forged log line), any control
+    character escaped, at most :data:`MAX_LOGGED_PATH_CHARS` characters.
+    """
+    raw = scope.get("raw_path")
+    path = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
+    path = path.translate(_UNPRINTABLE)
+    if len(path) > MAX_LOGGED_PATH_CHARS:
+        path = path[:MAX_LOGGED_PATH_CHARS] + "…"
+    return path
 
 
 def logging_config(*, json_lines: bool, level: str = "INFO") -> dict[str, Any]:

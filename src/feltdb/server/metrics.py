@@ -54,6 +54,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import DEFAULT_RETRY_ON
+from feltdb.server.logs import loggable_path
 from feltdb.work.changes import Operation, WorkloadChange
 from feltdb.work.events import attempt_failed
 from feltdb.work.states import WorkloadState
@@ -365,25 +366,6 @@ class RequestMetrics:
                     "duration_ms": duration_ms,
                 },
             )
-
-
-MAX_LOGGED_PATH_CHARS = 2048
-"""The most of a request's path an access-log record keeps (the rest is cut, marked ``…``)."""
-
-_UNPRINTABLE = {code: f"\\x{code:02x}" for code in (*range(0x20), 0x7F)}
-
-
-def loggable_path(scope: Scope) -> str:
-    """The request's path as the client sent it, percent-escapes left as they were (so a
-    ``%0a`` stays three characters and can never start a forged log line), any control
-    character escaped, at most :data:`MAX_LOGGED_PATH_CHARS` characters.
-    """
-    raw = scope.get("raw_path")
-    path = raw.decode("latin-1") if isinstance(raw, bytes) else str(scope.get("path", ""))
-    path = path.translate(_UNPRINTABLE)
-    if len(path) > MAX_LOGGED_PATH_CHARS:
-        path = path[:MAX_LOGGED_PATH_CHARS] + "…"
-    return path
 
 
 def _route_template(scope: Scope) -> str:

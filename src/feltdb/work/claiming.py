@@ -10,6 +10,7 @@ are the rows it commits against.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -37,6 +38,8 @@ from feltdb.work.rows import (
 )
 from feltdb.work.scheduling import AWAITED_STATES
 from feltdb.work.states import WorkloadState
+
+log = logging.getLogger("feltdb.store")
 
 
 @dataclass(slots=True)
@@ -122,8 +125,14 @@ class CandidateChoice:
             if settled is None:
                 continue  # not claimable after all: never fail the whole search
             operation, decided, granted = settled
+            try:
+                plan = planned_commit(decided, MUTATED, row.version, operation.value)
+            except WorkloadError as error:
+                # A record too large to change (written before records had a bound): never
+                # fail the whole search for one candidate.
+                log.warning("claim: %s skipped: %s", row.key, error.message)
+                continue
             claimed += granted is not None
-            plan = planned_commit(decided, MUTATED, row.version, operation.value)
             self.chosen.append((loaded.decided(decided), operation, granted, plan))
             plans.append(plan)
         return plans

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_RECORD_BYTES, MAX_SAFE_INTEGER
+from feltdb.fields import MAX_RECORD_BYTES, MAX_SAFE_INTEGER, RECORD_HEADROOM_BYTES
 from feltdb.records.codec import stored_workload, stored_workload_text
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
@@ -24,6 +24,10 @@ from feltdb.work.states import WorkloadState
 
 _COUNTERS = ("fencing_token", "attempt_count", "retry_count")
 """What a transition adds one to (a claim, an attempt, a retry)."""
+
+WORKER_GROWTH = frozenset({"checkpoint", "complete", "fail"})
+"""The operations (a worker's reports) held to :data:`~feltdb.fields.MAX_RECORD_BYTES`
+exactly: what a worker sends is what grows a record."""
 
 CREATED = "workload.created"
 """The audit kind of an admission."""
@@ -87,9 +91,14 @@ def planned_commit(
                 {"fields": [counter]},
             )
     text = stored_text_of(workload)
+    # A worker's reports are held to the bound; the authority's own changes have headroom
+    # past it, so that a record its worker filled can still be recovered or timed out.
+    bound = MAX_RECORD_BYTES
+    if operation not in WORKER_GROWTH:
+        bound += RECORD_HEADROOM_BYTES
     # Characters never outnumber bytes, and each is at most 4 of them: the text is encoded
     # to be measured only when it might pass the bound.
-    if len(text) > MAX_RECORD_BYTES // 4 and len(text.encode("utf-8")) > MAX_RECORD_BYTES:
+    if len(text) > bound // 4 and len(text.encode("utf-8")) > bound:
         raise WorkloadError(
             ErrorCode.WORKLOAD_INVALID,
             f"workload {workload.workload_id}: its record would be "

@@ -41,7 +41,7 @@ import math
 import re
 import sys
 import unicodedata
-from typing import Any
+from typing import Any, Final
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_DOCUMENT_BYTES, MAX_JSON_DEPTH, MAX_KEY_CHARS, text_problem
@@ -165,26 +165,42 @@ def _last_word(key: str) -> str:
     return run
 
 
+REFUSED: Final = 2
+"""A key refused whatever its value."""
+REFUSED_WITH_TEXT: Final = 1
+"""A key refused only with text for its value: a short name (``pass``, ``pw``, ``jwt``,
+``dsn``, ``tokens``) also names counts and flags (``{"pass": 3}``, ``{"tokens": 1234}``)."""
+
+
 def secret_key(key: str) -> bool:
     """Whether an object key names a secret (``apiKey``, ``client_secret``, ``passwd``,
     ``db_password``, ``db_pass``, ``раssword`` in Cyrillic…) by the rule of the module's
     docstring.
     """
+    return _key_name(key) > 0
+
+
+def _key_name(key: str) -> int:
+    """:data:`REFUSED` for a key naming a secret, :data:`REFUSED_WITH_TEXT` for one whose
+    short name names one only when it holds text, else 0.
+    """
     name = normalized_key(key)
+    if name in WHOLE_SECRET_KEY_NAMES or name in SECRET_KEY_WORDS:
+        return REFUSED_WITH_TEXT
     if name in SECRET_KEY_NAMES or name.endswith(_SECRET_KEY_SUFFIXES):
-        return True
+        return REFUSED
     if not name.endswith(_SECRET_KEY_WORD_ENDS):
-        return False
+        return 0
     # A short name ends the letters: a secret only if it is the key's last word as written.
     word = _last_word(key if key.isascii() else _prepared_key(key))
-    return word.lower() in SECRET_KEY_WORDS
+    return REFUSED_WITH_TEXT if word.lower() in SECRET_KEY_WORDS else 0
 
 
-def _refused_key(key: str) -> bool:
-    """Whether a document's object key is refused: it names a secret (:func:`secret_key`)
-    or holds secret material as text (:func:`sensitive_text`).
+def _refused_key(key: str) -> int:
+    """How a document's object key is refused: :data:`REFUSED` when it holds secret
+    material as text (:func:`sensitive_text`), else as its name says (:func:`_key_name`).
     """
-    return secret_key(key) or _holds_secret(key, EMBEDDED_JSON_LEVELS)
+    return REFUSED if _holds_secret(key, EMBEDDED_JSON_LEVELS) else _key_name(key)
 
 
 _CACHED_KEYS = 4096
@@ -289,8 +305,10 @@ def _check_string(text: str, field: str) -> None:
         raise _secret(field)
 
 
-def _check_key(key: Any, field: str) -> None:
-    """Refuse an object key that is not a string, not valid Unicode, or secret-like."""
+def _check_key(key: Any, field: str, value: Any) -> None:
+    """Refuse an object key that is not a string, not valid Unicode, or secret-like (a
+    short secret name only when ``value``, what it holds, is text).
+    """
     if type(key) is not str:
         raise _invalid(field, "must be JSON: object keys must be strings")
     if len(key) > MAX_KEY_CHARS:
@@ -302,7 +320,8 @@ def _check_key(key: Any, field: str) -> None:
         problem = text_problem(key, len(key), identifier=False)
         if problem is not None:
             raise _invalid(field, f"holds a string that {problem}")
-    if _short_refused_key(key) if len(key) <= _CACHED_KEY_CHARS else _refused_key(key):
+    refused = _short_refused_key(key) if len(key) <= _CACHED_KEY_CHARS else _refused_key(key)
+    if refused == REFUSED or (refused == REFUSED_WITH_TEXT and isinstance(value, str)):
         raise _secret(field)
 
 
@@ -351,7 +370,7 @@ def check_document(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH) -
         container, depth = stack.pop()
         if isinstance(container, dict):
             for key, item in container.items():
-                _check_key(key, field)
+                _check_key(key, field, item)
                 size += 6 * len(key)
                 member(item, depth)
         else:

@@ -130,8 +130,10 @@ SECRET_VALUE_PATTERNS: dict[str, str] = {
     r"(?=[A-Za-z0-9._~+/=-]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{16,}",
     # Only after the header's name (Authorization, Proxy-Authorization): "Basic" alone
     # starts too much English ("Basic setup").
-    "basic credential": r"[Aa](?<![A-Za-z0-9].)(?i:uthorization)[\"']?\s*[:=]\s*[\"']?\s*"
-    r"(?i:Basic)\s+[A-Za-z0-9+/]{8,}",
+    # One optional quote between the separator and "Basic", and blanks only on each side
+    # of it ("\s*[\"']?\s*" split a run of blanks every way: time squared).
+    "basic credential": r"[Aa](?<![A-Za-z0-9].)(?i:uthorization)[\"']?\s*[:=]\s*"
+    r"(?:[\"']\s*)?(?i:Basic)\s+[A-Za-z0-9+/]{8,}",
     # "X-Api-Key: …", "api_key=…", "apiKey: …": 16 token characters, one a digit (a hex or
     # random key has one; "YOUR_API_KEY" or "<key>" has none). No "=" among them, so the
     # look for a digit stops at the next "api_key=" (with it, "api_key=api_key=…" took

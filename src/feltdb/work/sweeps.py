@@ -7,8 +7,10 @@ it: a workload another writer changed first (in a race, its own sweep) is left t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
+from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import StorageConflict
 from feltdb.work import recovery
@@ -17,6 +19,8 @@ from feltdb.work.deadlines import deadline_breach
 from feltdb.work.rows import LoadedWorkload, workload_of
 from feltdb.work.scheduling import row_index
 from feltdb.work.unit import UnitOfWork
+
+log = logging.getLogger("feltdb.store")
 
 MAINTENANCE_BATCH = 256
 """Due workloads a sweep reads per index query."""
@@ -87,6 +91,13 @@ def sweep(
                 # Another writer committed this workload first (in a race, its own
                 # recovery). Nothing of ours was committed; if it still needs acting
                 # on, the next pass sees it.
+                continue
+            except WorkloadError as error:
+                if error.code != ErrorCode.WORKLOAD_INVALID.value:
+                    raise
+                # One workload that cannot be changed (a record past every bound, written
+                # before records had one) must not stop the pass for all the others.
+                log.warning("%s: %s skipped: %s", operation.value, row.key, error.message)
                 continue
             acted.append(row.key)
 

@@ -4,7 +4,7 @@ it can start no line of its own, and bounded.
 
 from __future__ import annotations
 
-from feltdb.server.metrics import MAX_LOGGED_PATH_CHARS, loggable_path
+from feltdb.server.logs import MAX_LOGGED_PATH_CHARS, loggable_path
 
 
 def test_percent_escapes_stay_escaped_and_control_characters_are_shown_escaped():

@@ -514,8 +514,41 @@ def test_only_short_keys_are_remembered_so_long_keys_pin_no_memory():
         assert not secret_key(key)
     assert safety._short_refused_key.cache_info().currsize == 0
     assert secret_key("x-" + "k" * 1000 + "password"), "a long key is still checked"
-    assert refusal({"x-" + "k" * 1000 + "_pass": 1}).code == "WORKLOAD_SECRET_REJECTED"
+    assert refusal({"x-" + "k" * 1000 + "_pass": "x"}).code == "WORKLOAD_SECRET_REJECTED"
     assert refusal({"k" * 1000 + "AKIAIOSFODNN7EXAMPLE": 1}).code == "WORKLOAD_SECRET_REJECTED"
     for n in range(safety._CACHED_KEYS + 100):
         check_document({f"key{n}": 1}, "input")
     assert safety._short_refused_key.cache_info().currsize == safety._CACHED_KEYS
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"pass": 3, "fail": 1},
+        {"tokens": 1234},
+        {"usage": {"tokens": 100, "prompt_tokens": 20}},
+        {"isPass": True},
+        {"second_pass": 1},
+        {"jwt": None},
+        {"dsn": {"host": "db", "port": 5432}},
+    ],
+)
+def test_a_short_secret_name_holding_no_text_is_admitted(document: dict[str, Any]):
+    check_document(document, "input")
+
+
+@pytest.mark.parametrize(
+    "document", [{"pass": "hunter2"}, {"db_pass": "x"}, {"tokens": "abc"}, {"password": 3}]
+)
+def test_a_short_secret_name_holding_text_is_refused_and_a_long_one_always(
+    document: dict[str, Any],
+):
+    assert refusal(document).code == "WORKLOAD_SECRET_REJECTED"
+
+
+def test_a_run_of_blanks_after_an_authorization_header_costs_no_time_squared():
+    import time
+
+    started = time.perf_counter()
+    check_document({"note": "Authorization:" + " " * 64_000 + "x"}, "input")
+    assert time.perf_counter() - started < 1.0

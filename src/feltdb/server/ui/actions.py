@@ -25,7 +25,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import ApprovalDecision
-from feltdb.server.errors import status_for
+from feltdb.server.errors import as_told_to_clients, status_for
 from feltdb.server.routes.deps import Caller, ServerState
 from feltdb.server.ui.pages import approvals_page, audit_page, dead_letters_page
 from feltdb.server.ui.render import UI_HEADERS, instant
@@ -211,7 +211,8 @@ async def retry_dead_letters(request: Request) -> Response:  # noqa: D103
             except WorkloadError as error:
                 if error.code == ErrorCode.WORKLOAD_STORAGE_FAILURE:
                     raise
-                outcomes.append((workload_id, error.message))
+                told = as_told_to_clients(error, state.store.db.target)
+                outcomes.append((workload_id, told.message))
             else:
                 outcomes.append((workload_id, None))
         return outcomes

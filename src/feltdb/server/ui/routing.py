@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 
 from feltdb.errors import WorkloadError
 from feltdb.server.errors import as_told_to_clients, status_for, store_target
+from feltdb.server.logs import loggable_path
 from feltdb.server.ui.render import UI_HEADERS, page
 from feltdb.server.ui.viewer import FormRefused, SignInRequired, Viewer, viewer_of
 
@@ -68,7 +69,7 @@ class PageRoute(APIRoute):
                 raise  # the app's own answers (a body over the limit: 413)
             except Exception:
                 # Never a traceback to the browser: the log has it, the page says so.
-                log.exception("dashboard: %s failed", request.url.path)
+                log.exception("dashboard: %s failed", loggable_path(request.scope))
                 return refusal(
                     request, None, 500, "Something went wrong on the server; it is logged."
                 )

@@ -37,8 +37,7 @@ SESSION_LIFETIME_S = 12 * 3600
 SPENT_TICKET_GRACE_S = 300
 """How long a spent ticket is kept past its end (servers' clocks may differ by as much)."""
 MAX_SESSIONS_PER_GRANT = 20
-"""The most sessions one grant may hold open at once (ended and expired ones do not count,
-once the maintenance pass has pruned them)."""
+"""The most sessions one grant holds open at once: its next sign-in ends its oldest."""
 OPEN = "OPEN"
 """The ``state`` index column of a session row: with the grant's id as its ``definition_id``
 and the grant's tenant and application, what counts a grant's sessions in one index range."""
@@ -77,11 +76,14 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
     """Record a session of ``session_id`` under ``evidence`` from ``now``; when it ends:
     :data:`SESSION_LIFETIME_S` later, or when its grant expires if that is sooner.
 
+    A grant holding :data:`MAX_SESSIONS_PER_GRANT` open sessions already has its oldest
+    ended first (logged as a sign-out): a browser that lost its cookie never locks its
+    grant out. (Two servers signing one grant in at the same instant may each leave one
+    more open.)
+
     Raises:
-        WorkloadError: ``WORKLOAD_UNAUTHORIZED`` (details ``max_sessions``) when the grant
-            holds :data:`MAX_SESSIONS_PER_GRANT` open sessions already (two servers signing
-            in at the same instant may each open one more); ``WORKLOAD_STORAGE_FAILURE``
-            (also for a session id already used, which 256 random bits never are).
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE`` (also for a session id already used,
+            which 256 random bits never are).
     """
     grant = evidence.grant
     expires_at = min(now + SESSION_LIFETIME_S, grant.expires_at)
@@ -93,14 +95,7 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
         "opened_at": now,
         "expires_at": expires_at,
     }
-    held = db.count_in_application(SESSIONS_COLLECTION, grant.tenant_id, grant.application_id)
-    if held.get((OPEN, grant.id), (0, 0))[0] >= MAX_SESSIONS_PER_GRANT:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_UNAUTHORIZED,
-            f"this grant holds {MAX_SESSIONS_PER_GRANT} open sessions, the most it may: sign "
-            "out of one, or sign in with another grant",
-            {"max_sessions": MAX_SESSIONS_PER_GRANT},
-        )
+    _make_room(db, evidence, now)
     key = session_key(session_id)
     operation_id = _operation_id()
     index = RowIndex(
@@ -114,6 +109,30 @@ def open_session(db: Database, session_id: str, evidence: SignedGrant, now: int)
         _audit("ui.signed_in", evidence, operation_id, now),
     )
     return expires_at
+
+
+def _make_room(db: Database, evidence: SignedGrant, now: int) -> None:
+    """End the oldest of the grant's open sessions while it holds
+    :data:`MAX_SESSIONS_PER_GRANT` (read from the grant's index range, oldest first;
+    sessions past their end, not yet pruned, count for nothing).
+    """
+    grant = evidence.grant
+    held = db.page_rows_of_definition(
+        SESSIONS_COLLECTION, grant.tenant_id, grant.application_id, OPEN, grant.id, None,
+        limit=MAX_SESSIONS_PER_GRANT + PRUNE_PER_PASS,
+    )  # fmt: skip
+    live = [row for row in held if int(row.document["expires_at"]) > now]
+    for row in live[: max(0, len(live) - MAX_SESSIONS_PER_GRANT + 1)]:
+        operation_id = _operation_id()
+        try:
+            db.commit(
+                operation_id,
+                [Mutation(SESSIONS_COLLECTION, row.key, None)],
+                [Precondition(SESSIONS_COLLECTION, row.key, expected_version=row.version)],
+                _audit("ui.signed_out", evidence, operation_id, now),
+            )
+        except StorageConflict:
+            continue  # ended meanwhile
 
 
 def session_of(db: Database, session_id: str, now: int) -> Session | None:

@@ -192,8 +192,7 @@ async def sign_in(request: Request) -> Response:
     except WorkloadError as error:
         if error.code != ErrorCode.WORKLOAD_UNAUTHORIZED:
             raise
-        status = 429 if error.details and "max_sessions" in error.details else 401
-        return _sign_in_form(request, f"Not signed in: {error.message}.", status)
+        return _sign_in_form(request, f"Not signed in: {error.message}.", 401)
     # A session the browser held is replaced, not ended: a cookie may have been planted,
     # and signing in must never end somebody else's session. It lasts until its own end.
     answer = RedirectResponse(next_path(field(form, "next")), status_code=303, headers=UI_HEADERS)
