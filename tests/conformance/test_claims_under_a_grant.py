@@ -11,27 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.factories import CAPABILITIES, make_request
+from support.factories import CAPABILITIES, make_grant, make_request
 
-from feltdb import Grant, ResourceScope, ResourceScopeKind, Subject, WorkloadState
+from feltdb import Grant, Subject, WorkloadState
 from feltdb.errors import WorkloadError
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, revoked_grant_key
 
 
 def _grant(expires_at: int = 9999) -> Grant:
-    return Grant(
-        contract_version=1,
+    return make_grant(
         id="g-worker",
-        issuer=Subject.human("h"),
         subject=Subject.worker("w"),
-        tenant_id="t",
-        application_id="app",
         capabilities={"workload:claim", *CAPABILITIES},
-        resources=[ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://app/workloads/*")],
-        issued_at=1,
         expires_at=expires_at,
-        parent_grant=None,
-        revision=1,
     )
 
 

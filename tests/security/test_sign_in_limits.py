@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 from support.dashboard import form_token
-from support.factories import SIGNER
+from support.factories import SIGNER, make_grant
 from support.server import Server, serve
 
-from feltdb import Grant, ResourceScope, ResourceScopeKind, Subject, WorkloadStore
+from feltdb import Subject, WorkloadStore
 from feltdb.auth.policy import READ
 from feltdb.server.limits import SIGN_INS_PER_GRANT, RateLimit
 from feltdb.server.ui import sessions
@@ -80,12 +80,9 @@ def test_a_grant_holds_a_bounded_number_of_open_sessions(
 
 
 def _fill_sessions(store: WorkloadStore) -> None:
-    grant = Grant(
-        contract_version=1, id="g-many", issuer=Subject.human("h"), subject=Subject.human("ada"),
-        tenant_id="t", application_id="app", capabilities={READ},
-        resources=[ResourceScope(kind=ResourceScopeKind.WORKLOAD, uri="flow://app/workloads/*")],
-        issued_at=1, expires_at=999_999, parent_grant=None, revision=1,
-    )  # fmt: skip
+    grant = make_grant(
+        id="g-many", subject=Subject.human("ada"), capabilities={READ}, expires_at=999_999
+    )
     evidence = SIGNER.sign(grant)
     cap = sessions.MAX_SESSIONS_PER_GRANT
     for n in range(cap):

@@ -12,14 +12,15 @@ CAPABILITIES = frozenset({"email:send"})
 SIGNER = GrantSigner("k", bytes([1] * 32))
 
 
-def make_request(agent: str = "a1", **overrides: Any) -> CreateWorkload:
-    """The reference's fixture request, made by agent ``agent``, with ``overrides`` applied."""
-    subject = Subject.agent(agent)
-    grant = Grant(
+def make_grant(**overrides: Any) -> Grant:
+    """The fixture requests' grant (agent ``a1`` in tenant ``t``'s ``app``, every workload of
+    it, ``workload:execute``, valid from 1 to 9999), with ``overrides`` applied.
+    """
+    fields: dict[str, Any] = dict(
         contract_version=1,
         id="g",
         issuer=Subject.human("h"),
-        subject=subject,
+        subject=Subject.agent("a1"),
         tenant_id="t",
         application_id="app",
         capabilities={"workload:execute"},
@@ -29,6 +30,14 @@ def make_request(agent: str = "a1", **overrides: Any) -> CreateWorkload:
         parent_grant=None,
         revision=1,
     )
+    fields.update(overrides)
+    return Grant(**fields)
+
+
+def make_request(agent: str = "a1", **overrides: Any) -> CreateWorkload:
+    """The reference's fixture request, made by agent ``agent``, with ``overrides`` applied."""
+    subject = Subject.agent(agent)
+    grant = make_grant(subject=subject)
     fields: dict[str, Any] = dict(
         tenant_id="t",
         application_id="app",

@@ -56,11 +56,15 @@ def environment_keyring() -> Keyring | None:
 
 def load_or_create_keyring(path: Path, now: int) -> tuple[Keyring, str | None]:
     """The keyring at ``path``; when there is none, a new one saved there, with an admin
-    token signed by it (see :func:`admin_grant`), returned as the second item.
+    token signed by it (see :func:`admin_grant`), returned as the second item. Of two
+    processes creating it at once, one writes it and the other reads what it wrote.
     """
     if path.exists():
         return Keyring.load(path), None
     keyring = Keyring.generate()
     path.parent.mkdir(parents=True, exist_ok=True)
-    keyring.save(path)
+    try:
+        keyring.save(path, exclusive=True)
+    except FileExistsError:
+        return Keyring.load(path), None
     return keyring, keyring.sign(admin_grant(now))

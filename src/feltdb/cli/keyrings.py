@@ -23,6 +23,7 @@ signed by it; ``feltdb keys new`` creates one where told.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -100,26 +101,23 @@ def open_keyring(choice: KeyringChoice) -> Keyring:
         OSError: the file cannot be read or written.
         WorkloadError: ``WORKLOAD_INVALID`` when the file or the variable holds no keyring.
     """
-    from feltdb.auth.keyrings import KEYRING_ENV
+    from feltdb.auth.keyrings import KEYRING_ENV, environment_keyring, load_or_create_keyring
     from feltdb.auth.tokens import Keyring
 
     if choice.path is None:
-        ring = Keyring.from_json(os.environ[KEYRING_ENV])
+        from_env = environment_keyring()
+        assert from_env is not None  # chosen because the variable is set
         _say(f"using keyring from {KEYRING_ENV}")
-        return ring
+        return from_env
     shown = choice.path.absolute()
-    if choice.create and not choice.path.exists():
-        made = Keyring.generate()
-        choice.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            # Exclusive: two commands starting at once must not each write their own.
-            made.save(choice.path, exclusive=True)
-        except FileExistsError:
-            pass  # the other one won: read what it wrote, below
-        else:
+    if not choice.create:
+        ring = Keyring.load(choice.path)
+    else:
+        # The admin token a new keyring comes with is serve's to print, not this command's.
+        ring, made = load_or_create_keyring(choice.path, int(time.time()))
+        if made is not None:
             _say(f"created keyring {shown} beside the store, where feltdb serve finds it")
-            return made
-    ring = Keyring.load(choice.path)
+            return ring
     _say(f"using keyring {shown}")
     return ring
 

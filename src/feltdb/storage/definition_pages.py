@@ -14,7 +14,7 @@ for :class:`~feltdb.storage.engine.SQLEngine`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # base composes this protocol: the row type is only named here
@@ -48,8 +48,8 @@ class DefinitionPageQueries:
     ``list_rows_of_definition`` for a first page, ``page_rows_of_definition_*`` after one.
     """
 
-    def _select(self, name: str, params: Mapping[str, Any]) -> list[StoredRow]:
-        raise NotImplementedError  # SQLEngine's
+    _select: Callable[[str, Mapping[str, Any]], list[StoredRow]]
+    """Runs a dialect's statement by name (``SQLEngine``'s)."""
 
     def page_rows_of_definition(
         self,

@@ -107,8 +107,15 @@ def is_grant_revoked(db: Database, grant_id: str, *, tenant_id: str, application
     Raises:
         WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
     """
-    key = revoked_grant_key(tenant_id, application_id, grant_id)
-    return db.get_row(REVOKED_GRANTS_COLLECTION, key) is not None
+    return _revoked(db.get_row, grant_id, tenant_id, application_id)
+
+
+def _revoked(read: RowReader, grant_id: str, tenant_id: str, application_id: str) -> bool:
+    """Whether ``read`` finds the revocation of this grant of the tenant's application."""
+    return (
+        read(REVOKED_GRANTS_COLLECTION, revoked_grant_key(tenant_id, application_id, grant_id))
+        is not None
+    )
 
 
 def grant_in_force(grant: Grant, now: int, read: RowReader) -> None:
@@ -122,8 +129,7 @@ def grant_in_force(grant: Grant, now: int, read: RowReader) -> None:
     """
     if now >= grant.expires_at:
         raise WorkloadError(ErrorCode.WORKLOAD_UNAUTHORIZED, "grant has expired")
-    key = revoked_grant_key(grant.tenant_id, grant.application_id, grant.id)
-    if read(REVOKED_GRANTS_COLLECTION, key) is not None:
+    if _revoked(read, grant.id, grant.tenant_id, grant.application_id):
         raise WorkloadError(
             ErrorCode.WORKLOAD_UNAUTHORIZED, "the grant was revoked", {"grant_id": grant.id}
         )

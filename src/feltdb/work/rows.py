@@ -18,6 +18,7 @@ from feltdb.records.codec import stored_workload, stored_workload_text
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
 from feltdb.work.audit import audit_record
+from feltdb.work.changes import Operation
 from feltdb.work.models import CreateWorkload
 from feltdb.work.scheduling import AWAITED_STATES, row_index
 from feltdb.work.states import WorkloadState
@@ -25,7 +26,9 @@ from feltdb.work.states import WorkloadState
 _COUNTERS = ("fencing_token", "attempt_count", "retry_count")
 """What a transition adds one to (a claim, an attempt, a retry)."""
 
-WORKER_GROWTH = frozenset({"checkpoint", "complete", "fail"})
+WORKER_GROWTH = frozenset(
+    op.value for op in (Operation.CHECKPOINT, Operation.COMPLETE, Operation.FAIL)
+)
 """The operations (a worker's reports) held to :data:`~feltdb.fields.MAX_RECORD_BYTES`
 exactly: what a worker sends is what grows a record."""
 

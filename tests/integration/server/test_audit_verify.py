@@ -77,23 +77,37 @@ def wait_sealed(target: str, revision: int) -> None:
             time.sleep(0.05)
 
 
+def _two_applications_sealed(http: httpx.Client, server: Server) -> str:
+    """A workload of application ``ours`` and one of ``theirs``, sealed by the maintenance
+    loop (not by a verify); the id of ``ours``'s.
+    """
+    ours = submit(http, server, "ours", "ours")
+    submit(http, server, "theirs", "theirs")
+    with WorkloadStore.open(server.target) as store:
+        revision = store.db.current_revision()
+    wait_sealed(server.target, revision)
+    return ours
+
+
+def _behind_the_server(server: Server, statement: str, key: str) -> None:
+    """Run ``statement`` on the server's SQLite file directly, naming row ``key``."""
+    connection = sqlite3.connect(server.target)
+    connection.execute(statement, (key,))
+    connection.commit()
+    connection.close()
+
+
 def test_an_edited_row_is_named_to_its_application_and_only_told_to_another(
     own_server: Server,
 ) -> None:
     server = own_server
     with httpx.Client(base_url=server.url, timeout=30) as http:
-        ours = submit(http, server, "ours", "ours")
-        submit(http, server, "theirs", "theirs")
-        with WorkloadStore.open(server.target) as store:
-            revision = store.db.current_revision()
-        wait_sealed(server.target, revision)  # by the maintenance loop, not by a verify
-        connection = sqlite3.connect(server.target)
-        connection.execute(
+        ours = _two_applications_sealed(http, server)
+        _behind_the_server(
+            server,
             "UPDATE rows SET document = replace(document, 'ada@', 'eve@') WHERE key = ?",
-            (ours,),
+            ours,
         )
-        connection.commit()
-        connection.close()
         mine = http.get("/v1/audit/verify", headers=server.headers("ours", **READER)).json()
         other = http.get("/v1/audit/verify", headers=server.headers("theirs", **READER)).json()
     assert mine["ok"] is False
@@ -215,15 +229,8 @@ def test_an_edited_index_column_is_named_to_its_application_and_only_told_to_ano
     # sees it any more: the index columns are checked against what the document implies.
     server = own_server
     with httpx.Client(base_url=server.url, timeout=30) as http:
-        ours = submit(http, server, "ours", "ours")
-        submit(http, server, "theirs", "theirs")
-        with WorkloadStore.open(server.target) as store:
-            revision = store.db.current_revision()
-        wait_sealed(server.target, revision)
-        connection = sqlite3.connect(server.target)
-        connection.execute("UPDATE rows SET state = 'SUCCEEDED' WHERE key = ?", (ours,))
-        connection.commit()
-        connection.close()
+        ours = _two_applications_sealed(http, server)
+        _behind_the_server(server, "UPDATE rows SET state = 'SUCCEEDED' WHERE key = ?", ours)
         mine = http.get("/v1/audit/verify", headers=server.headers("ours", **READER)).json()
         other = http.get("/v1/audit/verify", headers=server.headers("theirs", **READER)).json()
     assert mine["ok"] is False
