@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # what is rendered arrives with the command that runs: not for --help
+    from feltdb.records.summary import WorkloadSummary
     from feltdb.records.workload import Workload, WorkloadApproval, WorkloadEvent
     from feltdb.storage import CommittedTransaction
     from feltdb.storage.audit_chain import ChainReport
@@ -102,7 +103,7 @@ MEDIUM = 96
 
 def workload_table(
     console: Console,
-    workloads: Iterable[Workload],
+    workloads: Iterable[WorkloadSummary],
     title: str,
     *,
     reasons: bool = False,
@@ -215,15 +216,20 @@ def waits_for(w: Workload, now: float) -> str | None:
     return "; ".join(reasons)
 
 
-def why_it_ended(w: Workload) -> str | None:
+def why_it_ended(w: Workload | WorkloadSummary) -> str | None:
     """Why failed, timed-out or dead-lettered work stopped: the last failure, or the
-    evidence of the event that ended it (a deadline's, say, where no worker failed).
+    evidence of the event that ended it (a deadline's, say, where no worker failed): the
+    last event with evidence of a workload, the last event of a summary.
     """
     if w.state not in (WorkloadState.DEAD_LETTER, WorkloadState.FAILED, WorkloadState.TIMED_OUT):
         return None
     if w.last_failure:
         return w.last_failure
-    for event in reversed(w.execution_history):
+    if hasattr(w, "execution_history"):
+        events = w.execution_history
+    else:
+        events = [] if w.last_event is None else [w.last_event]
+    for event in reversed(events):
         if event.evidence:
             return f"{event.event_type}: {evidence_summary(event.evidence)}"
     return None

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from feltdb.auth.scope import Scope
     from feltdb.client.local import LocalClient
     from feltdb.client.protocol import Page, WorkloadClient
-    from feltdb.records.workload import Workload
+    from feltdb.records.summary import WorkloadSummary
 
 # What a command runs (the store, the clients, the auth records) is imported where it runs:
 # none of it is needed to declare the commands, and `feltdb --help` imports only typer.
@@ -309,14 +309,14 @@ def operator_grant(
     return keyring.evidence(grant)
 
 
-def collect(read: Callable[[str | None, int], Page], limit: int) -> builtins.list[Workload]:
+def collect(read: Callable[[str | None, int], Page], limit: int) -> builtins.list[WorkloadSummary]:
     """Up to ``limit`` workloads from the pages ``read(cursor, size)`` answers, following
     each page's cursor until it is ``None`` or enough are found. A page may hold fewer than
     asked for (a filtered page), so the cursor, not the count, ends the walk.
     """
     from feltdb.client.protocol import MAX_PAGE
 
-    found: builtins.list[Workload] = []
+    found: builtins.list[WorkloadSummary] = []
     cursor: str | None = None
     while len(found) < limit:
         page = read(cursor, min(limit - len(found), MAX_PAGE))

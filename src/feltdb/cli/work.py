@@ -64,9 +64,7 @@ def _list(
         limit = EVERYTHING
     listed = found[:limit]
     if json_output:
-        from feltdb.work.disclosure import disclosed
-
-        print_json([disclosed(w) for w in listed])
+        print_json([summary.to_json() for summary in listed])
     else:
         workload_table(stdout_console(), listed, title, reasons=reasons, order=ORDER)
     if len(found) > limit:

@@ -26,6 +26,7 @@ from feltdb.client.http_batches import HttpBatches
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import (
     ApprovalDecision,
     Workload,
@@ -236,7 +237,7 @@ class Client(HttpAudit, HttpBatches, WorkloadClient):
         if cursor is not None:
             query["cursor"] = cursor
         answer = self._ask("GET", path, params=query)
-        items = [Workload.parse(item) for item in answer["items"]]
+        items = [WorkloadSummary.parse(item) for item in answer["items"]]
         return Page(items, answer["next_cursor"])
 
     def revocations(self) -> builtins.list[dict[str, Any]]:

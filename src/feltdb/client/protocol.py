@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
 from feltdb.errors import WorkloadError
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import (
     ApprovalDecision,
     ApprovalPolicy,
@@ -58,13 +59,14 @@ MAX_WAIT_MS = 30_000
 
 @dataclass(frozen=True)
 class Page:
-    """One page of a list: its workloads, and the cursor of the next page (``None``: this
-    was the last). A page of large workloads may hold fewer items than asked for (a page
-    holds at most 4 MiB of stored records past its first) while ``next_cursor`` is set:
-    follow it until it is ``None``.
+    """One page of a list: its workloads, summarized (read one with ``get`` for its input,
+    checkpoints, result and history), and the cursor of the next page (``None``: this was
+    the last). A page of large workloads may hold fewer items than asked for (a page reads
+    at most 4 MiB of stored records past its first) while ``next_cursor`` is set: follow
+    it until it is ``None``.
     """
 
-    items: list[Workload]
+    items: list[WorkloadSummary]
     next_cursor: str | None
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.fields import MAX_LIST_ITEMS, MAX_SAFE_INTEGER
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import ApprovalDecision, Workload, WorkloadClaim, WorkloadResult
 from feltdb.server.errors import ErrorDetail
 from feltdb.server.fields import (
@@ -219,9 +220,9 @@ class DecisionAnswer(BaseModel):
 
 
 class WorkloadPage(BaseModel):
-    """A page of a list; follow ``next_cursor`` until it is null."""
+    """A page of a list, each workload summarized; follow ``next_cursor`` until it is null."""
 
-    items: list[Workload]
+    items: list[WorkloadSummary]
     next_cursor: str | None
 
 

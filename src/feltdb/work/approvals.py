@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from feltdb.auth import Subject
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import ApprovalDecision, ApprovalPolicy, Workload
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
@@ -33,7 +34,7 @@ def validate_approval_policy(policy: ApprovalPolicy) -> None:
         )
 
 
-def may_decide(workload: Workload, decider: Subject) -> bool:
+def may_decide(workload: Workload | WorkloadSummary, decider: Subject) -> bool:
     """Whether ``decider`` may decide ``workload``'s approval now: it awaits a decision and
     :func:`ensure_approver_permitted` lets ``decider`` make it (what an approval inbox
     offers; the store decides again when the decision is made).

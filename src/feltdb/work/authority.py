@@ -49,6 +49,7 @@ from feltdb.records.workload import (
 )
 from feltdb.storage.base import CommittedTransaction
 from feltdb.work.inputs import DEFAULT_LEASE_MS, Cursor
+from feltdb.work.listing import SummaryPage
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 if TYPE_CHECKING:  # the facade opens backends; what acts through it needs only its methods
@@ -179,27 +180,25 @@ class Authority:
         definition: str | None,
         after: Cursor | None,
         limit: int,
-    ) -> tuple[list[Workload], Cursor | None]:
+    ) -> SummaryPage:
         """A page of the work the caller sees (``workload:read``): see ``WorkloadStore.page``."""
         return self.workload_pages(state, definition)(after, limit)
 
     def workload_pages(
         self, state: WorkloadState | str | None, definition: str | None
-    ) -> Callable[[Cursor | None, int], tuple[list[Workload], Cursor | None]]:
+    ) -> Callable[[Cursor | None, int], SummaryPage]:
         """How to read page after page of :meth:`workloads` (a search reads several),
         the caller checked once (``workload:read``).
         """
         self._may_in_application(READ)
         return lambda after, limit: self._page(state, definition, after, limit)
 
-    def approvals(self, after: Cursor | None, limit: int) -> tuple[list[Workload], Cursor | None]:
+    def approvals(self, after: Cursor | None, limit: int) -> SummaryPage:
         """A page of the work awaiting approval (``workload:approve``)."""
         self._may_in_application(APPROVE)
         return self._page(WorkloadState.AWAITING_APPROVAL, None, after, limit)
 
-    def dead_letters(
-        self, after: Cursor | None, limit: int
-    ) -> tuple[list[Workload], Cursor | None]:
+    def dead_letters(self, after: Cursor | None, limit: int) -> SummaryPage:
         """A page of the dead-lettered work (``workload:operate``)."""
         self._may_in_application(OPERATE)
         return self._page(WorkloadState.DEAD_LETTER, None, after, limit)
@@ -210,7 +209,7 @@ class Authority:
         definition: str | None,
         after: Cursor | None,
         limit: int,
-    ) -> tuple[list[Workload], Cursor | None]:
+    ) -> SummaryPage:
         return self.store.page(
             self.scope.tenant_id, self.scope.application_id, state=state,
             definition=definition, after=after, limit=limit, scope=self.scope,

@@ -12,6 +12,7 @@ import binascii
 import json
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import Workload
 from feltdb.work.inputs import Cursor
 
@@ -46,7 +47,7 @@ def decode_cursor(cursor: str | None) -> Cursor | None:
     return tuple(value)  # WorkloadStore.page checks its parts
 
 
-def cursor_of(workload: Workload) -> Cursor:
+def cursor_of(workload: Workload | WorkloadSummary) -> Cursor:
     """The cursor that goes on after ``workload``: its place in the keyset order of
     :meth:`~feltdb.work.store.WorkloadStore.page`, ``(priority, created_at, workload_id)``.
     """

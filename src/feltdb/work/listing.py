@@ -12,6 +12,7 @@ from typing import Final
 
 from feltdb.auth.scope import Scope
 from feltdb.records.codec import WorkloadPlace, stored_place, stored_workload_text
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database, StoredRow
 from feltdb.work import inputs
@@ -19,6 +20,7 @@ from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
 from feltdb.work.rows import workload_of
 from feltdb.work.states import WorkloadState
+from feltdb.work.summaries import summary_of
 
 LIST_CHUNK_ROWS: Final = 16
 """Rows a list reads per statement: with those it answers, the most stored records it holds
@@ -31,6 +33,9 @@ constrained to more definitions than that reads the application's rows instead."
 MAX_PAGE_CHARS: Final = 4 * 1024 * 1024
 """The most stored JSON (in characters) the workloads of one page may hold, past its first:
 a page of large workloads holds fewer than its limit, and its cursor goes on."""
+
+SummaryPage = tuple[list[WorkloadSummary], Cursor | None]
+"""A page of a list, summarized, and the cursor of the next page (``None``: the last)."""
 
 
 def every_workload(db: Database, tenant_id: str, application_id: str) -> list[Workload]:
@@ -53,8 +58,8 @@ def page(
     after: Cursor | None,
     limit: int,
     scope: Scope | None,
-) -> tuple[list[Workload], Cursor | None]:
-    """One page of an application's workloads (optionally of one ``state``, of one
+) -> SummaryPage:
+    """One page of an application's workloads, summarized (optionally of one ``state``, of one
     ``definition``), after ``after``, the cursor the previous page answered (``None``: the
     first page).
 
@@ -69,8 +74,10 @@ def page(
 
     Bounded whatever the records hold: rows are read :data:`LIST_CHUNK_ROWS` at a time,
     each placed (:func:`~feltdb.records.codec.stored_place`) before it is decoded, and only
-    the kept ones decoded; a page stops early, its cursor set, once the workloads it holds
-    would pass :data:`MAX_PAGE_CHARS` of stored JSON (it always holds one).
+    the kept ones decoded, one at a time, each summarized
+    (:func:`~feltdb.work.summaries.summary_of`) and let go before the next; a page stops
+    early, its cursor set, once the workloads it holds would pass :data:`MAX_PAGE_CHARS`
+    of stored JSON (it always holds one).
 
     A keyset seek over the scheduling index (:meth:`Database.page_rows`), never an
     offset scan, so every page costs the same. Returns the page and the cursor of the
@@ -110,18 +117,18 @@ def _placed(row: StoredRow) -> Placed:
 
 def _read_page(
     rows: Iterator[Placed], limit: int, shown: Callable[[WorkloadPlace], bool]
-) -> tuple[list[Workload], Cursor | None]:
+) -> SummaryPage:
     """:func:`page`'s choosing: of ``rows``, in the list's order, those ``shown`` keeps, up
     to ``limit`` and the page's size bound; and the cursor of the next page.
     """
-    found: list[Workload] = []
+    found: list[WorkloadSummary] = []
     held = 0
     for row, text, place in rows:
         if not shown(place):
             continue
         if len(found) == limit or (found and held + len(text) > MAX_PAGE_CHARS):
             return found, cursor_of(found[-1])
-        found.append(workload_of(row))
+        found.append(summary_of(workload_of(row)))
         held += len(text)
     return found, None
 

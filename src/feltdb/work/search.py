@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from feltdb.records.workload import Workload
+from feltdb.records.summary import WorkloadSummary
 from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
 
@@ -24,7 +24,7 @@ SEARCH_BATCH = 500
 MAX_QUERY_CHARS = 200
 """The longest text searched for."""
 
-PageReader = Callable[[Cursor | None, int], tuple[list[Workload], Cursor | None]]
+PageReader = Callable[[Cursor | None, int], tuple[list[WorkloadSummary], Cursor | None]]
 """Reads the page after a cursor, of at most so many workloads: ``(page, next cursor)``."""
 
 
@@ -34,12 +34,12 @@ class Found:
     list's end), and how many workloads were read to find them.
     """
 
-    items: list[Workload] = field(default_factory=list)
+    items: list[WorkloadSummary] = field(default_factory=list)
     after: Cursor | None = None
     read: int = 0
 
 
-def matches(workload: Workload, text: str) -> bool:
+def matches(workload: WorkloadSummary, text: str) -> bool:
     """Whether ``workload``'s id or idempotency key holds ``text``, ignoring case."""
     folded = text.casefold()
     return folded in workload.workload_id.casefold() or folded in (
@@ -61,7 +61,7 @@ def search(
     if text is None:
         page, following = read(after, limit)
         return Found(page, following, len(page))
-    found: list[Workload] = []
+    found: list[WorkloadSummary] = []
     read_so_far = 0
     cursor = after
     # Bounded by pages asked for, not by workloads returned: a page filtered by definition

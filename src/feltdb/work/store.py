@@ -163,10 +163,10 @@ class WorkloadStore:
         after: Cursor | None = None,
         limit: int = 50,
         scope: Scope | None = None,
-    ) -> tuple[builtins.list[Workload], Cursor | None]:
-        """One page of :meth:`list` (of one ``state`` or ``definition``, if given) after the
-        cursor ``after`` (``None``: the first page), and the next page's cursor (``None``:
-        the last): a keyset seek, costing the same on every page (:func:`~.listing.page`).
+    ) -> listing.SummaryPage:
+        """One page of :meth:`list`, summarized (of one ``state`` or ``definition``, if given),
+        after the cursor ``after`` (``None``: the first page), and the next page's cursor
+        (``None``: the last): a keyset seek, the same cost on every page (:func:`~.listing.page`).
 
         Raises:
             WorkloadError: ``WORKLOAD_INVALID`` (a bad limit, state or cursor);

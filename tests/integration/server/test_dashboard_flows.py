@@ -520,3 +520,21 @@ def test_the_inbox_offers_no_decision_its_viewer_may_not_make(
         )  # fmt: skip
     assert forged.status_code == 403 and "its own work" in alert(forged.text), forged.text
     assert "decision" not in workload(server, app, mine)["approval"]
+
+
+def test_the_inbox_shows_the_start_of_a_long_input_and_where_to_read_it_whole(
+    server: Server, app: str
+):
+    long_input = {"lines": [f"refund line {n:04d}" for n in range(400)]}
+    with client(server, REQUESTER, app) as requester:
+        held = hold(requester, "long-refund", long_input)
+    with session(server, app) as ada:
+        inbox = ada.get("/ui/approvals").text
+        whole = ada.get(f"/ui/workloads/{held}").text
+    (article,) = re.findall(
+        rf'<article class="approval"[^>]*data-workload="{held}"(.*?)</article>', inbox, re.S
+    )
+    assert "refund line 0000" in article and "refund line 0399" not in article
+    assert re.search(rf'first 500 of \d+ characters: <a href="/ui/workloads/{held}">', article)
+    assert "refund line 0399" in whole  # the workload's own page shows all of it
+    assert workload(server, app, held)["input_hash"] in article  # what is decided on

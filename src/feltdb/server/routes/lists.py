@@ -15,7 +15,6 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
-from feltdb.records.workload import Workload
 from feltdb.server.bodies import AuditPage, WorkloadPage
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
@@ -25,8 +24,7 @@ from feltdb.server.verification import verify_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.audit import ANCHOR, anchor_of
 from feltdb.work.cursors import decode_cursor, encode_cursor
-from feltdb.work.disclosure import disclosed
-from feltdb.work.inputs import Cursor
+from feltdb.work.listing import SummaryPage
 from feltdb.work.states import WorkloadState
 
 DEFAULT_PAGE = 50
@@ -46,10 +44,10 @@ PageCursor = Annotated[
 Definition = Annotated[str | None, Query(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
 
 
-def listed(found: tuple[list[Workload], Cursor | None]) -> JSONResponse:
-    """A page of work as answered: its items as disclosed, and the next page's cursor."""
+def listed(found: SummaryPage) -> JSONResponse:
+    """A page of work as answered: its summaries, and the next page's cursor."""
     page, after = found
-    items = [disclosed(w) for w in page]
+    items = [summary.to_json() for summary in page]
     return JSONResponse({"items": items, "next_cursor": encode_cursor(after)})
 
 
@@ -59,9 +57,10 @@ def listed(found: tuple[list[Workload], Cursor | None]) -> JSONResponse:
     responses=declared(WorkloadPage, *AUTH, 422),
     description=(
         "Priority descending, then oldest first, `definition` keeping only work of that"
-        " definition. A page holds at most 4 MiB of stored records past its first item, so"
-        " a page of large workloads may hold fewer than `limit` items while `next_cursor`"
-        " is set: follow it until it is null."
+        " definition. Each item is a summary (no input, checkpoints, result or history:"
+        " `GET /v1/workloads/{id}` answers those). A page reads at most 4 MiB of stored"
+        " records past its first item, so a page of large workloads may hold fewer than"
+        " `limit` items while `next_cursor` is set: follow it until it is null."
     ),
 )
 def list_workloads(  # noqa: D103

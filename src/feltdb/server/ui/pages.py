@@ -32,6 +32,7 @@ from feltdb.auth.policy import (
 )
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_ID_CHARS, MAX_SUBJECT_CHARS
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import ApprovalDecision, Workload
 from feltdb.server.ui import overview as dashboard_overview
 from feltdb.server.ui.chart import chart_of
@@ -43,8 +44,8 @@ from feltdb.work.approvals import may_decide
 from feltdb.work.authority import Authority
 from feltdb.work.cursors import decode_cursor, encode_cursor
 from feltdb.work.deadlines import deadline_instants
-from feltdb.work.events import last_effect
 from feltdb.work.inputs import Cursor
+from feltdb.work.listing import SummaryPage
 from feltdb.work.operators import RETRYABLE_BY_OPERATOR
 from feltdb.work.search import MAX_QUERY_CHARS, search
 from feltdb.work.states import TERMINAL_STATES, WorkloadState
@@ -184,13 +185,13 @@ def _notice(request: Request) -> str | None:
     return NOTICES.get(request.query_params.get("done", ""))
 
 
-Listing = Callable[[Authority, Cursor | None, int], tuple[list[Workload], Cursor | None]]
+Listing = Callable[[Authority, Cursor | None, int], SummaryPage]
 """One of the authority's lists (its approvals, its dead letters), as the API lists it."""
 
 
 def _listed(
     request: Request, viewer: Viewer, listing: Listing
-) -> tuple[list[Workload], Cursor | None, Cursor | None]:
+) -> tuple[list[WorkloadSummary], Cursor | None, Cursor | None]:
     """The page of ``listing`` after the request's ``cursor``, read and authorized by the
     viewer's authority as the API's list is: the page, the cursor after it and the one it
     was read after.
@@ -211,7 +212,6 @@ def approvals_page(
 ) -> HTMLResponse:
     """The approval inbox; ``problem`` says why a decision just posted was not recorded."""
     items, following, after = _listed(request, viewer, Authority.approvals)
-    deadlines = {w.workload_id: dict(deadline_instants(w)).get("approval") for w in items}
     grant = viewer.caller.grant
     decidable = {
         w.workload_id
@@ -221,7 +221,7 @@ def approvals_page(
     decided = _decided(request, viewer)
     return page(
         request, "approvals.html", viewer, status_code=status_code, items=items,
-        deadlines=deadlines, decidable=decidable, next_cursor=encode_cursor(following),
+        decidable=decidable, next_cursor=encode_cursor(following),
         first=after is None, problem=problem, decided=decided,
     )  # fmt: skip
 
@@ -263,7 +263,6 @@ def dead_letters_page(
     return page(
         request, "dead_letters.html", viewer, status_code=status_code, items=items,
         next_cursor=encode_cursor(following), first=after is None, outcomes=outcomes,
-        effects={w.workload_id: last_effect(w) for w in items},
     )  # fmt: skip
 
 

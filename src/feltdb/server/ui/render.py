@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from feltdb import __version__
+from feltdb.records.summary import WorkloadSummary
 from feltdb.server.ui.viewer import Viewer
 
 HERE: Final = Path(__file__).parent
@@ -42,6 +43,15 @@ UI_HEADERS: Final = {
 def pretty_json(value: Any) -> str:
     """``value`` as indented JSON, for a ``<pre>`` (escaped by the template)."""
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def input_preview(summary: WorkloadSummary) -> str:
+    """A listed workload's input for a ``<pre>``: indented when the summary holds all of
+    it, else the start its summary holds, ending ``…``.
+    """
+    if summary.input_chars <= len(summary.input_preview):
+        return pretty_json(json.loads(summary.input_preview))
+    return summary.input_preview + "…"
 
 
 def instant(seconds: float | None) -> str:
@@ -75,7 +85,9 @@ templates: Final = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-templates.filters.update(json=pretty_json, instant=instant, duration=duration, label=label)
+templates.filters.update(
+    json=pretty_json, input_preview=input_preview, instant=instant, duration=duration, label=label
+)
 
 
 def page(
