@@ -95,6 +95,8 @@ class RowIndex:
     of the row it waits on. A row set aside is not claimable, and never selected."""
     waits_for: str | None = None
     """Only while set aside: the ``state`` the row it waits on must be written in."""
+    environment: str | None = None
+    """With ``state``, the index range a list constrained to some environments reads."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -27,7 +27,7 @@ __all__ = [
     "transaction",
 ]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """The schema this release reads and writes, kept in the file's ``PRAGMA user_version``.
 
 1: the first release's. 2: ``rows.definition_id`` and its index ``rows_by_definition``.
@@ -35,7 +35,8 @@ SCHEMA_VERSION: Final = 6
 entry without row hashes is refused). 5: ``rows.claim_group`` and its partial index
 ``rows_ready`` (:mod:`feltdb.storage.partitions`). 6: ``rows.waits_on`` and
 ``rows.waits_for`` (work set aside: :class:`~feltdb.storage.selecting.SetAside`), ``rows_ready``
-without it, and ``rows_waiting``. A file of an older schema is upgraded
+without it, and ``rows_waiting``. 7: ``rows.environment`` and its index
+``rows_by_environment``. A file of an older schema is upgraded
 in place when it is opened (``sql/sqlite/migrations``).
 """
 

@@ -15,6 +15,7 @@ from feltdb.records.codec import WorkloadPlace, stored_place, stored_workload_te
 from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database, StoredRow
+from feltdb.storage.definition_pages import RangeColumn
 from feltdb.work import inputs
 from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
@@ -27,8 +28,8 @@ LIST_CHUNK_ROWS: Final = 16
 at once."""
 
 MAX_RANGES_MERGED: Final = 64
-"""The most index ranges (a definition's work in one state) a list merges: a reader
-constrained to more definitions than that reads the application's rows instead."""
+"""The most index ranges (a definition's or an environment's work in one state) a list
+merges: a reader constrained to more than that reads the application's rows instead."""
 
 MAX_PAGE_CHARS: Final = 4 * 1024 * 1024
 """The most stored JSON (in characters) the workloads of one page may hold, past its first:
@@ -67,10 +68,10 @@ def page(
     keeps only work of that definition: rows are read on, past what is left out, until
     ``limit`` workloads are found or the list ends, so a short page or a cursor tells a
     reader nothing of what it may not see. A list of some definitions (``definition``, or
-    a scope narrowed to at most :data:`MAX_RANGES_MERGED` ranges of them) reads only their
-    index ranges, merged in the list's order; one narrowed to environments alone reads past
-    the work of the others, :data:`LIST_CHUNK_ROWS` rows at a time (no index holds the
-    environment).
+    a scope narrowed to them), or else of a scope narrowed to some environments, reads only
+    their index ranges (one per state and definition or environment, at most
+    :data:`MAX_RANGES_MERGED`), merged in the list's order; past that many it reads the
+    application's rows, :data:`LIST_CHUNK_ROWS` at a time.
 
     Bounded whatever the records hold: rows are read :data:`LIST_CHUNK_ROWS` at a time,
     each placed (:func:`~feltdb.records.codec.stored_place`) before it is decoded, and only
@@ -97,10 +98,10 @@ def page(
         definition = inputs.identifier(definition, "definition")
     shown = functools.partial(_shown, scope=scope, definition=definition)
     where = (tenant_id, application_id, listed)
-    definitions = _definitions_read(scope, definition)
-    ranges = len(definitions) * (1 if listed is not None else len(WorkloadState))
-    if definitions and ranges <= MAX_RANGES_MERGED:
-        rows = _merged_ranges(db, where, sorted(definitions), after)
+    column, values = _ranges_read(scope, definition)
+    ranges = len(values) * (1 if listed is not None else len(WorkloadState))
+    if values and ranges <= MAX_RANGES_MERGED:
+        rows = _merged_ranges(db, where, (column, sorted(values)), after)
     else:
         rows = _application_rows(db, where, after)
     return _read_page(rows, limit, shown)
@@ -154,21 +155,27 @@ def _application_rows(
 
 
 def _merged_ranges(
-    db: Database, where: tuple[str, str, str | None], definitions: list[str], after: Cursor | None
+    db: Database,
+    where: tuple[str, str, str | None],
+    ranged: tuple[RangeColumn, list[str]],
+    after: Cursor | None,
 ) -> Iterator[Placed]:
-    """The rows of ``definitions`` (in a state, else in every state) after ``after``, in the
-    list's order: one index range each (``rows_by_definition``), merged. Each range reads a
-    share of :data:`LIST_CHUNK_ROWS` at a time, so the rows held stay about that many.
+    """The rows whose column ``ranged[0]`` holds one of ``ranged[1]`` (definitions, or
+    environments), in a state, else in every state, after ``after``, in the list's order:
+    one index range each (``rows_by_definition``, ``rows_by_environment``), merged. Each
+    range reads a share of :data:`LIST_CHUNK_ROWS` at a time, so the rows held stay about
+    that many.
     """
     tenant_id, application_id, state = where
+    column, values = ranged
     states = [state] if state is not None else [s.value for s in WorkloadState]
-    chunk = max(1, LIST_CHUNK_ROWS // (len(states) * len(definitions)))
+    chunk = max(1, LIST_CHUNK_ROWS // (len(states) * len(values)))
 
-    def one_range(state: str, definition: str) -> Iterator[tuple[tuple[int, int, str], Placed]]:
+    def one_range(state: str, value: str) -> Iterator[tuple[tuple[int, int, str], Placed]]:
         position = after
         while True:
-            rows = db.page_rows_of_definition(
-                DURABLE_WORK_COLLECTION, tenant_id, application_id, state, definition,
+            rows = db.page_rows_in_range(
+                DURABLE_WORK_COLLECTION, tenant_id, application_id, state, (column, value),
                 position, limit=chunk,
             )  # fmt: skip
             for row in rows:
@@ -178,7 +185,7 @@ def _merged_ranges(
             if len(rows) < chunk:
                 return
 
-    ranges = [one_range(s, d) for s in states for d in definitions]
+    ranges = [one_range(s, v) for s in states for v in values]
     for _, placed in heapq.merge(*ranges, key=lambda entry: entry[0]):
         yield placed
 
@@ -187,11 +194,18 @@ def _position(place: WorkloadPlace) -> Cursor:
     return place.priority, place.created_at, place.workload_id
 
 
-def _definitions_read(scope: Scope | None, definition: str | None) -> frozenset[str]:
-    """The definitions a list may read alone (none: it reads the whole application)."""
+def _ranges_read(scope: Scope | None, definition: str | None) -> tuple[RangeColumn, frozenset[str]]:
+    """The definitions, or else the environments, a list may read alone (none: it reads the
+    whole application). A definition asked for, or a scope's definitions, narrow the most
+    (a definition is of one application); a scope of environments alone, next.
+    """
     if definition is not None:
-        return frozenset({definition})
-    return scope.definitions if scope is not None else frozenset()
+        return "definition_id", frozenset({definition})
+    if scope is None:
+        return "definition_id", frozenset()
+    if scope.definitions:
+        return "definition_id", scope.definitions
+    return "environment", scope.environments
 
 
 def _shown(place: WorkloadPlace, *, scope: Scope | None, definition: str | None) -> bool:

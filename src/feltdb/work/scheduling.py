@@ -39,6 +39,7 @@ def row_index(workload: Workload) -> RowIndex:
         deadline_at=next_deadline_at(workload),
         result_id=workload.result.result_id if workload.result is not None else None,
         definition_id=workload.definition_id,
+        environment=workload.environment,
         claim_group=(
             claim_group(workload.environment, workload.capability_snapshot)
             if workload.state is WorkloadState.READY

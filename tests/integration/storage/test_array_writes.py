@@ -884,6 +884,7 @@ PLAN_PARAMS: dict[str, str] = {
     "claim_group": array_writes.text_array([None] * BATCH),
     "waits_on": array_writes.text_array([None] * BATCH),
     "waits_for": array_writes.text_array([None] * BATCH),
+    "environment": array_writes.text_array([None] * BATCH),
     **{name: array_writes.bigint_array([1] * BATCH) for name in _INT_PARAMS},
     "transaction_id": array_writes.text_array([f"tx_{n}" for n in range(BATCH)]),
     "operation_id": array_writes.text_array([f"op{n}" for n in range(BATCH)]),

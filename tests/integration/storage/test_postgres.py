@@ -314,6 +314,37 @@ def test_a_database_with_other_tables_of_the_same_names_is_refused_untouched(
     assert existing_objects(url)["tables"] == {"rows"}
 
 
+def test_schema_9_reads_each_workloads_environment_from_its_document(
+    new_pg_url: Callable[..., str],
+) -> None:
+    url = new_pg_url("bare", bare=True)
+    with admin(url) as connection, connection.transaction():
+        connection.execute(QUERIES["create_migrations_table"])
+        for migration in load_migrations("postgres")[:8]:
+            connection.execute(migration.script, prepare=False)
+            connection.execute(QUERIES["record_migration"], {"version": migration.version})
+        for collection, key, document in [
+            ("system_durable_work", "w1", '{"environment": "prod", "state": "READY"}'),
+            ("system_durable_work", "w2", '{"state": "READY"}'),
+            ("other", "o1", '{"environment": "not-a-workload"}'),
+        ]:
+            connection.execute(
+                "INSERT INTO rows (collection, key, version, revision, document)"
+                " VALUES (%s, %s, 1, 1, %s)",
+                (collection, key, document),
+            )
+    PostgresDatabase(url).close()  # migrates to the newest schema
+    with admin(url) as connection:
+        backfilled = connection.execute(
+            "SELECT collection, key, environment FROM rows ORDER BY collection, key"
+        ).fetchall()
+    assert backfilled == [
+        ("other", "o1", None),
+        ("system_durable_work", "w1", "prod"),
+        ("system_durable_work", "w2", None),
+    ]
+
+
 # --- revisions ------------------------------------------------------------------------------
 
 
@@ -908,6 +939,7 @@ PLAN_PARAMS: dict[str, Any] = {
     "claim_group": "g1",
     "waits_on": "w00007",
     "waits_for": "succeeded",
+    "environment": "e1",
     "collections": "{work,work}",
     "tenant_ids": "{t1,t1}",
     "application_ids": "{app1,app1}",
@@ -985,6 +1017,9 @@ PLANS: dict[str, str | tuple[str, ...]] = {
     "list_rows_of_definition": "rows_by_definition",
     "page_rows_of_definition_same_priority": "rows_by_definition",
     "page_rows_of_definition_lower_priority": "rows_by_definition",
+    "list_rows_of_environment": "rows_by_environment",
+    "page_rows_of_environment_same_priority": "rows_by_environment",
+    "page_rows_of_environment_lower_priority": "rows_by_environment",
     "rows_indexed_after": "rows_pkey",
     "row_revisions_at": "rows_pkey",
     "chain_keys_after": "transactions_pkey",

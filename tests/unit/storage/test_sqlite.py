@@ -75,7 +75,7 @@ def test_new_store_is_stamped_with_the_feltdb_application_id_and_schema(
     db: SQLiteDatabase, path: Path
 ) -> None:
     assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID == 0x66656C74
-    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 6
+    assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 7
     assert raw_scalar(path, "PRAGMA journal_mode") == "wal"
     assert db.current_revision() == 0
     assert db.target == str(path)
@@ -136,13 +136,13 @@ def test_two_openers_of_a_new_file_create_the_schema_once(tmp_path: Path) -> Non
 def test_refuses_a_store_of_a_newer_schema(path: Path) -> None:
     SQLiteDatabase(path).close()
     connection = raw(path)
-    connection.execute("PRAGMA user_version = 7")
+    connection.execute("PRAGMA user_version = 8")
     connection.close()
     with pytest.raises(WorkloadError) as raised:
         SQLiteDatabase(path)
     assert raised.value.code == STORAGE_FAILURE
-    assert "newer feltdb (schema 7)" in raised.value.message
-    assert "reads schema 6" in raised.value.message
+    assert "newer feltdb (schema 8)" in raised.value.message
+    assert "reads schema 7" in raised.value.message
     assert str(path) in raised.value.message
 
 
@@ -159,7 +159,14 @@ def make_schema_1_store(path: Path) -> None:
         connection.executescript(SCHEMA_1)
         rows = [
             (WORK, "w1", {"definition_id": "send", "state": "READY"}, "READY", 5, 10),
-            (WORK, "w2", {"definition_id": "bill", "state": "READY"}, "READY", 9, 20),
+            (
+                WORK,
+                "w2",
+                {"definition_id": "bill", "environment": "prod", "state": "READY"},
+                "READY",
+                9,
+                20,
+            ),
             ("other", "o1", {"definition_id": "not-a-workload"}, None, None, None),
         ]
         for collection, key, document, state, priority, created_at in rows:
@@ -206,18 +213,18 @@ def test_a_schema_1_store_is_upgraded_in_place_when_opened(tmp_path: Path, path:
     make_schema_1_store(path)
     database = SQLiteDatabase(path)
     try:
-        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 6
+        assert raw_scalar(path, "PRAGMA user_version") == SCHEMA_VERSION == 7
         assert raw_scalar(path, "PRAGMA application_id") == APPLICATION_ID
         fresh = tmp_path / "fresh.db"
         SQLiteDatabase(fresh).close()
-        assert schema_of(path) == schema_of(fresh)  # as if created at schema 6
+        assert schema_of(path) == schema_of(fresh)  # as if created at schema 7
         backfilled = raw(path).execute(
-            "SELECT collection, key, definition_id FROM rows ORDER BY collection, key"
+            "SELECT collection, key, definition_id, environment FROM rows ORDER BY collection, key"
         )
         assert backfilled.fetchall() == [
-            ("other", "o1", None),  # not a workload: its document is not read
-            (WORK, "w1", "send"),
-            (WORK, "w2", "bill"),
+            ("other", "o1", None, None),  # not a workload: its document is not read
+            (WORK, "w1", "send", None),
+            (WORK, "w2", "bill", "prod"),
         ]
         # The rows, their versions and the log are as they were.
         assert database.current_revision() == 1
@@ -426,6 +433,9 @@ def _plan(path: Path, query_name: str) -> list[str]:
         ("list_rows_of_definition", "rows_by_definition"),
         ("page_rows_of_definition_same_priority", "rows_by_definition"),
         ("page_rows_of_definition_lower_priority", "rows_by_definition"),
+        ("list_rows_of_environment", "rows_by_environment"),
+        ("page_rows_of_environment_same_priority", "rows_by_environment"),
+        ("page_rows_of_environment_lower_priority", "rows_by_environment"),
         ("rows_due_lease_expires_at", "rows_by_lease_expiry"),
         ("rows_due_deadline_at", "rows_by_deadline"),
         ("get_row", "sqlite_autoindex_rows_1"),

@@ -117,8 +117,9 @@ def _make_room(db: Database, evidence: SignedGrant, now: int) -> None:
     sessions past their end, not yet pruned, count for nothing).
     """
     grant = evidence.grant
-    held = db.page_rows_of_definition(
-        SESSIONS_COLLECTION, grant.tenant_id, grant.application_id, OPEN, grant.id, None,
+    held = db.page_rows_in_range(
+        SESSIONS_COLLECTION, grant.tenant_id, grant.application_id, OPEN,
+        ("definition_id", grant.id), None,
         limit=MAX_SESSIONS_PER_GRANT + PRUNE_PER_PASS,
     )  # fmt: skip
     live = [row for row in held if int(row.document["expires_at"]) > now]

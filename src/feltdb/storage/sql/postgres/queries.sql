@@ -689,3 +689,42 @@ WHERE collection = %(collection)s
   AND priority < %(priority)s::bigint
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key, eligible_at
 LIMIT %(limit)s::bigint;
+
+-- name: list_rows_of_environment
+-- description: list: rows of one state and one environment of an application, in index order (rows_by_environment)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND environment = %(environment)s
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: page_rows_of_environment_same_priority
+-- description: list: the rest of the cursor's priority after (created_at, key) in one state and environment (rows_by_environment)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND environment = %(environment)s
+  AND priority = %(priority)s::bigint
+  AND (created_at, key) > (%(created_at)s::bigint, %(key)s::text)
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;
+
+-- name: page_rows_of_environment_lower_priority
+-- description: list: rows of one state and environment below the cursor's priority, in index order (rows_by_environment)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s
+  AND tenant_id = %(tenant_id)s
+  AND application_id = %(application_id)s
+  AND state = %(state)s
+  AND environment = %(environment)s
+  AND priority < %(priority)s::bigint
+ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
+LIMIT %(limit)s::bigint;

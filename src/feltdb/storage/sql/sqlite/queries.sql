@@ -267,7 +267,7 @@ WHERE collection = :collection
   AND result_id IN (SELECT value FROM json_each(:result_ids));
 
 -- name: count_by_state
--- description: how many rows of a collection are in each state, read from a covering index, rows_by_state or rows_by_definition (never the table)
+-- description: how many rows of a collection are in each state, read from a covering index, rows_by_state, rows_by_definition or rows_by_environment (never the table)
 SELECT state, count(*)
 FROM rows
 WHERE collection = :collection
@@ -537,6 +537,45 @@ WHERE collection = :collection
   AND application_id = :application_id
   AND state = :state
   AND definition_id = :definition_id
+  AND priority < :priority
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: list_rows_of_environment
+-- description: list: rows of one state and one environment of an application, in index order (rows_by_environment)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND environment = :environment
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: page_rows_of_environment_same_priority
+-- description: list: the rest of the cursor's priority after (created_at, key) in one state and environment (rows_by_environment)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND environment = :environment
+  AND priority = :priority
+  AND (created_at, key) > (:created_at, :key)
+ORDER BY priority DESC, created_at, key
+LIMIT :limit;
+
+-- name: page_rows_of_environment_lower_priority
+-- description: list: rows of one state and environment below the cursor's priority, in index order (rows_by_environment)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection
+  AND tenant_id = :tenant_id
+  AND application_id = :application_id
+  AND state = :state
+  AND environment = :environment
   AND priority < :priority
 ORDER BY priority DESC, created_at, key
 LIMIT :limit;

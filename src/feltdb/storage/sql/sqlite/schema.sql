@@ -1,6 +1,6 @@
--- The feltdb store, schema 5. Applied once, in one transaction, to a new or empty file (a file
--- of an older schema is upgraded in place instead, by migrations/0002 to 0005).
--- The two PRAGMAs at the end stamp the file as a feltdb store of schema 5: application_id
+-- The feltdb store, schema 7. Applied once, in one transaction, to a new or empty file (a file
+-- of an older schema is upgraded in place instead, by migrations/0002 to 0007).
+-- The two PRAGMAs at the end stamp the file as a feltdb store of schema 7: application_id
 -- 0x66656C74 is "felt" in ASCII; user_version is feltdb.storage.sqlite.SCHEMA_VERSION.
 
 -- One row per (collection, key). document is the canonical JSON of the row's document
@@ -25,6 +25,7 @@ CREATE TABLE rows (
     claim_group      TEXT,
     waits_on         TEXT,
     waits_for        TEXT,
+    environment      TEXT,
     PRIMARY KEY (collection, key)
 );
 
@@ -40,6 +41,12 @@ CREATE INDEX rows_by_state ON rows (
 CREATE INDEX rows_by_definition ON rows (
     collection, tenant_id, application_id, state, definition_id,
     priority DESC, created_at, key, eligible_at
+);
+
+-- A list constrained to some environments: one range per (environment, state), each in
+-- the list's order (feltdb.work.listing merges them).
+CREATE INDEX rows_by_environment ON rows (
+    collection, tenant_id, application_id, environment, state, priority DESC, created_at, key
 );
 
 -- Claim partitions (feltdb/storage/partitions.py): only rows with a claim group that are
@@ -106,4 +113,4 @@ CREATE TABLE audit_chain (
 );
 
 PRAGMA application_id = 0x66656C74;  -- "felt"
-PRAGMA user_version = 6;
+PRAGMA user_version = 7;
