@@ -94,3 +94,39 @@ def test_the_dependency_is_checked_after_not_before_and_before_capabilities(stor
         "waits_for": gate.workload_id,
         "required_state": "SUCCEEDED",
     }
+
+
+def test_a_dependency_changed_after_it_was_read_refuses_the_claim(store):
+    # "cleanup" runs once "job" is dead-lettered. The claim reads job DEAD_LETTER; before
+    # the claim commits, an operator retries job (READY again). The claim must not commit
+    # on what it read: it is decided again, and refused.
+    job = store.create(make_request(idempotency_key="job", retry_policy={"max_attempts": 1}))
+    claim = store.claim(job.workload_id, "w", CAPABILITIES, now=11, lease_ms=10_000)
+    store.start(job.workload_id, claim.claim_id, "w", claim.fencing_token, now=12)
+    store.fail(job.workload_id, claim.claim_id, "w", claim.fencing_token, "permanent", "x", now=13)
+    ended = store.get(job.workload_id).state
+    assert ended in (WorkloadState.FAILED, WorkloadState.DEAD_LETTER)
+    cleanup = store.create(
+        make_request(
+            idempotency_key="cleanup",
+            dependencies=[WorkloadDependency(workload_id=job.workload_id, required_state=ended)],
+        )
+    )
+    read_dependencies = store.unit.dependencies
+    raced: list[str] = []
+
+    def retried_meanwhile(workload):
+        read = read_dependencies(workload)
+        if not raced:
+            raced.append("retried")
+            store.retry(job.workload_id, "human:ops", now=14, reason="try again")
+        return read
+
+    store.unit.dependencies = retried_meanwhile
+    with pytest.raises(WorkloadError) as refused:
+        store.claim(cleanup.workload_id, "w", CAPABILITIES, now=15, lease_ms=10_000)
+    assert raced == ["retried"]
+    assert refused.value.code == "WORKLOAD_NOT_YET_ELIGIBLE"
+    assert refused.value.details == {"waits_for": job.workload_id, "required_state": ended.value}
+    assert store.get(cleanup.workload_id).state is WorkloadState.READY
+    assert store.get(job.workload_id).state is WorkloadState.READY

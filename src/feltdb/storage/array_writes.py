@@ -130,7 +130,7 @@ def qualifies(batch: Sequence[PreparedCommit]) -> bool:
         return False
     seen: set[Address] = set()
     for prepared in batch:
-        if len(prepared.writes) != 1 or len(prepared.guards) != 1:
+        if len(prepared.writes) != 1 or len(prepared.guards) != 1 or prepared.unwritten:
             return False
         write = prepared.writes[0]
         address = (write["collection"], write["key"])

@@ -17,9 +17,10 @@ The contract every backend keeps, bit for bit:
   so it may lag a commit that has just returned while an older transaction of another
   writer is still open.
 * :meth:`Database.commit` applies several mutations atomically, or none. Each
-  :class:`Precondition` guards a row the commit writes and is checked by that write, in the
-  same transaction; if any fails, nothing is written and :class:`StorageConflict` (code
-  ``WORKLOAD_CONFLICT``) is raised.
+  :class:`Precondition` guards a row the commit writes and is checked by that write, or a
+  row it only read, checked (and, on PostgreSQL, locked against writers until the commit
+  ends) before anything is written, in the same transaction; if any fails, nothing is
+  written and :class:`StorageConflict` (code ``WORKLOAD_CONFLICT``) is raised.
 * Every commit appends one :class:`CommittedTransaction` to the log, in the same
   transaction as its rows, so the log and the rows can never disagree, with the hash of
   each row it wrote (:class:`~feltdb.storage.chain_log.ChainLog`, the audit chain's). A
@@ -139,7 +140,9 @@ class StoredRow:
 
 @dataclass(frozen=True, slots=True)
 class Precondition:
-    """A guard of a row the commit writes, checked by that write inside its transaction.
+    """A guard of a row, checked inside the commit's transaction: by the commit's write of
+    it, or, for a row the commit does not write (one its decision read), by reading it
+    first (held against other writers until the commit ends).
 
     ``require_absent``: the row must not exist (so the write creates it).
     ``expected_version``: the row must exist at exactly this version. Neither: no guard.

@@ -194,16 +194,19 @@ def guards(
     preconditions: Sequence[Precondition],
     writes: Sequence[Mapping[str, Any]],
     written: Mapping[tuple[str, str], int],
-) -> list[tuple[Precondition, int]]:
-    """Each precondition that guards anything, in order, with the position in ``writes``
-    (see :func:`prepare_writes`) of the write it guards: a guard is checked by its write.
+) -> tuple[list[tuple[Precondition, int]], list[Precondition]]:
+    """Each precondition that guards anything, in order: those of rows the commit writes,
+    each with the position in ``writes`` (see :func:`prepare_writes`) of the write it
+    guards (a guard is checked by its write); and those of rows it only read, checked by
+    reading them before anything is written.
 
     Raises:
-        WorkloadError: ``WORKLOAD_INVALID``, before anything is written, for a guard on a
-            row the commit does not write, a row guarded twice, a guard that requires both
-            no row and a version, or a deletion that requires the row to be absent.
+        WorkloadError: ``WORKLOAD_INVALID``, before anything is written, for a row guarded
+            twice, a guard that requires both no row and a version, or a deletion that
+            requires the row to be absent.
     """
     paired: list[tuple[Precondition, int]] = []
+    unwritten: list[Precondition] = []
     seen: set[tuple[str, str]] = set()
     for precondition in preconditions:
         if not precondition.require_absent and precondition.expected_version is None:
@@ -211,17 +214,18 @@ def guards(
         address = (precondition.collection, precondition.key)
         where = f"{precondition.collection}/{precondition.key}"
         position = written.get(address)
-        if position is None:
-            raise invalid(f"{where} is guarded but not written: a guard is checked by its write")
         if address in seen:
             raise invalid(f"{where} is guarded twice in one commit")
         if precondition.require_absent and precondition.expected_version is not None:
             raise invalid(f"{where}: a guard requires no row or a version, not both")
+        seen.add(address)
+        if position is None:
+            unwritten.append(precondition)
+            continue
         if precondition.require_absent and writes[position]["document"] is None:
             raise invalid(f"{where}: a deletion cannot require the row to be absent")
-        seen.add(address)
         paired.append((precondition, position))
-    return paired
+    return paired, unwritten
 
 
 def logged_transaction(

@@ -75,6 +75,8 @@ class PreparedCommit:
     """Parameters of each mutation, in mutation order (``document`` ``None``: delete)."""
     guards: list[tuple[Precondition, int]]
     """Each guard, in the given order, and the position in ``writes`` of the row it guards."""
+    unwritten: list[Precondition]
+    """The guards of rows the commit read and does not write, checked before any write."""
     log: dict[str, Any]
     """Parameters of ``insert_transaction``, but ``committed_at``, ``position`` and
     ``row_hashes``.
@@ -105,7 +107,7 @@ def prepare(dialect: Dialect, plan: PlannedCommit) -> PreparedCommit:
         WorkloadError: ``WORKLOAD_INVALID``, as :meth:`Database.commit` documents.
     """
     writes, written = prepare_writes(plan.operation_id, plan.mutations, plan.audit)
-    guarded = guards(plan.preconditions, writes, written)
+    guarded, unwritten = guards(plan.preconditions, writes, written)
     transaction_id = new_transaction_id(plan.operation_id)
     audit = plan.audit
     log = {
@@ -115,8 +117,9 @@ def prepare(dialect: Dialect, plan: PlannedCommit) -> PreparedCommit:
         "audit": None if audit is None else audit_json(audit),
     }
     return PreparedCommit(
-        transaction_id, list(plan.mutations), writes, guarded, log, dialect.stored_list
-    )
+        transaction_id, list(plan.mutations), writes, guarded, unwritten, log,
+        dialect.stored_list,
+    )  # fmt: skip
 
 
 def prepare_batch(dialect: Dialect, plans: Sequence[PlannedCommit]) -> list[PreparedCommit]:
@@ -150,6 +153,8 @@ def write_plan(
         StorageConflict: a guard was lost; the rows written before it are not undone here.
     """
     versions: list[int | None] = [None] * len(prepared.writes)
+    for precondition in prepared.unwritten:
+        _held_unchanged(session, queries, precondition)
     for precondition, place in prepared.guards:
         write = {**prepared.writes[place], "position": position}
         versions[place] = _guarded_write(session, queries, precondition, write)
@@ -297,6 +302,21 @@ def _guarded_write(
     if session.execute(queries[name], write).rowcount != 1:
         raise _lost(session, queries, precondition)
     return version
+
+
+def _held_unchanged(session: Session, queries: Queries, precondition: Precondition) -> None:
+    """Check the guard of a row the commit does not write, holding the row against other
+    writers until the transaction ends (PostgreSQL's ``FOR SHARE``; SQLite's write
+    transaction holds off every writer already).
+
+    Raises:
+        StorageConflict: the row is not as the guard requires.
+    """
+    key = {"collection": precondition.collection, "key": precondition.key}
+    found = session.execute(queries["row_version_held"], key).fetchall()
+    version = found[0][0] if found else None
+    if version != (None if precondition.require_absent else precondition.expected_version):
+        raise lost_guard(precondition, version)
 
 
 def _lost(session: Session, queries: Queries, precondition: Precondition) -> StorageConflict:

@@ -15,10 +15,10 @@ from typing import Any, Generic, TypeVar
 
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import Workload
-from feltdb.storage.base import Database, PlannedCommit, StorageConflict
+from feltdb.storage.base import Database, PlannedCommit, Precondition, StorageConflict
 from feltdb.work.changes import Operation
 from feltdb.work.inputs import DEFAULT_LEASE_MS
-from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, planned_commit
+from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, holding, planned_commit
 
 T = TypeVar("T")
 Item = TypeVar("Item")
@@ -63,6 +63,9 @@ class Step(Generic[T]):
     depends_on: str | None = None
     """The workload whose commit in this batch the answer stands on (an item repeating an
     earlier item's admission key is answered by that admission, if it commits)."""
+    held: tuple[Precondition, ...] = ()
+    """Guards of rows the decision read besides the workload (its dependencies), at the
+    versions read: the change commits only while each is as read."""
 
 
 Prepared = TypeVar("Prepared")
@@ -190,4 +193,6 @@ def _plan(step: Step[Any]) -> PlannedCommit:
     operation = None if step.operation is None else step.operation.value
     if step.operation is Operation.ADMIT:
         return planned_commit(step.loaded.workload, CREATED, None, operation)
-    return planned_commit(step.loaded.workload, MUTATED, step.loaded.version, operation)
+    return holding(
+        planned_commit(step.loaded.workload, MUTATED, step.loaded.version, operation), step.held
+    )

@@ -27,12 +27,13 @@ from feltdb.storage.selecting import SetAside
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
+from feltdb.work.eligibility import DependenciesRead, read_dependencies
 from feltdb.work.partitions import group_accepted
 from feltdb.work.rows import (
     MUTATED,
     LoadedWorkload,
-    dependency_state,
-    first_unmet,
+    dependency_row,
+    holding,
     planned_commit,
     workload_of,
 )
@@ -72,16 +73,16 @@ class CandidateChoice:
     """Where the last candidate examined stands in claim order: (priority, created_at, id)."""
     after: tuple[int, int, str] | None = None
     """Where the next batch starts: past this position (``None``: from the start)."""
-    states: dict[tuple[str, str, str], WorkloadState | None] = field(default_factory=dict)
-    """The dependencies' states read in this batch's transaction: many candidates waiting
-    on one workload read it once."""
+    dependency_rows: dict[tuple[str, str, str], StoredRow | None] = field(default_factory=dict)
+    """The dependencies' rows read in this batch's transaction: many candidates waiting on
+    one workload read it once."""
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
         partition to read never calls :meth:`choose`).
         """
         self.examined, self.aside, self.chosen = 0, 0, []
-        self.states.clear()
+        self.dependency_rows.clear()
 
     def partitions(self) -> ClaimPartitions:
         """The ready work's partitions this claim reads: of its definitions, only the
@@ -114,9 +115,9 @@ class CandidateChoice:
             self.last = (read_at.priority, read_at.created_at, read_at.workload_id)
             if not self._candidate(loaded.workload):
                 continue
-            awaited = self._awaited(loaded.workload, read)
-            if awaited is not None:
-                aside = set_aside(loaded.workload, row.version, awaited)
+            dependencies = self._dependencies(loaded.workload, read)
+            if dependencies.awaited is not None:
+                aside = set_aside(loaded.workload, row.version, dependencies.awaited)
                 if aside is not None:
                     plans.append(aside)
                     self.aside += 1
@@ -127,6 +128,9 @@ class CandidateChoice:
             operation, decided, granted = settled
             try:
                 plan = planned_commit(decided, MUTATED, row.version, operation.value)
+                # On PostgreSQL the dependencies were read in this transaction unlocked:
+                # the commit holds them as read (SQLite's write lock already does).
+                plan = holding(plan, dependencies.held)
             except WorkloadError as error:
                 # A record too large to change (written before records had a bound): never
                 # fail the whole search for one candidate.
@@ -149,19 +153,17 @@ class CandidateChoice:
             return False
         return workload.capability_snapshot <= self.held
 
-    def _awaited(self, workload: Workload, read: RowReader) -> WorkloadDependency | None:
-        """The first dependency of ``workload`` not in its required state, read in this
-        transaction; ``None`` when every one is.
-        """
-        return first_unmet(workload, functools.partial(self._dependency_state, read, workload))
+    def _dependencies(self, workload: Workload, read: RowReader) -> DependenciesRead:
+        """``workload``'s dependencies, read in this transaction (each row once a search)."""
+        return read_dependencies(workload, functools.partial(self._dependency_row, read, workload))
 
-    def _dependency_state(
+    def _dependency_row(
         self, read: RowReader, dependent: Workload, workload_id: str
-    ) -> WorkloadState | None:
+    ) -> StoredRow | None:
         key = (dependent.tenant_id, dependent.application_id, workload_id)
-        if key not in self.states:
-            self.states[key] = dependency_state(read, dependent, workload_id)
-        return self.states[key]
+        if key not in self.dependency_rows:
+            self.dependency_rows[key] = dependency_row(read, dependent, workload_id)
+        return self.dependency_rows[key]
 
     def _settle(
         self, workload: Workload

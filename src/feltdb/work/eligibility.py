@@ -8,9 +8,52 @@ capabilities): a worker told "not yet" learns when, or what for, to ask again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.records.workload import Workload, WorkloadDependency
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
+from feltdb.storage.base import Precondition, StoredRow
 from feltdb.work.states import WorkloadState
+from feltdb.work.transitions import can_transition
+
+FINAL_STATES: Final = frozenset(
+    state for state in WorkloadState if not any(can_transition(state, to) for to in WorkloadState)
+)
+"""The states no transition leaves (succeeded, cancelled, rejected): a dependency met in one
+stays met."""
+
+
+@dataclass(frozen=True, slots=True)
+class DependenciesRead:
+    """What a claim read of a workload's dependencies."""
+
+    awaited: WorkloadDependency | None
+    """The first dependency not in the state it requires (``None``: every one is)."""
+    held: tuple[Precondition, ...] = ()
+    """When every one is met: a guard of each dependency's row, at the version read, whose
+    state some transition may leave (a dead letter an operator retries), so that a claim
+    decided on this reading commits only while each is still as read."""
+
+
+def read_dependencies(
+    workload: Workload, row_of: Callable[[str], StoredRow | None]
+) -> DependenciesRead:
+    """``workload``'s dependencies as ``row_of`` reads each one's committed row (``None``:
+    no such workload of its application, a dependency never met).
+    """
+    held: list[Precondition] = []
+    for dependency in workload.dependencies:
+        row = row_of(dependency.workload_id)
+        state = None if row is None else WorkloadState(row.document["state"])
+        if row is None or state is not dependency.required_state:
+            return DependenciesRead(dependency)
+        if state not in FINAL_STATES:
+            held.append(
+                Precondition(DURABLE_WORK_COLLECTION, row.key, expected_version=row.version)
+            )
+    return DependenciesRead(None, tuple(held))
 
 
 def ensure_claimable(

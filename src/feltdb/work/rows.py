@@ -8,14 +8,14 @@ The document of a workload is its JSON; beside it the scheduling index
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_RECORD_BYTES, MAX_SAFE_INTEGER, RECORD_HEADROOM_BYTES
 from feltdb.records.codec import stored_workload, stored_workload_text
-from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
 from feltdb.work.audit import audit_record
 from feltdb.work.changes import Operation
@@ -161,26 +161,21 @@ def same_application(document: dict[str, Any], workload: Workload | CreateWorklo
     )
 
 
-def dependency_state(
-    read: RowReader, dependent: Workload, workload_id: str
-) -> WorkloadState | None:
-    """The committed state of ``dependent``'s dependency ``workload_id``; ``None`` when no
+def holding(plan: PlannedCommit, held: Sequence[Precondition]) -> PlannedCommit:
+    """``plan``, committing only while each row ``held`` guards (rows its decision read and
+    it does not write) is as the guard requires.
+    """
+    if not held:
+        return plan
+    return replace(plan, preconditions=[*plan.preconditions, *held])
+
+
+def dependency_row(read: RowReader, dependent: Workload, workload_id: str) -> StoredRow | None:
+    """The committed row of ``dependent``'s dependency ``workload_id``; ``None`` when no
     workload of ``dependent``'s tenant and application has that id (another tenant's work
     is never a dependency, so its existence can never be learnt through one).
     """
     row = read(DURABLE_WORK_COLLECTION, workload_id)
     if row is None or not same_application(row.document, dependent):
         return None
-    return WorkloadState(row.document["state"])
-
-
-def first_unmet(
-    workload: Workload, state_of: Callable[[str], WorkloadState | None]
-) -> WorkloadDependency | None:
-    """The first of ``workload``'s dependencies whose state (``state_of`` its id, as
-    :func:`dependency_state` answers) is not the one it requires; ``None`` when every one is.
-    """
-    return next(
-        (d for d in workload.dependencies if state_of(d.workload_id) is not d.required_state),
-        None,
-    )
+    return row

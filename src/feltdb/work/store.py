@@ -210,9 +210,9 @@ class WorkloadStore:
         worker = inputs.actor(worker, "worker")
         held = inputs.capabilities(capabilities)
         lease = inputs.lease(lease_ms, "lease_ms", self.max_lease_ms)
-        unmet = self.unit.unmet_dependency
+        read = self.unit.dependencies
         return self.unit.run(
-            scope, lambda load: worker_.claim(workload_id, worker, held, lease, at, load, unmet)
+            scope, lambda load: worker_.claim(workload_id, worker, held, lease, at, load, read)
         )
 
     def claim_next(

@@ -21,19 +21,20 @@ from typing import TypeGuard, TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
-from feltdb.storage.base import Database, PlannedCommit, StorageConflict, StoredRow
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
+from feltdb.storage.base import Database, PlannedCommit, Precondition, StorageConflict, StoredRow
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
 from feltdb.work.batches import Batch, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
+from feltdb.work.eligibility import DependenciesRead, read_dependencies
 from feltdb.work.recent import RecentCommits
 from feltdb.work.rows import (
     MUTATED,
     LoadedWorkload,
-    dependency_state,
-    first_unmet,
+    dependency_row,
+    holding,
     planned_commit,
     same_application,
     workload_of,
@@ -158,12 +159,12 @@ class UnitOfWork:
         """:meth:`load` under ``scope`` (from ``ahead`` when it read the workload)."""
         return partial(self.load, scope=scope, ahead=ahead)
 
-    def unmet_dependency(self, workload: Workload) -> WorkloadDependency | None:
-        """The first of ``workload``'s dependencies not in the state it requires, each read
-        now from the committed rows of its tenant and application (the caller's scope does
-        not apply: a worker may depend on work it may not see).
+    def dependencies(self, workload: Workload) -> DependenciesRead:
+        """``workload``'s dependencies, each read now from the committed rows of its tenant
+        and application (the caller's scope does not apply: a worker may depend on work it
+        may not see); what a claim on this reading holds (:class:`DependenciesRead`).
         """
-        return first_unmet(workload, partial(dependency_state, self.db.get_row, workload))
+        return read_dependencies(workload, partial(dependency_row, self.db.get_row, workload))
 
     def results_ahead(self, result_ids: Iterable[object]) -> dict[str, list[StoredRow]]:
         """The workloads carrying each of ``result_ids`` (at most a batch's), read in one
@@ -209,12 +210,15 @@ class UnitOfWork:
         if isinstance(outcome, StorageConflict):
             raise outcome
 
-    def commit(self, loaded: LoadedWorkload, operation: Operation) -> None:
+    def commit(
+        self, loaded: LoadedWorkload, operation: Operation, held: Sequence[Precondition] = ()
+    ) -> None:
         """Commit the decided workload of ``loaded``, guarded by the version it was read
-        at, remember it, and tell the observers.
+        at (and by ``held``, the rows its decision read besides), remember it, and tell
+        the observers.
         """
         workload = loaded.workload
-        plan = planned_commit(workload, MUTATED, loaded.version, operation.value)
+        plan = holding(planned_commit(workload, MUTATED, loaded.version, operation.value), held)
         self.write(plan)
         self.remember(plan, workload, loaded.version + 1)
         self.notify(operation, loaded, workload)
@@ -235,7 +239,8 @@ class UnitOfWork:
         :meth:`finish` its step. The workload is recalled unread when this unit committed
         it last; the answer stands only if its commit proves the recalled workload was
         current (the guard held). A lost guard, a refusal or an answer that commits nothing
-        is decided again on a fresh read.
+        is decided again on a fresh read; so, once, is a step whose other rows read (its
+        dependencies) changed before it committed.
         """
         recalled: list[str] = []
 
@@ -259,7 +264,7 @@ class UnitOfWork:
         try:
             return self.finish(step)
         except StorageConflict:
-            if not recalled:
+            if not recalled and not step.held:
                 raise
             self.recent.forget(recalled)
             return self.finish(decide(self.loader(scope)))
@@ -267,7 +272,7 @@ class UnitOfWork:
     def finish(self, step: Step[T]) -> T:
         """Commit ``step``'s change, if any; then raise its refusal or answer its answer."""
         if step.loaded is not None and step.operation is not None:
-            self.commit(step.loaded, step.operation)
+            self.commit(step.loaded, step.operation, step.held)
         if step.refusal is not None:
             raise step.refusal
         return step.answer  # type: ignore[return-value]  # a step without refusal answers

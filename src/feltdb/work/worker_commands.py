@@ -13,6 +13,7 @@ the same code. A deadline found passed is decided as the maintenance pass would 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from feltdb.errors import ErrorCode, WorkloadError
@@ -21,7 +22,6 @@ from feltdb.records.workload import (
     Workload,
     WorkloadCheckpoint,
     WorkloadClaim,
-    WorkloadDependency,
     WorkloadExecutionContext,
     WorkloadResult,
 )
@@ -30,6 +30,7 @@ from feltdb.work import inputs, lifecycle, operators, recovery
 from feltdb.work.batches import Completion, Heartbeat, Step
 from feltdb.work.changes import Operation
 from feltdb.work.deadlines import deadline_breach
+from feltdb.work.eligibility import DependenciesRead
 from feltdb.work.outcome import Outcome
 from feltdb.work.rows import LoadedWorkload
 from feltdb.work.safety import ensure_safe, ensure_safe_text
@@ -99,10 +100,11 @@ def claim(
     lease_ms: int,
     now: int,
     load: Load,
-    unmet: Callable[[Workload], WorkloadDependency | None],
+    dependencies: Callable[[Workload], DependenciesRead],
 ) -> Step[WorkloadClaim]:
     """Claim one ready workload by id (``worker``, ``held`` and ``lease_ms`` checked), but
-    not while ``unmet`` answers a dependency of it not yet in the state it requires.
+    not while ``dependencies`` reads one of its dependencies not yet in the state it
+    requires; the claim commits only while each dependency it read is still as read.
     """
     loaded = load(workload_id)
     timed_out = deadline_step(loaded, now)
@@ -121,10 +123,11 @@ def claim(
             ),
         )
     # Dependencies are read only for ready work: every other state is refused before them.
-    awaited = unmet(workload) if workload.state is WorkloadState.READY else None
-    return decided_step(
-        loaded, Operation.CLAIM, lifecycle.claim(workload, worker, held, now, lease_ms, awaited)
+    read = (
+        dependencies(workload) if workload.state is WorkloadState.READY else DependenciesRead(None)
     )
+    claimed = lifecycle.claim(workload, worker, held, now, lease_ms, read.awaited)
+    return replace(decided_step(loaded, Operation.CLAIM, claimed), held=read.held)
 
 
 def start(

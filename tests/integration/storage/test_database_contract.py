@@ -454,11 +454,6 @@ def test_a_missing_row_fails_an_expected_version_guard(db: Database) -> None:
     ("mutations", "preconditions", "refusal"),
     [
         (
-            [Mutation("work", "child", {})],
-            [Precondition("work", "parent", expected_version=1)],
-            "work/parent is guarded but not written",
-        ),
-        (
             [Mutation("work", "parent", {})],
             [
                 Precondition("work", "parent", expected_version=1),
@@ -477,13 +472,13 @@ def test_a_missing_row_fails_an_expected_version_guard(db: Database) -> None:
             "a deletion cannot require the row to be absent",
         ),
     ],
-    ids=["row-not-written", "guarded-twice", "absent-and-version", "absent-deletion"],
+    ids=["guarded-twice", "absent-and-version", "absent-deletion"],
 )
 def test_a_guard_that_its_write_cannot_check_is_refused_before_writing(
     db: Database, mutations: list[Mutation], preconditions: list[Precondition], refusal: str
 ) -> None:
-    # Every guard is checked by the statement that writes its row: one guard of a row the
-    # commit writes. Any other shape is a mistake of the caller's, refused up front.
+    # One guard a row, of a row that exists or not, never both: any other shape is a
+    # mistake of the caller's, refused up front.
     put(db, "parent")
     revision = db.current_revision()
     with pytest.raises(WorkloadError) as raised:
@@ -493,6 +488,36 @@ def test_a_guard_that_its_write_cannot_check_is_refused_before_writing(
     assert db.current_revision() == revision
     assert db.get_row("work", "child") is None
     assert db.get_row("work", "parent").version == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("guard", "holds"),
+    [
+        (Precondition("work", "parent", expected_version=1), True),
+        (Precondition("work", "parent", expected_version=2), False),
+        (Precondition("work", "nothing", require_absent=True), True),
+        (Precondition("work", "parent", require_absent=True), False),
+        (Precondition("work", "nothing", expected_version=1), False),
+    ],
+    ids=["at-version", "changed", "absent", "present", "missing"],
+)
+def test_a_guard_of_a_row_only_read_holds_the_commit_to_what_was_read(
+    db: Database, guard: Precondition, holds: bool
+) -> None:
+    # A decision that read another row (a dependency's state) commits only if that row is
+    # still as read: the guard is checked in the commit's transaction, before any write.
+    put(db, "parent")
+    revision = db.current_revision()
+    if holds:
+        db.commit("op", [Mutation("work", "child", {})], [guard])
+        assert db.get_row("work", "child") is not None
+        assert db.get_row("work", "parent").version == 1  # type: ignore[union-attr]
+        return
+    with pytest.raises(StorageConflict) as raised:
+        db.commit("op", [Mutation("work", "child", {})], [guard])
+    assert f"work/{guard.key}" in raised.value.message
+    assert db.get_row("work", "child") is None
+    assert db.current_revision() == revision
 
 
 def test_an_unguarded_precondition_is_no_guard(db: Database) -> None:
@@ -1723,13 +1748,15 @@ def test_an_empty_commit_many_answers_nothing_and_opens_no_transaction(
 def test_commit_many_refuses_a_batch_with_an_invalid_plan_before_writing(db: Database) -> None:
     put(db, "a")
     before = db.current_revision()
-    unwritten_guard = PlannedCommit(
-        "bad", [Mutation("work", "b", {})], [Precondition("work", "elsewhere", require_absent=True)]
+    guarded_twice = PlannedCommit(
+        "bad",
+        [Mutation("work", "b", {})],
+        [Precondition("work", "b", require_absent=True)] * 2,
     )
     with pytest.raises(WorkloadError) as raised:
-        db.commit_many([plan("fine", "n", absent=True), unwritten_guard])
+        db.commit_many([plan("fine", "n", absent=True), guarded_twice])
     assert raised.value.code == INVALID
-    assert raised.value.message.startswith("plan 1 of the batch: work/elsewhere is guarded")
+    assert raised.value.message.startswith("plan 1 of the batch: work/b is guarded twice")
     assert raised.value.details == {"plan": 1}
     with pytest.raises(WorkloadError) as too_many:
         db.commit_many([plan(f"p{n}", f"k{n}") for n in range(1025)])

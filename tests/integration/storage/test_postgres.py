@@ -1061,6 +1061,7 @@ PLANS: dict[str, str | tuple[str, ...]] = {
     "chain_head": "audit_chain_pkey",
     "chain_links_between": "audit_chain_pkey",
     "rows_after": "rows_pkey",
+    "row_version_held": "rows_pkey",
 }
 
 
@@ -1344,3 +1345,37 @@ def test_an_exhausted_pool_answers_a_storage_failure_and_works_again_once_freed(
         assert row is not None and row.version == 1
     finally:
         db.close()
+
+
+def test_a_row_only_read_is_held_until_the_commit_that_read_it_ends(
+    db: PostgresDatabase, url: str
+) -> None:
+    # A claim that read a dependency at version 1 must not commit beside a write of that
+    # dependency it never saw: the guard waits for the uncommitted write, then loses to it.
+    db.commit("seed", [Mutation("work", "parent", {"state": "DEAD_LETTER"})])
+    outcome: list[Any] = []
+
+    def claim() -> None:
+        try:
+            outcome.append(
+                db.commit(
+                    "claim",
+                    [Mutation("work", "child", {})],
+                    [Precondition("work", "parent", expected_version=1)],
+                )
+            )
+        except StorageConflict as conflict:
+            outcome.append(conflict)
+
+    with admin(url) as other:
+        other.execute("BEGIN")
+        other.execute("UPDATE rows SET version = 2 WHERE collection = 'work' AND key = 'parent'")
+        committing = threading.Thread(target=claim)
+        committing.start()
+        wait_for_lock_waiter(url)
+        other.execute("COMMIT")
+        committing.join(JOIN_TIMEOUT_S)
+    [answer] = outcome
+    assert isinstance(answer, StorageConflict), answer
+    assert answer.message == "work/parent: expected version 1, found version 2"
+    assert db.get_row("work", "child") is None

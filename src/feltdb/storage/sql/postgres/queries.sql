@@ -77,6 +77,13 @@ SELECT version
 FROM rows
 WHERE collection = %(collection)s AND key = %(key)s;
 
+-- name: row_version_held
+-- description: the version of a row a commit read and does not write, locked against writers until the commit ends (no row: no result)
+SELECT version
+FROM rows
+WHERE collection = %(collection)s AND key = %(key)s
+FOR SHARE;
+
 -- name: list_rows
 -- description: rows of a collection, each filter optional (NULL: any); sorted, not index-ordered
 SELECT collection, key, version, revision, document

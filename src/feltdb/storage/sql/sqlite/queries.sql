@@ -73,6 +73,12 @@ SELECT version
 FROM rows
 WHERE collection = :collection AND key = :key;
 
+-- name: row_version_held
+-- description: the version of a row a commit read and does not write (the write transaction holds every other writer off until it ends; no row: no result)
+SELECT version
+FROM rows
+WHERE collection = :collection AND key = :key;
+
 -- name: list_rows
 -- description: rows of a collection, each filter optional (NULL: any); sorted, not index-ordered
 SELECT collection, key, version, revision, document
