@@ -207,7 +207,8 @@ def test_list_pages_of_huge_records_stay_bounded(tmp_path: Path) -> None:
         lost=workloads - min(seen), **figures,
     )  # fmt: skip
     assert seen == {workloads}, "each reader reached every workload once"
-    assert largest < 6 * 1024 * 1024
+    # Summaries: a page reads at most 4 MiB of stored records, and answers a few KiB of them.
+    assert largest < 64 * 1024, largest
     assert figures["health_not_200"] == 0, figures
 
 
