@@ -131,3 +131,22 @@ def test_a_reader_of_an_environment_with_no_work_reads_nothing(store):
     narrowed = Scope("t", "app", environments=frozenset({"nowhere"}))
     assert store.page("t", "app", limit=1, scope=narrowed) == ([], None)
     assert (counting.application_rows, counting.environment_rows) == (0, 0)
+
+
+def test_a_reader_narrowed_both_ways_reads_the_fewer_ranges(store):
+    # Five definitions in every state are 70 ranges, past the merge's bound; the one
+    # environment's 14 are not: the list reads those, and keeps only the five definitions.
+    kinds = ["send", "bill", "ship", "refund", "audit"]
+    for n in range(100):
+        _admit(store, f"prod-{n}", "send", priority=5)
+    staged = [
+        _admit(store, f"stage-{n}", kinds[n % 5], created_at=10 + n, environment="staging")
+        for n in range(6)
+    ]
+    _admit(store, "stage-other", "other", environment="staging")
+    counting = _Counting(store.db)
+    store.db = counting
+    narrowed = Scope("t", "app", environments=frozenset({"staging"}), definitions=frozenset(kinds))
+    assert sorted(_pages(store, scope=narrowed)) == sorted(staged)
+    assert counting.application_rows == 0 and counting.definition_rows == 0
+    assert 0 < counting.environment_rows <= 2 * (len(staged) + 1)

@@ -9,7 +9,10 @@ a preview of its input; read one workload (``get``) for the rest.
 
 Each field is bounded by what it summarizes, and none is larger than the part of the
 stored record it comes from, so a page of summaries is never larger than the stored records
-it was read from (a page reads at most ``feltdb.work.listing.MAX_PAGE_CHARS`` of them).
+it was read from (a page reads at most ``feltdb.work.listing.MAX_PAGE_CHARS`` of them). A
+summary is a few KiB: ids of at most 256 characters, the preview, the last failure and the
+last event's evidence of at most 4,096 each; and the approval policy, whose list of
+approvers (at most 1,024 subjects, up to about 270 KiB) is the one part that can be larger.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ The contract every backend keeps, bit for bit:
   writer is still open.
 * :meth:`Database.commit` applies several mutations atomically, or none. Each
   :class:`Precondition` guards a row the commit writes and is checked by that write, or a
-  row it only read, checked (and, on PostgreSQL, locked against writers until the commit
-  ends) before anything is written, in the same transaction; if any fails, nothing is
+  row it only read, checked after the guarded writes (on PostgreSQL the row is held
+  against writers until the commit ends, and a row being written at that moment is not
+  waited for: the guard is lost), in the same transaction; if any fails, nothing is
   written and :class:`StorageConflict` (code ``WORKLOAD_CONFLICT``) is raised.
 * Every commit appends one :class:`CommittedTransaction` to the log, in the same
   transaction as its rows, so the log and the rows can never disagree, with the hash of
@@ -142,7 +143,8 @@ class StoredRow:
 class Precondition:
     """A guard of a row, checked inside the commit's transaction: by the commit's write of
     it, or, for a row the commit does not write (one its decision read), by reading it
-    first (held against other writers until the commit ends).
+    (held against other writers until the commit ends; lost, never waited for, while
+    another transaction writes it).
 
     ``require_absent``: the row must not exist (so the write creates it).
     ``expected_version``: the row must exist at exactly this version. Neither: no guard.

@@ -4,7 +4,8 @@ one plan of a batch.
 
 Each plan is written in one order on every backend: its guarded rows first, in the
 preconditions' order (each by the one statement that is its guard, so the conflict reported
-is the first failing precondition's), then its other rows, then its log entry. The row
+is the first failing precondition's), then the guards of rows it only read (each read, held
+against writers, never waited for), then its other rows, then its log entry. The row
 statements and the log entry compute the plan's revision themselves (SQLite: the greatest
 logged revision + 1, read before the entry is logged; PostgreSQL: the transaction's id
 times 1024 plus ``position``, the plan's place among the transaction's committed plans).
@@ -153,11 +154,14 @@ def write_plan(
         StorageConflict: a guard was lost; the rows written before it are not undone here.
     """
     versions: list[int | None] = [None] * len(prepared.writes)
-    for precondition in prepared.unwritten:
-        _held_unchanged(session, queries, precondition)
     for precondition, place in prepared.guards:
         write = {**prepared.writes[place], "position": position}
         versions[place] = _guarded_write(session, queries, precondition, write)
+    # After the plan's own guards, which may wait for a writer of their rows: one that
+    # waited while holding a row it only read could close a cycle of waits with that
+    # row's writer. These never wait (see _held_unchanged).
+    for precondition in prepared.unwritten:
+        _held_unchanged(session, queries, precondition)
     guarded = {place for _, place in prepared.guards}
     for place, params in enumerate(prepared.writes):
         if place in guarded:
@@ -200,8 +204,9 @@ def write_batch(
     position = 0
     for prepared in batch:
         # A plan's one guard, if it has only one, is its first statement: losing it writes
-        # nothing. A plan of more guards may lose one after writing: it has a savepoint.
-        undoable = len(prepared.guards) > 1
+        # nothing. A plan of more guards (of rows it writes, or only read, which are checked
+        # after its writes) may lose one after writing: it has a savepoint.
+        undoable = len(prepared.guards) + len(prepared.unwritten) > 1
         if undoable:
             session.execute(queries["savepoint"], {})
         try:
@@ -307,16 +312,32 @@ def _guarded_write(
 def _held_unchanged(session: Session, queries: Queries, precondition: Precondition) -> None:
     """Check the guard of a row the commit does not write, holding the row against other
     writers until the transaction ends (PostgreSQL's ``FOR SHARE``; SQLite's write
-    transaction holds off every writer already).
+    transaction holds off every writer already). A row another transaction is writing at
+    that moment is not waited for: the guard is lost, as it would be once that write
+    commits.
 
     Raises:
-        StorageConflict: the row is not as the guard requires.
+        StorageConflict: the row is not as the guard requires, or is being written.
     """
     key = {"collection": precondition.collection, "key": precondition.key}
-    found = session.execute(queries["row_version_held"], key).fetchall()
+    wanted = None if precondition.require_absent else precondition.expected_version
+    held = session.execute(queries["row_version_held"], key).fetchall()
+    if held:
+        if held[0][0] != wanted:
+            raise lost_guard(precondition, held[0][0])
+        return
+    # No row, or one skipped while another transaction writes it: the committed row
+    # says which.
+    found = session.execute(queries["row_version"], key).fetchall()
     version = found[0][0] if found else None
-    if version != (None if precondition.require_absent else precondition.expected_version):
-        raise lost_guard(precondition, version)
+    if version is None and wanted is None:
+        return
+    if version is not None and version == wanted:
+        raise StorageConflict(
+            f"{precondition.collection}/{precondition.key}: another transaction is writing it",
+            {**key, "expected_version": wanted, "found_version": version},
+        )
+    raise lost_guard(precondition, version)
 
 
 def _lost(session: Session, queries: Queries, precondition: Precondition) -> StorageConflict:

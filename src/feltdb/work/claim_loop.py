@@ -103,7 +103,9 @@ def claim_up_to(
         progressed = False
         for (loaded, operation, claim, plan), outcome in zip(choice.chosen, outcomes, strict=True):
             if isinstance(outcome, StorageConflict):
-                continue  # the rows are held while chosen: another writer cannot win
+                # Its row is held while chosen: only a dependency it read can have been
+                # written meanwhile, and the work is left for a later claim.
+                continue
             progressed = True
             unit.remember(plan, loaded.workload, loaded.version + 1)
             unit.notify(operation, loaded, loaded.workload)

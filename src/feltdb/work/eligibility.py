@@ -15,14 +15,15 @@ from typing import Final
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
 from feltdb.storage.base import Precondition, StoredRow
-from feltdb.work.states import WorkloadState
-from feltdb.work.transitions import can_transition
+from feltdb.work.scheduling import AWAITED_STATES
+from feltdb.work.states import TERMINAL_STATES, WorkloadState
 
-FINAL_STATES: Final = frozenset(
-    state for state in WorkloadState if not any(can_transition(state, to) for to in WorkloadState)
-)
-"""The states no transition leaves (succeeded, cancelled, rejected): a dependency met in one
-stays met."""
+GUARDED_STATES: Final = AWAITED_STATES - TERMINAL_STATES
+"""The states work rests in that a transition still leaves (a dead letter, until an operator
+retries it): a dependency met in one is guarded at the version read, which changes only as
+it leaves. One met in a terminal state stays met; one awaited in a state it passes through
+(running, say) is met when read, and not guarded: its every heartbeat would refuse the
+claim."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +33,9 @@ class DependenciesRead:
     awaited: WorkloadDependency | None
     """The first dependency not in the state it requires (``None``: every one is)."""
     held: tuple[Precondition, ...] = ()
-    """When every one is met: a guard of each dependency's row, at the version read, whose
-    state some transition may leave (a dead letter an operator retries), so that a claim
-    decided on this reading commits only while each is still as read."""
+    """When every one is met: a guard of each dependency's row met in one of
+    :data:`GUARDED_STATES` (a dead letter an operator may retry), at the version read, so that
+    a claim decided on this reading commits only while each is still as read."""
 
 
 def read_dependencies(
@@ -49,7 +50,7 @@ def read_dependencies(
         state = None if row is None else WorkloadState(row.document["state"])
         if row is None or state is not dependency.required_state:
             return DependenciesRead(dependency)
-        if state not in FINAL_STATES:
+        if state in GUARDED_STATES:
             held.append(
                 Precondition(DURABLE_WORK_COLLECTION, row.key, expected_version=row.version)
             )

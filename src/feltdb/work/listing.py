@@ -98,9 +98,9 @@ def page(
         definition = inputs.identifier(definition, "definition")
     shown = functools.partial(_shown, scope=scope, definition=definition)
     where = (tenant_id, application_id, listed)
+    states = 1 if listed is not None else len(WorkloadState)
     column, values = _ranges_read(scope, definition)
-    ranges = len(values) * (1 if listed is not None else len(WorkloadState))
-    if values and ranges <= MAX_RANGES_MERGED:
+    if values and len(values) * states <= MAX_RANGES_MERGED:
         rows = _merged_ranges(db, where, (column, sorted(values)), after)
     else:
         rows = _application_rows(db, where, after)
@@ -195,17 +195,21 @@ def _position(place: WorkloadPlace) -> Cursor:
 
 
 def _ranges_read(scope: Scope | None, definition: str | None) -> tuple[RangeColumn, frozenset[str]]:
-    """The definitions, or else the environments, a list may read alone (none: it reads the
-    whole application). A definition asked for, or a scope's definitions, narrow the most
-    (a definition is of one application); a scope of environments alone, next.
+    """The definitions or the environments a list may read alone, whichever are fewer
+    (none: it reads the whole application); ``_shown`` still keeps only the work of both.
     """
-    if definition is not None:
-        return "definition_id", frozenset({definition})
-    if scope is None:
+    definitions = frozenset({definition}) if definition is not None else frozenset()
+    if scope is not None and definition is None:
+        definitions = scope.definitions
+    environments = scope.environments if scope is not None else frozenset()
+    narrowed: list[tuple[RangeColumn, frozenset[str]]] = [
+        ("definition_id", definitions),
+        ("environment", environments),
+    ]
+    given = [(column, values) for column, values in narrowed if values]
+    if not given:
         return "definition_id", frozenset()
-    if scope.definitions:
-        return "definition_id", scope.definitions
-    return "environment", scope.environments
+    return min(given, key=lambda ranged: len(ranged[1]))
 
 
 def _shown(place: WorkloadPlace, *, scope: Scope | None, definition: str | None) -> bool:

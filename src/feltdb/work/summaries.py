@@ -15,8 +15,9 @@ from feltdb.work.events import APPROVAL_DEADLINE, last_effect
 
 def summary_of(workload: Workload) -> WorkloadSummary:
     """``workload`` as a list shows it."""
-    # Sorted keys, as the input's hash reads it; msgspec, not json: a list summarizes
-    # every workload it shows, and an input may be a megabyte.
+    # Sorted keys, as the input's hash reads them (numbers as msgspec writes them, which
+    # may differ from the canonical text); msgspec, not json: a list summarizes every
+    # workload it shows, and an input may be a megabyte.
     input_text = msgspec.json.encode(workload.input, order="sorted").decode()
     claim = workload.current_claim
     result = workload.result

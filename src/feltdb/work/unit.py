@@ -263,8 +263,8 @@ class UnitOfWork:
         assert step is not None  # decided, or decided again above
         try:
             return self.finish(step)
-        except StorageConflict:
-            if not recalled and not step.held:
+        except StorageConflict as conflict:
+            if not recalled and not _lost_a_held_row(conflict, step.held):
                 raise
             self.recent.forget(recalled)
             return self.finish(decide(self.loader(scope)))
@@ -312,4 +312,15 @@ def in_scope(workload: Workload, scope: Scope) -> bool:
     """Whether ``scope`` admits ``workload``."""
     return scope.admits(
         workload.tenant_id, workload.application_id, workload.environment, workload.definition_id
+    )
+
+
+def _lost_a_held_row(conflict: StorageConflict, held: Sequence[Precondition]) -> bool:
+    """Whether ``conflict`` is the loss of one of ``held``, a row the decision only read
+    (its own workload's guard lost is the race's answer: ``WORKLOAD_CONFLICT``).
+    """
+    details = conflict.details or {}
+    return any(
+        (guard.collection, guard.key) == (details.get("collection"), details.get("key"))
+        for guard in held
     )

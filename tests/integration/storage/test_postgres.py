@@ -325,6 +325,8 @@ def test_schema_9_reads_each_workloads_environment_from_its_document(
             connection.execute(QUERIES["record_migration"], {"version": migration.version})
         for collection, key, document in [
             ("system_durable_work", "w1", '{"environment": "prod", "state": "READY"}'),
+            # An escaped NUL anywhere in a document cannot be read as json text.
+            ("system_durable_work", "w0", '{"input": "a\\u0000b", "environment": "qa"}'),
             ("system_durable_work", "w2", '{"state": "READY"}'),
             ("other", "o1", '{"environment": "not-a-workload"}'),
         ]:
@@ -340,6 +342,7 @@ def test_schema_9_reads_each_workloads_environment_from_its_document(
         ).fetchall()
     assert backfilled == [
         ("other", "o1", None),
+        ("system_durable_work", "w0", "qa"),
         ("system_durable_work", "w1", "prod"),
         ("system_durable_work", "w2", None),
     ]
@@ -1347,11 +1350,12 @@ def test_an_exhausted_pool_answers_a_storage_failure_and_works_again_once_freed(
         db.close()
 
 
-def test_a_row_only_read_is_held_until_the_commit_that_read_it_ends(
+def test_a_row_only_read_that_is_being_written_loses_the_guard_without_waiting(
     db: PostgresDatabase, url: str
 ) -> None:
     # A claim that read a dependency at version 1 must not commit beside a write of that
-    # dependency it never saw: the guard waits for the uncommitted write, then loses to it.
+    # dependency it never saw; nor may it wait for that write while holding its own rows
+    # (a cycle of waits with the dependency's writer): it loses its guard at once.
     db.commit("seed", [Mutation("work", "parent", {"state": "DEAD_LETTER"})])
     outcome: list[Any] = []
 
@@ -1372,10 +1376,36 @@ def test_a_row_only_read_is_held_until_the_commit_that_read_it_ends(
         other.execute("UPDATE rows SET version = 2 WHERE collection = 'work' AND key = 'parent'")
         committing = threading.Thread(target=claim)
         committing.start()
-        wait_for_lock_waiter(url)
+        committing.join(JOIN_TIMEOUT_S)  # the writer has not committed: nothing may wait for it
+        assert not committing.is_alive(), "the read guard waited for the dependency's writer"
         other.execute("COMMIT")
-        committing.join(JOIN_TIMEOUT_S)
     [answer] = outcome
     assert isinstance(answer, StorageConflict), answer
-    assert answer.message == "work/parent: expected version 1, found version 2"
+    assert answer.message == "work/parent: another transaction is writing it"
     assert db.get_row("work", "child") is None
+
+
+def test_a_row_only_read_is_held_against_writers_until_the_commit_ends(
+    db: PostgresDatabase, url: str
+) -> None:
+    db.commit("seed", [Mutation("work", "parent", {"state": "DEAD_LETTER"})])
+    with admin(url) as reader:
+        reader.execute("BEGIN")
+        # What the read guard takes, as a commit that read the parent holds it meanwhile.
+        reader.execute(QUERIES["row_version_held"], {"collection": "work", "key": "parent"})
+        written: list[Any] = []
+        writer = threading.Thread(
+            target=lambda: written.append(
+                db.commit(
+                    "retry",
+                    [Mutation("work", "parent", {"state": "READY"})],
+                    [Precondition("work", "parent", expected_version=1)],
+                )
+            )
+        )
+        writer.start()
+        wait_for_lock_waiter(url)  # the dependency's writer waits for the reader to end
+        assert written == []
+        reader.execute("COMMIT")
+        writer.join(JOIN_TIMEOUT_S)
+    assert [commit.rows[0].version for commit in written] == [2]

@@ -78,11 +78,11 @@ FROM rows
 WHERE collection = %(collection)s AND key = %(key)s;
 
 -- name: row_version_held
--- description: the version of a row a commit read and does not write, locked against writers until the commit ends (no row: no result)
+-- description: the version of a row a commit read and does not write, locked against writers until the commit ends; a row being written is skipped, never waited for (no row, or a row being written: no result)
 SELECT version
 FROM rows
 WHERE collection = %(collection)s AND key = %(key)s
-FOR SHARE;
+FOR SHARE SKIP LOCKED;
 
 -- name: list_rows
 -- description: rows of a collection, each filter optional (NULL: any); sorted, not index-ordered

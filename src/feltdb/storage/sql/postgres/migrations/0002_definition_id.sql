@@ -7,10 +7,11 @@ ALTER TABLE rows ADD COLUMN definition_id text COLLATE "C";
 
 -- The index column is normally computed by the caller (feltdb.work.scheduling.row_index);
 -- for the rows already stored it is read, once, from the workload documents themselves.
--- document is text (see 0001): it is parsed as json, not jsonb, which would refuse a
--- "\u0000" anywhere in a document.
+-- document is text (see 0001), parsed as json: an escaped NUL ("\u0000") anywhere in it
+-- cannot be converted to text and would fail the whole migration, so each is read as
+-- "\u0001" (the same length, still JSON; no identifier holds either).
 UPDATE rows
-SET definition_id = document::json ->> 'definition_id'
+SET definition_id = replace(document, '\u0000', '\u0001')::json ->> 'definition_id'
 WHERE collection = 'system_durable_work';
 
 -- rows_by_state with the definition after the state: one definition's claimable work is

@@ -16,11 +16,13 @@
 
 ALTER TABLE rows ADD COLUMN claim_group text COLLATE "C";
 
--- document is text (see 0001): parsed as json, not jsonb, which would refuse a "\u0000".
+-- document is text (see 0001), parsed as json: an escaped NUL ("\u0000") anywhere in it
+-- cannot be converted to text and would fail the whole migration, so each is read as
+-- "\u0001" (the same length, still JSON; no identifier holds either).
 UPDATE rows
 SET claim_group = 'unsorted'
 WHERE collection = 'system_durable_work'
-  AND document::json ->> 'state' = 'READY';
+  AND replace(document, '\u0000', '\u0001')::json ->> 'state' = 'READY';
 
 CREATE INDEX rows_ready ON rows (
     collection, tenant_id, application_id, definition_id, claim_group,

@@ -7,10 +7,12 @@
 ALTER TABLE rows ADD COLUMN environment text COLLATE "C";
 
 -- The index column is normally computed by the caller (feltdb.work.scheduling.row_index);
--- for the rows already stored it is read, once, from the workload documents themselves
--- (as text parsed as json: see 0002).
+-- for the rows already stored it is read, once, from the workload documents themselves.
+-- document is text (see 0001), parsed as json: an escaped NUL ("\u0000") anywhere in it
+-- cannot be converted to text and would fail the whole migration, so each is read as
+-- "\u0001" (the same length, still JSON; no identifier holds either).
 UPDATE rows
-SET environment = document::json ->> 'environment'
+SET environment = replace(document, '\u0000', '\u0001')::json ->> 'environment'
 WHERE collection = 'system_durable_work';
 
 CREATE INDEX rows_by_environment ON rows (
