@@ -51,7 +51,7 @@ TOKEN = re.compile(r"fgt[0-9]+\.[A-Za-z0-9_-]{16,}")
 """Anything shaped like a feltdb token: the API returns none, so none may appear."""
 ACCESS_LINE = re.compile(r"(?m)(?:GET|POST) /v1/\S* \d{3} ")
 """A line of the server's access log."""
-DOCUMENT_FIELDS = frozenset({"input", "output", "state"})
+DOCUMENT_FIELDS = frozenset({"input", "input_preview", "output", "state"})
 """A path through one of these names is inside a document the API returns as given."""
 
 
