@@ -80,8 +80,21 @@ class AuditPage:
     next_after: int
 
 
-OPTIONAL_FIELDS = ("session_id", "retry_policy", "timeouts", "not_before", "approval")
-"""The submission fields whose ``None`` means "not given" (``CreateWorkload``'s default)."""
+OPTIONAL_FIELDS = (
+    "environment",
+    "definition_revision",
+    "trigger",
+    "capability_snapshot",
+    "idempotency_key",
+    "session_id",
+    "retry_policy",
+    "timeouts",
+    "not_before",
+    "approval",
+)
+"""The submission fields whose ``None`` means "not given": the submission's default
+(:data:`~feltdb.work.submission.SUBMISSION_DEFAULTS`, a new random idempotency key) or
+``CreateWorkload``'s."""
 
 
 def given_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,13 +146,13 @@ class WorkloadClient(Protocol):
     def admit(
         self,
         *,
-        environment: str,
         definition_id: str,
-        definition_revision: str,
-        trigger: str,
         input: Any,
-        capability_snapshot: Iterable[str],
-        idempotency_key: str,
+        idempotency_key: str | None = None,
+        environment: str | None = None,
+        definition_revision: str | None = None,
+        trigger: str | None = None,
+        capability_snapshot: Iterable[str] | None = None,
         session_id: str | None = None,
         connection_scopes: Iterable[str] = (),
         priority: int = 0,
@@ -149,8 +162,11 @@ class WorkloadClient(Protocol):
         not_before: int | None = None,
         approval: Jsonable | None = None,
     ) -> tuple[Workload, bool]:
-        """:meth:`submit`, the submission's fields given as keywords (those left ``None``
-        take :class:`~feltdb.work.models.CreateWorkload`'s defaults).
+        """:meth:`submit`, the submission's fields given as keywords: those left ``None``
+        take the submission's defaults (environment ``production``, definition revision
+        ``1``, trigger ``api``, no capabilities, a new random idempotency key: give one,
+        so that a retried call answers the workload the first one admitted) or
+        :class:`~feltdb.work.models.CreateWorkload`'s.
 
         Raises:
             WorkloadError: ``WORKLOAD_INVALID`` before anything is sent, for fields the
@@ -158,7 +174,8 @@ class WorkloadClient(Protocol):
         """
         given = {name: value for name, value in locals().items() if name != "self"}
         for name in ("capability_snapshot", "connection_scopes", "dependencies"):
-            given[name] = list(given[name])
+            if given[name] is not None:
+                given[name] = list(given[name])
         return self.submit(given_fields(given))
 
     def create(self, **fields: Any) -> Workload:

@@ -10,6 +10,7 @@ effect, in the authority.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_TEXT_CHARS
@@ -49,29 +50,53 @@ TRANSIENT_CODES = frozenset({ErrorCode.WORKLOAD_STORAGE_FAILURE, ErrorCode.WORKL
 concurrent commit (a maintenance pass, a heartbeat) won the race for the document."""
 
 
+Effect = Literal["none", "unknown"]
+"""What a failed attempt did outside feltdb: nothing, or perhaps something."""
+
+
 class Retryable(Exception):
     """Raise from a handler: this attempt failed, and another attempt may succeed.
 
     ``kind`` names the failure for the retry policy (``retry_on``); the default,
     ``transient_connection``, is one the default policy retries. The message is the error
-    the authority records (never include secrets: the authority refuses them).
+    the authority records (never include secrets: the authority refuses them). ``effect``
+    says what the attempt did outside feltdb; left out, it is ``none`` when the handler
+    had neither checkpointed nor called ``mark_side_effect``, and not said otherwise (an
+    operator is told it is unknown). ``effect="unknown"`` is decided as a lost worker is.
     """
 
-    def __init__(self, message: str = "", *, kind: str = DEFAULT_RETRYABLE_KIND) -> None:
+    def __init__(
+        self, message: str = "", *, kind: str = DEFAULT_RETRYABLE_KIND, effect: Effect | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
+        self.effect = _checked_effect(effect)
 
 
 class Permanent(Exception):
     """Raise from a handler: this work cannot succeed; do not try it again.
 
     ``kind`` names the failure (default ``permanent``); unless the workload's retry policy
-    lists that kind, the work is dead-lettered for an operator.
+    lists that kind, the work is dead-lettered for an operator. ``effect`` as for
+    :class:`Retryable`.
     """
 
-    def __init__(self, message: str = "", *, kind: str = DEFAULT_PERMANENT_KIND) -> None:
+    def __init__(
+        self, message: str = "", *, kind: str = DEFAULT_PERMANENT_KIND, effect: Effect | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
+        self.effect = _checked_effect(effect)
+
+
+def _checked_effect(effect: str | None) -> Effect | None:
+    if effect == "none":
+        return "none"
+    if effect == "unknown":
+        return "unknown"
+    if effect is None:
+        return None
+    raise ValueError(f"effect: 'none' or 'unknown', not {effect!r}")
 
 
 class LeaseLost(Exception):
@@ -117,13 +142,15 @@ def error_text(error: BaseException) -> str:
 def failure_report(error: BaseException, *, progressed: bool) -> FailureReport:
     """The report for a handler that raised ``error``.
 
-    ``Retryable``/``Permanent`` report their kind, and the effect is left to the authority
-    (the author said what happened). Any other exception is a ``worker_failure`` whose
-    effect is ``none`` when the handler had not yet committed a checkpoint or marked a side
-    effect (``progressed`` false), else ``unknown``.
+    ``Retryable``/``Permanent`` report their kind and the effect they name; naming none,
+    ``none`` when the handler had not yet committed a checkpoint or marked a side effect
+    (``progressed`` false), else nothing (the kind decides the retry; an operator is told
+    the effect is unknown). Any other exception is a ``worker_failure`` whose effect is
+    ``none`` before progress, else ``unknown``.
     """
     if isinstance(error, Retryable | Permanent):
-        return FailureReport(error.kind, error_text(error), None)
+        effect = error.effect if error.effect is not None or progressed else "none"
+        return FailureReport(error.kind, error_text(error), effect)
     return FailureReport(UNEXPECTED_KIND, error_text(error), "unknown" if progressed else "none")
 
 

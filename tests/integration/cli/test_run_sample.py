@@ -126,3 +126,31 @@ def test_one_ctrl_c_during_a_submission_stops_the_script_its_worker_and_its_serv
     assert status == 130, said
     assert "stopping the worker..." in said and "stopping the server..." in said, said
     assert left == {}  # the submission finished, nothing is left behind
+
+
+def test_a_busy_port_stops_the_script_before_it_starts_anything(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "run-sample", tmp_path / "scripts" / "run-sample")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "BIN": str(Path(sys.executable).parent),
+            "FELTDB_PORT": str(port),
+        }
+        ran = subprocess.run(
+            ["/bin/bash", "scripts/run-sample"], cwd=tmp_path, env=env,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert ran.returncode == 1, ran
+    assert f"cannot listen on 127.0.0.1:{port}" in ran.stderr
+    assert f"FELTDB_PORT={port + 1} make run" in ran.stderr
+    assert "feltdb is running" not in ran.stdout
+    assert not (tmp_path / "feltdb.sqlite3").exists()  # no server was started
+    assert running_in(tmp_path) == {}

@@ -208,6 +208,21 @@ def test_a_submission_without_a_grant_is_refused(tmp_path: Path):
         assert store.list("t", "app") == []
 
 
+def test_a_local_submission_takes_the_same_defaults(tmp_path: Path):
+    from feltdb.work.submission import SUBMISSION_DEFAULTS
+
+    with WorkloadStore.open(tmp_path / "w.db") as store:
+        local = LocalClient(store, Scope("t", "app"), REQUESTER, grant=GRANT)
+        workload, created = local.admit(definition_id="send", input={"n": 1})
+        assert created
+        assert {name: getattr(workload, name) for name in SUBMISSION_DEFAULTS} == {
+            **SUBMISSION_DEFAULTS,
+            "capability_snapshot": frozenset(),
+        }
+        again, _ = local.admit(definition_id="send", input={"n": 1})
+        assert again.workload_id != workload.workload_id  # a new random key each time
+
+
 # ------------------------------------------------------------------ pages and maintenance
 
 

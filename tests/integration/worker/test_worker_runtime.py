@@ -306,7 +306,8 @@ def test_retryable_reports_its_kind_and_the_policy_retries_it(store: WorkloadSto
     event = failed_event(w)
     assert event.actor == WORKER
     assert event.evidence["failure_kind"] == "rate_limited"
-    assert "effect" not in event.evidence  # the author named the failure: policy decides
+    # The author named the failure, before doing anything: the policy decides on the kind.
+    assert event.evidence["effect"] == "none"
     assert w.last_failure == "rate_limited: 429 from the provider"
     assert w.execution_history[-1].evidence == {"decision": "retry"}
 
@@ -746,7 +747,7 @@ def test_a_lost_failure_answer_is_resent_and_recorded_once(
 
     worker.drain()
 
-    assert sent == [("transient_connection", "busy", None)] * 2
+    assert sent == [("transient_connection", "busy", "none")] * 2
     w = store.get(workload_id)
     assert states(w).count(WorkloadState.FAILED) == 1
     assert w.state is WorkloadState.READY
@@ -912,3 +913,28 @@ def test_a_completion_refused_in_the_shutdown_s_last_batch_is_still_decided(
     assert failed_event(w).evidence["failure_kind"] == "invalid_output"
     assert w.result is None
     wait_for(lambda: not worker._active, "every attempt ended")
+
+
+@pytest.mark.parametrize(
+    ("marked", "said", "shown"),
+    [(False, None, "none"), (True, None, "unknown"), (True, "none", "none")],
+    ids=["before-any-effect", "after-a-marked-effect", "said-by-the-handler"],
+)
+def test_a_deliberate_failure_tells_its_effect_truly(
+    store: WorkloadStore, marked: bool, said: str | None, shown: str
+) -> None:
+    # Issue 25: every Permanent once showed "effect unknown: it may have acted" on the
+    # dead letters, also when raised before the handler did anything.
+    workload_id = admit(store, "k1", retry_policy=WorkloadRetryPolicy(max_attempts=1))
+    worker = make_worker(store)
+
+    @worker.handler("send")
+    def send(ctx: Context) -> Any:
+        if marked:
+            ctx.mark_side_effect()
+        raise Permanent("amount must be positive", effect=said)  # type: ignore[arg-type]
+
+    assert worker.drain() == 1
+    assert store.get(workload_id).state is WorkloadState.DEAD_LETTER
+    page, _ = store.page("t", "app", state=WorkloadState.DEAD_LETTER)
+    assert [(s.workload_id, s.last_effect) for s in page] == [(workload_id, shown)]

@@ -57,22 +57,39 @@ def test_error_text_carries_no_traceback() -> None:
 # --------------------------------------------------------------------------- failure report
 
 
-def test_retryable_reports_its_kind_and_leaves_the_effect_to_the_authority() -> None:
+def test_retryable_reports_its_kind_and_no_effect_before_progress() -> None:
     assert failure_report(Retryable("slow down", kind="rate_limited"), progressed=True) == (
         FailureReport("rate_limited", "slow down", None)
     )
     assert failure_report(Retryable("reset"), progressed=False) == FailureReport(
-        "transient_connection", "reset", None
+        "transient_connection", "reset", "none"
     )
 
 
-def test_permanent_reports_its_kind() -> None:
-    assert failure_report(Permanent("no such user"), progressed=False) == FailureReport(
-        "permanent", "no such user", None
+def test_permanent_reports_its_kind_and_no_effect_before_progress() -> None:
+    # A deliberate refusal before anything was done (issue 25: it once showed "effect
+    # unknown: it may have acted" on every dead letter).
+    assert failure_report(Permanent("amount must be positive"), progressed=False) == (
+        FailureReport("permanent", "amount must be positive", "none")
     )
     assert failure_report(Permanent("gone", kind="not_found"), progressed=True) == (
         FailureReport("not_found", "gone", None)
     )
+
+
+@pytest.mark.parametrize("error_type", [Retryable, Permanent])
+@pytest.mark.parametrize("progressed", [False, True])
+@pytest.mark.parametrize("effect", ["none", "unknown"])
+def test_a_handler_may_say_the_effect_itself(
+    error_type: type[Retryable] | type[Permanent], progressed: bool, effect: str
+) -> None:
+    error = error_type("said", effect=effect)  # type: ignore[arg-type]
+    assert failure_report(error, progressed=progressed).effect == effect
+
+
+def test_an_effect_is_none_or_unknown() -> None:
+    with pytest.raises(ValueError, match="'none' or 'unknown'"):
+        Permanent("x", effect="maybe")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("progressed", "effect"), [(False, "none"), (True, "unknown")])

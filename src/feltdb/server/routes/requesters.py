@@ -6,10 +6,11 @@ operation's OpenAPI description; each route's ``summary`` says what it does.
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Header
 from fastapi.responses import JSONResponse
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_ID_CHARS
 from feltdb.records.workload import Workload
 from feltdb.server.batches import answered
 from feltdb.server.bodies import (
@@ -66,6 +67,32 @@ def submitted_fields(body: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=MAX_ID_CHARS,
+        description="The idempotency key, if the body does not name one (the same if both do)",
+    ),
+]
+
+
+def keyed(body: dict[str, Any], key: str) -> dict[str, Any]:
+    """``body`` with the ``Idempotency-Key`` header's ``key``: the body's own key, if it
+    names one, must be the same.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming ``idempotency_key`` when the two differ.
+    """
+    named = body.get("idempotency_key")
+    if named is not None and named != key:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_INVALID,
+            "idempotency_key: the body and the Idempotency-Key header name different keys",
+            {"fields": ["idempotency_key"]},
+        )
+    return {**body, "idempotency_key": key}
+
 @router.post(
     "/workloads",
     status_code=201,
@@ -77,12 +104,19 @@ def submitted_fields(body: dict[str, Any]) -> dict[str, Any]:
     openapi_extra=SUBMIT_BODY,
 )
 def submit(  # noqa: D103
-    caller: Auth, acting: Acting, state: State, body: Annotated[dict[str, Any], Body()]
+    caller: Auth,
+    acting: Acting,
+    state: State,
+    body: Annotated[dict[str, Any], Body()],
+    key: IdempotencyKeyHeader = None,
 ) -> JSONResponse:
     acting.as_requester()
+    if key is not None and isinstance(body, dict):
+        body = keyed(body, key)
     # The store refuses a request whose grant does not cover the new workload's URI.
     workload, created = state.store.admit(admission(caller, state, state.clock(), body))
     return JSONResponse(disclosed(workload), status_code=201 if created else 200)
+
 
 
 def admission(caller: Caller, state: ServerState, now: int, body: Any) -> CreateWorkload:
