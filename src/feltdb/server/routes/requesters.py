@@ -93,6 +93,7 @@ def keyed(body: dict[str, Any], key: str) -> dict[str, Any]:
         )
     return {**body, "idempotency_key": key}
 
+
 @router.post(
     "/workloads",
     status_code=201,
@@ -116,7 +117,6 @@ def submit(  # noqa: D103
     # The store refuses a request whose grant does not cover the new workload's URI.
     workload, created = state.store.admit(admission(caller, state, state.clock(), body))
     return JSONResponse(disclosed(workload), status_code=201 if created else 200)
-
 
 
 def admission(caller: Caller, state: ServerState, now: int, body: Any) -> CreateWorkload:
