@@ -240,6 +240,14 @@ def test_the_library_snippet_runs(tmp_path: Path):
         assert len(store.list("acme", "billing")) == 1
 
 
+@runs("dependencies")
+def test_the_dependencies_example_shows_the_waiting_work(tmp_path: Path):
+    out = bash(blocks()["dependencies"], tmp_path)
+    lines = out.strip().splitlines()
+    assert sorted(lines[-2:]) == ["extract false", "load true"], out  # one second: any order
+    assert lines[0].startswith("submitted workload_") and "READY" in lines[0]
+
+
 @runs("serve")
 def test_both_serve_lines_serve(tmp_path: Path, serving: Callable[..., Serving], pg_databases: Any):
     first, second = [line.split("  #")[0].strip() for line in blocks()["serve"].splitlines()]

@@ -18,7 +18,12 @@ from rich.text import Text
 
 if TYPE_CHECKING:  # what is rendered arrives with the command that runs: not for --help
     from feltdb.records.summary import WorkloadSummary
-    from feltdb.records.workload import Workload, WorkloadApproval, WorkloadEvent
+    from feltdb.records.workload import (
+        Workload,
+        WorkloadApproval,
+        WorkloadDependency,
+        WorkloadEvent,
+    )
     from feltdb.storage import CommittedTransaction
     from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.states import WorkloadState
@@ -131,7 +136,10 @@ def workload_table(
     for w in workloads:
         count += 1
         definition = f"{w.definition_id}@{w.definition_revision}"
-        row: list[str | Text] = [w.workload_id, definition, state_text(w.state)]
+        state = state_text(w.state)
+        if w.waits_for is not None:
+            state.append(" (waiting)")
+        row: list[str | Text] = [w.workload_id, definition, state]
         if roomy:
             row += [str(w.priority), str(w.attempt_count)]
         if wide:
@@ -195,9 +203,14 @@ FINAL_STATES = frozenset(
 """States after which no attempt is next (an operator's retry aside)."""
 
 
-def waits_for(w: Workload, now: float) -> str | None:
+DependencyStates = Mapping[str, "WorkloadState | None"]
+"""Each dependency's state as the reader sees it (``None``: not visible to the reader)."""
+
+
+def waits_for(w: Workload, now: float, seen: DependencyStates | None = None) -> str | None:
     """What READY or held-for-approval work waits for before a worker may take it, or
-    ``None`` for work in any other state.
+    ``None`` for work in any other state. With ``seen``, a dependency seen in the state it
+    requires is met, and not named.
     """
     if w.state not in (WorkloadState.READY, WorkloadState.AWAITING_APPROVAL):
         return None
@@ -207,7 +220,8 @@ def waits_for(w: Workload, now: float) -> str | None:
     if w.next_attempt_at is not None and w.next_attempt_at > now:
         reasons.append(f"its time: not before {when_from(w.next_attempt_at, now)}")
     for dependency in w.dependencies:
-        reasons.append(f"{dependency.workload_id} to be {dependency.required_state.value}")
+        if seen is None or seen.get(dependency.workload_id) is not dependency.required_state:
+            reasons.append(f"{dependency.workload_id} to be {dependency.required_state.value}")
     if w.capability_snapshot:
         needs = ", ".join(sorted(w.capability_snapshot))
         reasons.append(f"a worker of definition {w.definition_id!r} holding {needs}")
@@ -235,15 +249,18 @@ def why_it_ended(w: Workload | WorkloadSummary) -> str | None:
     return None
 
 
-def show_workload(console: Console, w: Workload, now: float | None = None) -> None:
-    """Everything an operator asks about one workload: its header, what it waits for,
-    attempts, checkpoints, result, approval, and the timeline of its history.
+def show_workload(
+    console: Console, w: Workload, now: float | None = None, seen: DependencyStates | None = None
+) -> None:
+    """Everything an operator asks about one workload: its header, what it waits for (each
+    dependency as ``seen``, when given), attempts, checkpoints, result, approval, and the
+    timeline of its history.
     """
     at = now if now is not None else time.time()
     header = Table.grid(padding=(0, 2))
     header.add_column(style="bold")
     header.add_column()
-    for name, value in _header_rows(w, at):
+    for name, value in _header_rows(w, at, seen):
         header.add_row(name, value)
     parts: list[Any] = [header]
     if w.attempts:
@@ -264,7 +281,9 @@ def show_workload(console: Console, w: Workload, now: float | None = None) -> No
     console.print(Panel(Group(*parts), title=w.workload_id, title_align="left", expand=False))
 
 
-def _header_rows(w: Workload, at: float) -> list[tuple[str, Text | str]]:
+def _header_rows(
+    w: Workload, at: float, seen: DependencyStates | None = None
+) -> list[tuple[str, Text | str]]:
     """The name and value of each line of a workload's header."""
     rows: list[tuple[str, Text | str]] = [
         ("state", state_text(w.state)),
@@ -290,13 +309,8 @@ def _header_rows(w: Workload, at: float) -> list[tuple[str, Text | str]]:
     if w.next_attempt_at is not None and w.state not in FINAL_STATES:
         rows.insert(-3, ("next attempt at", when_from(w.next_attempt_at, at)))
     if w.dependencies:
-        rows.append(
-            (
-                "depends on",
-                ", ".join(f"{d.workload_id} ({d.required_state.value})" for d in w.dependencies),
-            )
-        )
-    waiting = waits_for(w, at)
+        rows.append(("depends on", ", ".join(_dependency(d, seen) for d in w.dependencies)))
+    waiting = waits_for(w, at, seen)
     if waiting is not None:
         rows.append(("waits for", waiting))
     ended = why_it_ended(w)
@@ -308,6 +322,21 @@ def _header_rows(w: Workload, at: float) -> list[tuple[str, Text | str]]:
         claim = w.current_claim
         rows.append(("held by", f"{claim.worker_id} until {when_from(claim.expires_at, at)}"))
     return rows
+
+
+def _dependency(dependency: WorkloadDependency, seen: DependencyStates | None) -> str:
+    """A dependency, with what is seen of it: met, its state now, or not visible."""
+    wanted = dependency.required_state.value
+    if seen is None:
+        return f"{dependency.workload_id} ({wanted})"
+    if dependency.workload_id not in seen:
+        return f"{dependency.workload_id} ({wanted}; not read)"
+    state = seen[dependency.workload_id]
+    if state is None:
+        return f"{dependency.workload_id} ({wanted}; not visible to you)"
+    if state is dependency.required_state:
+        return f"{dependency.workload_id} ({wanted}: met)"
+    return f"{dependency.workload_id} ({wanted}; now {state.value})"
 
 
 def _attempts(w: Workload) -> Table:

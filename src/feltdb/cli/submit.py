@@ -48,6 +48,15 @@ CapabilityOption = Annotated[
     list[str] | None,
     typer.Option(help="A capability a worker must hold to run it (repeatable)."),
 ]
+AfterOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--after",
+        metavar="ID[:STATE]",
+        help="Run only once workload ID is in STATE (default SUCCEEDED); repeatable.",
+        show_default=False,
+    ),
+]
 EnvironmentOption = Annotated[str, typer.Option(help="The environment it runs in.")]
 RevisionOption = Annotated[str, typer.Option(help="The definition's revision.")]
 TriggerOption = Annotated[str, typer.Option(help="What caused the submission.")]
@@ -105,6 +114,7 @@ def submit(
     priority: PriorityOption = 0,
     not_before: NotBeforeOption = None,
     capability: CapabilityOption = None,
+    after: AfterOption = None,
     environment: EnvironmentOption = "production",
     revision: RevisionOption = "1",
     trigger: TriggerOption = "cli",
@@ -141,6 +151,7 @@ def submit(
         "input": parse_input(input),
         "idempotency_key": key if key is not None else str(uuid.uuid4()),
         "capability_snapshot": capability or [],
+        "dependencies": [parse_dependency(text) for text in after or []],
         "priority": priority,
         "not_before": parse_not_before(not_before, int(time.time())) if not_before else None,
         "retry_policy": _given(
@@ -195,3 +206,23 @@ def _approval(
     if kinds:
         policy["approver_kinds"] = kinds
     return policy
+
+
+def parse_dependency(text: str) -> dict[str, str]:
+    """``ID`` or ``ID:STATE`` (a state's name, any case) as a dependency's fields.
+
+    Raises:
+        typer.BadParameter: an empty id, or a state that is not one (exit 2).
+    """
+    from feltdb.work.states import WorkloadState
+
+    workload_id, _, state = text.partition(":")
+    if not workload_id:
+        raise typer.BadParameter(f"{text!r}: ID[:STATE], the id first", param_hint="--after")
+    if not state:
+        return {"workload_id": workload_id, "required_state": WorkloadState.SUCCEEDED.value}
+    named = state.upper()
+    if named not in WorkloadState.__members__:
+        states = ", ".join(s.value for s in WorkloadState)
+        raise typer.BadParameter(f"{state!r} is not a state: one of {states}", param_hint="--after")
+    return {"workload_id": workload_id, "required_state": named}

@@ -21,6 +21,7 @@ from feltdb.work.states import ApprovalOutcome, WorkloadState
 
 if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --help
     from feltdb.client.protocol import Page, WorkloadClient
+    from feltdb.records.workload import Workload
 
 work_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the commands on work; the root adds it without a name (top-level commands)."""
@@ -139,12 +140,36 @@ def show(workload_id: IdArgument, json_output: JsonOption = False, *, target: Ta
     """
     with connected(target, needs=(READ,)) as client:
         workload = client.get(workload_id)
+        seen = None if json_output else dependency_states(client, workload)
     if json_output:
         from feltdb.work.disclosure import disclosed
 
         print_json(disclosed(workload))
     else:
-        show_workload(stdout_console(), workload)
+        show_workload(stdout_console(), workload, seen=seen)
+
+
+MAX_DEPENDENCIES_SHOWN = 20
+"""The most dependencies ``show`` reads the state of (one request each)."""
+
+
+def dependency_states(
+    client: WorkloadClient, workload: Workload
+) -> dict[str, WorkloadState | None]:
+    """The state of each of ``workload``'s first :data:`MAX_DEPENDENCIES_SHOWN`
+    dependencies, as ``client`` may read it (``None``: not visible to it).
+    """
+    from feltdb.errors import ErrorCode, WorkloadError
+
+    states: dict[str, WorkloadState | None] = {}
+    for dependency in workload.dependencies[:MAX_DEPENDENCIES_SHOWN]:
+        try:
+            states[dependency.workload_id] = client.get(dependency.workload_id).state
+        except WorkloadError as error:
+            if error.code != ErrorCode.WORKLOAD_NOT_FOUND:
+                raise
+            states[dependency.workload_id] = None
+    return states
 
 
 def _decide(

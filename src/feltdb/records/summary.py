@@ -22,7 +22,7 @@ from typing import Final
 from feltdb.auth.subjects import Subject
 from feltdb.fields import Count, Instant, Priority
 from feltdb.records.base import Record
-from feltdb.records.workload import WorkloadApproval, WorkloadEvent
+from feltdb.records.workload import WorkloadApproval, WorkloadDependency, WorkloadEvent
 from feltdb.work.states import WorkloadState
 
 INPUT_PREVIEW_CHARS: Final = 500
@@ -64,6 +64,9 @@ class WorkloadSummary(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     input_preview: str
     """The input's canonical JSON, cut to :data:`INPUT_PREVIEW_CHARS` characters."""
     dependency_count: Count
+    waits_for: WorkloadDependency | None = None
+    """Of ``READY`` work, the first dependency not yet in the state it requires: no worker
+    takes it until it is (``None``: none, or not ``READY``)."""
     checkpoint_count: Count
     result_id: str | None
     approval: WorkloadApproval | None

@@ -155,7 +155,8 @@ class CandidateChoice:
 
     def _dependencies(self, workload: Workload, read: RowReader) -> DependenciesRead:
         """``workload``'s dependencies, read in this transaction (each row once a search)."""
-        return read_dependencies(workload, functools.partial(self._dependency_row, read, workload))
+        row_of = functools.partial(self._dependency_row, read, workload)
+        return read_dependencies(workload.dependencies, row_of)
 
     def _dependency_row(
         self, read: RowReader, dependent: Workload, workload_id: str

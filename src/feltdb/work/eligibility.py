@@ -8,7 +8,7 @@ capabilities): a worker told "not yet" learns when, or what for, to ask again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -39,13 +39,13 @@ class DependenciesRead:
 
 
 def read_dependencies(
-    workload: Workload, row_of: Callable[[str], StoredRow | None]
+    dependencies: Sequence[WorkloadDependency], row_of: Callable[[str], StoredRow | None]
 ) -> DependenciesRead:
-    """``workload``'s dependencies as ``row_of`` reads each one's committed row (``None``:
+    """A workload's ``dependencies`` as ``row_of`` reads each one's committed row (``None``:
     no such workload of its application, a dependency never met).
     """
     held: list[Precondition] = []
-    for dependency in workload.dependencies:
+    for dependency in dependencies:
         row = row_of(dependency.workload_id)
         state = None if row is None else WorkloadState(row.document["state"])
         if row is None or state is not dependency.required_state:

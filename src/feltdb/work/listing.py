@@ -10,16 +10,19 @@ import heapq
 from collections.abc import Callable, Iterator
 from typing import Final
 
+import msgspec
+
 from feltdb.auth.scope import Scope
 from feltdb.records.codec import WorkloadPlace, stored_place, stored_workload_text
 from feltdb.records.summary import WorkloadSummary
-from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload, WorkloadDependency
 from feltdb.storage.base import Database, StoredRow
 from feltdb.storage.definition_pages import RangeColumn
 from feltdb.work import inputs
 from feltdb.work.cursors import cursor_of
+from feltdb.work.eligibility import read_dependencies
 from feltdb.work.inputs import Cursor
-from feltdb.work.rows import workload_of
+from feltdb.work.rows import dependency_row, workload_of
 from feltdb.work.states import WorkloadState
 from feltdb.work.summaries import summary_of
 
@@ -30,6 +33,9 @@ at once."""
 MAX_RANGES_MERGED: Final = 64
 """The most index ranges (a definition's or an environment's work in one state) a list
 merges: a reader constrained to more than that reads the application's rows instead."""
+
+MAX_DEPENDENCIES_READ: Final = 1024
+"""The most dependencies a page reads (one statement) to tell what its ready work waits for."""
 
 MAX_PAGE_CHARS: Final = 4 * 1024 * 1024
 """The most stored JSON (in characters) the workloads of one page may hold, past its first:
@@ -104,7 +110,7 @@ def page(
         rows = _merged_ranges(db, where, (column, sorted(values)), after)
     else:
         rows = _application_rows(db, where, after)
-    return _read_page(rows, limit, shown)
+    return _read_page(db, rows, limit, shown)
 
 
 Placed = tuple[StoredRow, str, WorkloadPlace]
@@ -117,21 +123,56 @@ def _placed(row: StoredRow) -> Placed:
 
 
 def _read_page(
-    rows: Iterator[Placed], limit: int, shown: Callable[[WorkloadPlace], bool]
+    db: Database, rows: Iterator[Placed], limit: int, shown: Callable[[WorkloadPlace], bool]
 ) -> SummaryPage:
     """:func:`page`'s choosing: of ``rows``, in the list's order, those ``shown`` keeps, up
     to ``limit`` and the page's size bound; and the cursor of the next page.
     """
     found: list[WorkloadSummary] = []
+    depending: dict[int, list[WorkloadDependency]] = {}
     held = 0
+    following: Cursor | None = None
     for row, text, place in rows:
         if not shown(place):
             continue
         if len(found) == limit or (found and held + len(text) > MAX_PAGE_CHARS):
-            return found, cursor_of(found[-1])
-        found.append(summary_of(workload_of(row)))
+            following = cursor_of(found[-1])
+            break
+        workload = workload_of(row)
+        if workload.dependencies and workload.state is WorkloadState.READY:
+            depending[len(found)] = workload.dependencies
+        found.append(summary_of(workload))
         held += len(text)
-    return found, None
+    return _with_waits(db, found, depending), following
+
+
+def _with_waits(
+    db: Database, found: list[WorkloadSummary], depending: dict[int, list[WorkloadDependency]]
+) -> list[WorkloadSummary]:
+    """``found``, each ready workload of ``depending`` (by its place) telling the first
+    dependency it waits for, read in one statement of at most
+    :data:`MAX_DEPENDENCIES_READ` rows (a workload whose dependencies are not all among
+    them tells none).
+    """
+    wanted: list[str] = []
+    for dependencies in depending.values():
+        wanted += [d.workload_id for d in dependencies if d.workload_id not in wanted]
+    rows = db.get_rows(DURABLE_WORK_COLLECTION, wanted[:MAX_DEPENDENCIES_READ]) if wanted else {}
+    read = set(wanted[:MAX_DEPENDENCIES_READ])
+    for place, dependencies in depending.items():
+        if any(d.workload_id not in read for d in dependencies):
+            continue
+        summary = found[place]
+        row_of = functools.partial(dependency_row, _reader(rows), summary)
+        awaited = read_dependencies(dependencies, row_of).awaited
+        if awaited is not None:
+            found[place] = msgspec.structs.replace(summary, waits_for=awaited)
+    return found
+
+
+def _reader(rows: dict[str, StoredRow]) -> Callable[[str, str], StoredRow | None]:
+    """The rows read, as a row reader of the workload collection."""
+    return lambda collection, key: rows.get(key)
 
 
 def _application_rows(

@@ -15,6 +15,7 @@ from typing import Any
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_RECORD_BYTES, MAX_SAFE_INTEGER, RECORD_HEADROOM_BYTES
 from feltdb.records.codec import stored_workload, stored_workload_text
+from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Mutation, PlannedCommit, Precondition, RowReader, StoredRow
 from feltdb.work.audit import audit_record
@@ -153,7 +154,9 @@ def stored_text_of(workload: Workload) -> str:
         ) from error
 
 
-def same_application(document: dict[str, Any], workload: Workload | CreateWorkload) -> bool:
+def same_application(
+    document: dict[str, Any], workload: Workload | CreateWorkload | WorkloadSummary
+) -> bool:
     """Whether a stored workload ``document`` is of ``workload``'s tenant and application."""
     return (
         document.get("tenant_id") == workload.tenant_id
@@ -170,7 +173,9 @@ def holding(plan: PlannedCommit, held: Sequence[Precondition]) -> PlannedCommit:
     return replace(plan, preconditions=[*plan.preconditions, *held])
 
 
-def dependency_row(read: RowReader, dependent: Workload, workload_id: str) -> StoredRow | None:
+def dependency_row(
+    read: RowReader, dependent: Workload | WorkloadSummary, workload_id: str
+) -> StoredRow | None:
     """The committed row of ``dependent``'s dependency ``workload_id``; ``None`` when no
     workload of ``dependent``'s tenant and application has that id (another tenant's work
     is never a dependency, so its existence can never be learnt through one).

@@ -164,7 +164,8 @@ class UnitOfWork:
         and application (the caller's scope does not apply: a worker may depend on work it
         may not see); what a claim on this reading holds (:class:`DependenciesRead`).
         """
-        return read_dependencies(workload, partial(dependency_row, self.db.get_row, workload))
+        row_of = partial(dependency_row, self.db.get_row, workload)
+        return read_dependencies(workload.dependencies, row_of)
 
     def results_ahead(self, result_ids: Iterable[object]) -> dict[str, list[StoredRow]]:
         """The workloads carrying each of ``result_ids`` (at most a batch's), read in one

@@ -538,3 +538,17 @@ def test_the_inbox_shows_the_start_of_a_long_input_and_where_to_read_it_whole(
     assert re.search(rf'first 500 of \d+ characters: <a href="/ui/workloads/{held}">', article)
     assert "refund line 0399" in whole  # the workload's own page shows all of it
     assert workload(server, app, held)["input_hash"] in article  # what is decided on
+
+
+def test_the_workloads_table_tells_ready_work_that_waits_for_another(server: Server, app: str):
+    with client(server, REQUESTER, app) as requester:
+        first, _ = requester.submit(submission("extract-1", "extract", {}))
+        second, _ = requester.submit(
+            submission("load-1", "load", {}, dependencies=[{"workload_id": first.workload_id}])
+        )
+    with session(server, app) as ada:
+        table = ada.get("/ui/workloads", params={"definition": "load"}).text
+    (row,) = re.findall(
+        rf'<tr>\s*<td><a href="/ui/workloads/{second.workload_id}">.*?</tr>', table, re.S
+    )
+    assert "waits for" in row and first.workload_id in row and "succeeded" in row
