@@ -172,11 +172,17 @@ class WorkerTestEnvironment:
         ]
         return min(waiting) if waiting else None
 
-    def get(self, workload_id: str) -> Workload:
-        """The committed workload."""
-        return self.store.get(workload_id)
+    def get(self, workload: str | Workload) -> Workload:
+        """The committed workload (named by its id, or by the workload :meth:`submit`
+        answered).
+        """
+        return self.store.get(_id_of(workload))
 
-    def states(self, workload_id: str) -> list[str]:
+    def states(self, workload: str | Workload) -> list[str]:
         """The states the workload went through, in order, from its committed history."""
-        history = self.store.get(workload_id).execution_history
+        history = self.store.get(_id_of(workload)).execution_history
         return [event.to.value for event in history]
+
+
+def _id_of(workload: str | Workload) -> str:
+    return workload if isinstance(workload, str) else workload.workload_id

@@ -68,7 +68,9 @@ def main() -> None:
         # Not standalone: click hands back its exceptions, to be said in one line here.
         code = app(standalone_mode=False, prog_name="feltdb")
     except WorkloadError as error:
-        typer.echo(f"error {error.code}: {error.message}", err=True)
+        from feltdb.cli.targets import refusal_line
+
+        typer.echo(refusal_line(error), err=True)
         raise SystemExit(1) from None
     except typer.Exit as done:
         raise SystemExit(done.exit_code) from None

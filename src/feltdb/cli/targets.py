@@ -171,6 +171,16 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def refusal_line(error: WorkloadError) -> str:
+    """The one line a refusal is said in: its code and message; a server that cannot be
+    reached is said as such (its code, a storage failure, would send an operator looking
+    at the wrong thing).
+    """
+    if error.details and error.details.get("unreachable"):
+        return f"error: {error.message}"
+    return f"error {error.code}: {error.message}"
+
+
 @contextmanager
 def refusals() -> Iterator[None]:
     """Turn the refusals an operator is expected to meet into exit 1 with the code on
@@ -179,7 +189,7 @@ def refusals() -> Iterator[None]:
     try:
         yield
     except WorkloadError as error:
-        typer.echo(f"error {error.code}: {error.message}", err=True)
+        typer.echo(refusal_line(error), err=True)
         raise typer.Exit(1) from None
     except OSError as error:
         where = f" {error.filename}" if error.filename else ""

@@ -149,6 +149,25 @@ def show(workload_id: IdArgument, json_output: JsonOption = False, *, target: Ta
         show_workload(stdout_console(), workload, seen=seen)
 
 
+def _reviewed(client: WorkloadClient, workload_id: str) -> Workload:
+    """The held work as read to review it; a grant that may not read it is told what
+    deciding needs (``workload:approve``), not only what the read lacked.
+    """
+    from feltdb.errors import ErrorCode, WorkloadError
+
+    try:
+        return client.get(workload_id)
+    except WorkloadError as error:
+        if error.code != ErrorCode.WORKLOAD_UNAUTHORIZED:
+            raise
+        raise WorkloadError(
+            error.code,
+            f"approving and rejecting need a grant holding {APPROVE!r} on the work (reading"
+            f" it to review was refused: {error.message})",
+            error.details,
+        ) from None
+
+
 MAX_DEPENDENCIES_SHOWN = 20
 """The most dependencies ``show`` reads the state of (one request each)."""
 
@@ -186,7 +205,7 @@ def _decide(
     with connected(target, needs=(APPROVE,), records=True, keyring=keyring) as client:
         # The decision binds to the input as read now: if it changed since, the authority
         # refuses (WORKLOAD_APPROVAL_STALE) rather than approve what nobody reviewed.
-        reviewed = client.get(workload_id)
+        reviewed = _reviewed(client, workload_id)
         decision, replayed = client.decide(workload_id, outcome, reason, reviewed.input_hash)
         state = client.get(workload_id).state
     note = " (already decided)" if replayed else ""

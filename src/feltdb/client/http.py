@@ -123,6 +123,14 @@ class Client(HttpAudit, HttpBatches, WorkloadClient):
                 params=params,
                 timeout=timeout if timeout is not None else self.timeout,
             )
+        except httpx.ConnectError as error:
+            # Nothing was sent: no server listens there, or none can be reached.
+            raise ClientError(
+                ErrorCode.WORKLOAD_STORAGE_FAILURE,
+                f"cannot reach the feltdb server at {self.url}: {error} (is `feltdb"
+                " serve` running there? the URL is --url or FELTDB_URL)",
+                {"url": where, "unreachable": True},
+            ) from error
         except httpx.TransportError as error:
             raise ClientError(
                 ErrorCode.WORKLOAD_STORAGE_FAILURE,

@@ -44,6 +44,14 @@ def test_a_handler_runs_through_the_real_runtime_and_its_history_is_committed() 
     assert worker.url == "http://unused.invalid" and worker.store is None
 
 
+def test_what_submit_answered_names_the_workload_to_get() -> None:
+    # Issue 25: get() once refused the Workload that submit() answered.
+    with WorkerTestEnvironment() as env:
+        sent = env.submit("send-email", {"to": "ada@example.com"})
+        assert env.get(sent) == env.get(sent.workload_id)
+        assert env.states(sent) == ["READY"]
+
+
 def test_failures_retries_and_resumption_are_the_authoritys() -> None:
     worker = build_worker()
     with WorkerTestEnvironment() as env:

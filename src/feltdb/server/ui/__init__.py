@@ -35,11 +35,17 @@ STATIC: Final = {
 
 
 def add_ui(app: FastAPI) -> None:
-    """Serve the dashboard on ``app`` at ``/ui/`` (``/ui`` redirects there)."""
+    """Serve the dashboard on ``app`` at ``/ui/`` (``/ui`` and the server's root, ``/``,
+    redirect there: a browser pointed at the server lands on the dashboard).
+    """
 
     @app.get("/ui", include_in_schema=False)
     def ui_root() -> RedirectResponse:
         return RedirectResponse("/ui/", status_code=308, headers=UI_HEADERS)
+
+    @app.get("/", include_in_schema=False)
+    def server_root() -> RedirectResponse:
+        return RedirectResponse("/ui/", status_code=307, headers=UI_HEADERS)
 
     @app.get("/ui/static/{name}", include_in_schema=False)
     def ui_static(name: str) -> FileResponse:
