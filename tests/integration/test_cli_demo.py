@@ -79,3 +79,19 @@ def test_help_explains_the_command_and_bad_usage_exits_2():
     assert helped.returncode == 0 and "durable workload authority" in helped.stdout
     assert "demo" in helped.stdout
     assert feltdb("demo", "--bogus").returncode == 2
+
+
+def test_the_demo_never_writes_the_file_serve_uses(tmp_path: Path):
+    # Issue 25: `feltdb demo` once wrote feltdb.sqlite3, which `feltdb serve` then served.
+    run = subprocess.run(
+        [*FELTDB, "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+    assert run.returncode == 0, run.stderr
+    assert not (tmp_path / "feltdb.sqlite3").exists()
+    assert (tmp_path / "feltdb-demo.sqlite3").exists()
+    assert "--db feltdb-demo.sqlite3" in run.stdout

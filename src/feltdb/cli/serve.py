@@ -24,8 +24,12 @@ if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --hel
 
 def demo(
     db: Annotated[
-        Path, typer.Option(help="The store file (embedded SQLite); created if missing.")
-    ] = Path("feltdb.sqlite3"),
+        Path,
+        typer.Option(
+            help="The store file (embedded SQLite); created if missing. Not the file `feltdb"
+            " serve` uses, so that the tour's work never mixes with yours."
+        ),
+    ] = Path("feltdb-demo.sqlite3"),
 ) -> None:
     """Tour the authority: admit work, run it with two workers and an approver, and print
     every transition as it commits.
