@@ -100,59 +100,6 @@ def print_json(document: Any) -> None:
     print(json.dumps(document, sort_keys=True), flush=True)
 
 
-WIDE = 120
-"""From this many columns on, a workload table shows every column."""
-MEDIUM = 96
-"""Below :data:`WIDE`, ``created`` is left out; below this, ``priority`` and ``attempts``."""
-
-
-def workload_table(
-    console: Console,
-    workloads: Iterable[WorkloadSummary],
-    title: str,
-    *,
-    reasons: bool = False,
-    order: str | None = None,
-) -> None:
-    """A table of workloads: id, definition, state, priority, attempts, created (and, with
-    ``reasons``, why each ended), with the columns a console this wide can hold: an id is
-    never shortened (it is what ``feltdb show`` takes), a header never blank; ``order``,
-    when given, is said below it.
-    """
-    width = console.width
-    table = Table(title=title, title_justify="left", caption=order, caption_justify="left")
-    table.add_column("id", no_wrap=True, min_width=len("id"))
-    table.add_column("definition", min_width=len("definition"), overflow="fold")
-    table.add_column("state", no_wrap=True, min_width=len("state"))
-    roomy, wide = width >= MEDIUM, width >= WIDE
-    if roomy:
-        table.add_column("priority", justify="right", min_width=len("priority"))
-        table.add_column("attempts", justify="right", min_width=len("attempts"))
-    if wide:
-        table.add_column("created", no_wrap=True, min_width=len("created"))
-    if reasons:
-        table.add_column("why", min_width=len("why"), overflow="fold")
-    count = 0
-    for w in workloads:
-        count += 1
-        definition = f"{w.definition_id}@{w.definition_revision}"
-        state = state_text(w.state)
-        if w.waits_for is not None:
-            state.append(" (waiting)")
-        row: list[str | Text] = [w.workload_id, definition, state]
-        if roomy:
-            row += [str(w.priority), str(w.attempt_count)]
-        if wide:
-            row.append(when(w.created_at))
-        if reasons:
-            row.append(why_it_ended(w) or "-")
-        table.add_row(*row)
-    if count == 0:
-        console.print(f"{title}: none")
-        return
-    console.print(table)
-
-
 def evidence_summary(evidence: Mapping[str, str]) -> str:
     """``key=value`` pairs of an event's evidence, whole (the table wraps them, never cuts:
     ``effect=unknown`` is what an operator looks for); instants (``…_at`` keys) in ISO 8601.
@@ -231,22 +178,13 @@ def waits_for(w: Workload, now: float, seen: DependencyStates | None = None) -> 
 
 
 def why_it_ended(w: Workload | WorkloadSummary) -> str | None:
-    """Why failed, timed-out or dead-lettered work stopped: the last failure, or the
-    evidence of the event that ended it (a deadline's, say, where no worker failed): the
-    last event with evidence of a workload, the last event of a summary.
+    """Why ended work stopped, in one sentence (:mod:`feltdb.work.explanations`, as every
+    surface says it); ``None`` for work still going.
     """
-    if w.state not in (WorkloadState.DEAD_LETTER, WorkloadState.FAILED, WorkloadState.TIMED_OUT):
-        return None
-    if w.last_failure:
-        return w.last_failure
-    if hasattr(w, "execution_history"):
-        events = w.execution_history
-    else:
-        events = [] if w.last_event is None else [w.last_event]
-    for event in reversed(events):
-        if event.evidence:
-            return f"{event.event_type}: {evidence_summary(event.evidence)}"
-    return None
+    from feltdb.records.summary import WorkloadSummary
+    from feltdb.work.explanations import ended_because
+
+    return w.ended_because if isinstance(w, WorkloadSummary) else ended_because(w)
 
 
 def show_workload(
@@ -315,9 +253,14 @@ def _header_rows(
         rows.append(("waits for", waiting))
     ended = why_it_ended(w)
     if ended is not None:
-        rows.append(("last failure", ended))
+        rows.append(("why it ended", ended))
     elif w.last_failure:
         rows.append(("last failure", w.last_failure))
+    from feltdb.work.deadlines import deadline_instants
+
+    approval_by = dict(deadline_instants(w)).get("approval")
+    if approval_by is not None:
+        rows.append(("approval deadline", when_from(approval_by, at)))
     if w.current_claim is not None:
         claim = w.current_claim
         rows.append(("held by", f"{claim.worker_id} until {when_from(claim.expires_at, at)}"))

@@ -15,7 +15,8 @@ import typer
 
 from feltdb.auth.capabilities import APPROVE, CANCEL, OPERATE, READ
 from feltdb.cli.keyrings import KeyringFileOption
-from feltdb.cli.render import print_json, show_workload, stdout_console, workload_table
+from feltdb.cli.render import print_json, show_workload, stdout_console
+from feltdb.cli.tables import inbox_table, workload_table
 from feltdb.cli.targets import JsonOption, Target, collect, connected, targeted
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 
@@ -49,7 +50,7 @@ Read: TypeAlias = "Callable[[WorkloadClient, str | None, int], Page]"
 
 def _list(
     target: Target, need: str, read: Read, shown: tuple[int, bool, bool], title: str,
-    *, reasons: bool = False,
+    *, reasons: bool = False, inbox: bool = False,
 ) -> None:  # fmt: skip
     """List what ``read`` pages through, as ``shown`` (``--limit``, ``--all``, ``--json``)
     asks: a table (or JSON only) of up to ``--limit``, and a word on stderr when there
@@ -66,6 +67,8 @@ def _list(
     listed = found[:limit]
     if json_output:
         print_json([summary.to_json() for summary in listed])
+    elif inbox:
+        inbox_table(stdout_console(), listed, title)
     else:
         workload_table(stdout_console(), listed, title, reasons=reasons, order=ORDER)
     if len(found) > limit:
@@ -110,7 +113,7 @@ def _pages_command(name: str, need: str, read: Read, title: str, help: str) -> N
         target: Target,
     ) -> None:
         shown = (limit, everything, json_output)
-        _list(target, need, read, shown, title, reasons=name == "dead")
+        _list(target, need, read, shown, title, reasons=name == "dead", inbox=name == "inbox")
 
     command.__name__ = command.__qualname__ = name
     work_app.command(name, help=help)(command)

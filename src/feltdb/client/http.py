@@ -24,7 +24,7 @@ from feltdb.auth.tokens import decode_token
 from feltdb.client.http_audit import HttpAudit
 from feltdb.client.http_batches import HttpBatches
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
-from feltdb.client.refusals import ClientError, refusal, server_url
+from feltdb.client.refusals import ClientError, refusal, server_url, unanswered
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import (
@@ -123,20 +123,8 @@ class Client(HttpAudit, HttpBatches, WorkloadClient):
                 params=params,
                 timeout=timeout if timeout is not None else self.timeout,
             )
-        except httpx.ConnectError as error:
-            # Nothing was sent: no server listens there, or none can be reached.
-            raise ClientError(
-                ErrorCode.WORKLOAD_STORAGE_FAILURE,
-                f"cannot reach the feltdb server at {self.url}: {error} (is `feltdb"
-                " serve` running there? the URL is --url or FELTDB_URL)",
-                {"url": where, "unreachable": True},
-            ) from error
         except httpx.TransportError as error:
-            raise ClientError(
-                ErrorCode.WORKLOAD_STORAGE_FAILURE,
-                f"no answer from the feltdb server at {where}: {type(error).__name__}: {error}",
-                {"url": where},
-            ) from error
+            raise unanswered(error, self.url, where) from error
         if answer.is_success:
             return answer
         raise refusal(answer, where)

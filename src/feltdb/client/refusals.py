@@ -84,6 +84,24 @@ def server_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def unanswered(error: httpx.TransportError, url: str, where: str) -> ClientError:
+    """The refusal of a request to ``where`` that no answer came back to: a server that
+    cannot be reached (nothing was sent) is said as such, naming ``url``.
+    """
+    if isinstance(error, httpx.ConnectError):
+        return ClientError(
+            ErrorCode.WORKLOAD_STORAGE_FAILURE,
+            f"cannot reach the feltdb server at {url}: {error} (is `feltdb serve` running"
+            " there? the URL is --url or FELTDB_URL)",
+            {"url": where, "unreachable": True},
+        )
+    return ClientError(
+        ErrorCode.WORKLOAD_STORAGE_FAILURE,
+        f"no answer from the feltdb server at {where}: {type(error).__name__}: {error}",
+        {"url": where},
+    )
+
+
 def refusal(answer: httpx.Response, where: str) -> ClientError:
     """The :class:`ClientError` an unsuccessful answer stands for."""
     status = answer.status_code

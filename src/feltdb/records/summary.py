@@ -76,6 +76,8 @@ class WorkloadSummary(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     awaiting approval)."""
     last_event: WorkloadEvent | None
     """The last committed transition (``None`` only for a record without history)."""
+    ended_because: str | None = None
+    """Of ended work, why, in one sentence (``feltdb.work.explanations.ended_because``)."""
     last_effect: str | None
     """What the last attempt did to the world, as its worker said: ``none``, ``unknown``
     (it may have acted), or ``None`` when no attempt was made."""

@@ -11,6 +11,7 @@ from feltdb.records.summary import INPUT_PREVIEW_CHARS, WorkloadSummary
 from feltdb.records.workload import Workload
 from feltdb.work.deadlines import deadline_instants
 from feltdb.work.events import APPROVAL_DEADLINE, last_effect
+from feltdb.work.explanations import ended_because
 
 
 def summary_of(workload: Workload) -> WorkloadSummary:
@@ -53,4 +54,5 @@ def summary_of(workload: Workload) -> WorkloadSummary:
         approval_deadline=deadlines.get(APPROVAL_DEADLINE),
         last_event=workload.execution_history[-1] if workload.execution_history else None,
         last_effect=last_effect(workload),
+        ended_because=ended_because(workload),
     )

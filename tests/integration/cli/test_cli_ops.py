@@ -327,7 +327,7 @@ def test_db_mode_acts_in_the_tenant_and_application_it_is_given(tmp_path: Path):
 def test_an_unreachable_server_is_a_refusal_not_a_traceback():
     result = invoke("ls", "--url", f"http://127.0.0.1:{free_port()}", "--token", "t")
     assert result.exit_code == 1
-    assert "error WORKLOAD_STORAGE_FAILURE" in result.stderr
+    assert "error: cannot reach the feltdb server at http://127.0.0.1:" in result.stderr
     assert "Traceback" not in result.stderr
 
 

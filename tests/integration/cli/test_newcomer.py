@@ -188,7 +188,8 @@ def test_finished_work_shows_no_next_attempt_and_dead_work_says_why(tmp_path: Pa
         or "effect=unknown" in dead_page
     )
     listed = feltdb("dead", "--db", db, columns=160)
-    assert "why" in listed.stdout and "smtp down" in listed.stdout
+    flat = " ".join(listed.stdout.replace("│", " ").split())
+    assert "why" in flat and "its last attempt failed: worker_failure: smtp down" in flat, flat
 
 
 # ------------------------------------------------------------------ 11: reads write nothing

@@ -137,8 +137,9 @@ def test_an_unreachable_server_is_a_storage_failure_naming_the_url():
         felt.get("w")
     assert down.value.code == "WORKLOAD_STORAGE_FAILURE"
     assert down.value.status is None
-    assert down.value.details == {"url": f"{url}/v1/workloads/w"}
-    assert url in down.value.message
+    # Nothing was sent: the refusal says the server cannot be reached (details mark it).
+    assert down.value.details == {"url": f"{url}/v1/workloads/w", "unreachable": True}
+    assert down.value.message.startswith(f"cannot reach the feltdb server at {url}:")
 
 
 @contextmanager

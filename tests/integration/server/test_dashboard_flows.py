@@ -552,3 +552,27 @@ def test_the_workloads_table_tells_ready_work_that_waits_for_another(server: Ser
         rf'<tr>\s*<td><a href="/ui/workloads/{second.workload_id}">.*?</tr>', table, re.S
     )
     assert "waits for" in row and first.workload_id in row and "succeeded" in row
+
+
+def test_an_expired_approval_is_told_plainly_on_its_pages(server: Server, app: str):
+    with client(server, REQUESTER, app) as requester:
+        held, _ = requester.submit(
+            submission("short-wait", "payout", {"n": 1}, approval={},
+                       timeouts={"approval_ms": 1000})
+        )  # fmt: skip
+    # The server's maintenance times it out within its interval; wait for it.
+    deadline = time.monotonic() + 30
+    while workload(server, app, held.workload_id)["state"] != "DEAD_LETTER":
+        assert time.monotonic() < deadline, "the approval never expired"
+        time.sleep(0.2)
+    with session(server, app) as ada:
+        page = ada.get(f"/ui/workloads/{held.workload_id}").text
+        dead = ada.get("/ui/dead-letters").text
+    ended = re.search(r'<dd id="ended">([^<]*)</dd>', page)
+    assert ended is not None and html.unescape(ended.group(1)).startswith("approval expired at "), (
+        page
+    )
+    assert "after it was asked, undecided" in ended.group(1)
+    fell = str(held.created_at + 1)
+    assert f"<dd>{fell}</dd>" not in page, "the deadline shown as raw seconds"
+    assert "approval expired at" in dead

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from feltdb import __version__
 from feltdb.records.summary import WorkloadSummary
 from feltdb.server.ui.viewer import Viewer
+from feltdb.work.explanations import ended_because
 
 HERE: Final = Path(__file__).parent
 UI_CSP: Final = (
@@ -52,6 +53,18 @@ def input_preview(summary: WorkloadSummary) -> str:
     if summary.input_chars <= len(summary.input_preview):
         return pretty_json(json.loads(summary.input_preview))
     return summary.input_preview + "…"
+
+
+def evidence_value(value: str, name: str) -> str:
+    """An event's evidence value as shown: an instant (a name ending ``_at``) in words,
+    never as raw seconds; anything else as it is.
+    """
+    if name.endswith("_at"):
+        try:
+            return instant(int(value))
+        except ValueError:
+            return value
+    return value
 
 
 def instant(seconds: float | None) -> str:
@@ -86,7 +99,13 @@ templates: Final = Environment(
     lstrip_blocks=True,
 )
 templates.filters.update(
-    json=pretty_json, input_preview=input_preview, instant=instant, duration=duration, label=label
+    json=pretty_json,
+    input_preview=input_preview,
+    instant=instant,
+    duration=duration,
+    label=label,
+    evidence_value=evidence_value,
+    ended_because=ended_because,
 )
 
 
