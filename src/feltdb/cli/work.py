@@ -264,11 +264,18 @@ def cancel(workload_id: IdArgument, *, target: Target) -> None:
 @targeted
 def retry(
     workload_id: IdArgument,
-    reason: Annotated[str | None, typer.Option(help="Why (recorded in its history).")] = None,
+    reason: Annotated[
+        str,
+        typer.Option(
+            help="Why (recorded in its history; required, as on the dashboard: whoever reads"
+            " the history later learns why the work ran again).",
+            show_default=False,
+        ),
+    ],
     *,
     target: Target,
 ) -> None:
-    """Re-arm failed, dead-lettered or timed-out work for one more attempt."""
+    """Re-arm failed, dead-lettered or timed-out work for one more attempt, saying why."""
     with connected(target, needs=(OPERATE,)) as client:
         workload = client.retry(workload_id, reason)
     stdout_console().print(f"retry {workload_id}: {workload.state.value}")

@@ -34,3 +34,10 @@ def test_approving_with_a_worker_token_names_what_approving_needs(server: Server
     assert run.returncode == 1
     (line,) = run.stderr.strip().splitlines()
     assert "WORKLOAD_UNAUTHORIZED" in line and "'workload:approve'" in line, line
+
+
+def test_a_retry_needs_a_reason_as_on_the_dashboard(tmp_path):
+    from test_newcomer import one_line_usage_error
+
+    run = feltdb("retry", "workload_000000000000000000000000", "--db", str(tmp_path / "w.db"))
+    assert "--reason" in one_line_usage_error(run)
