@@ -21,6 +21,8 @@ WIDE = 120
 """From this many columns on, a workload table shows every column."""
 MEDIUM = 96
 """Below :data:`WIDE`, ``created`` is left out; below this, ``priority`` and ``attempts``."""
+LEFT_OUT_BELOW = (("priority", MEDIUM), ("attempts", MEDIUM), ("created", WIDE))
+"""Each column a narrow workload table leaves out, and from how many columns it is shown."""
 
 
 def workload_table(
@@ -37,11 +39,19 @@ def workload_table(
     when given, is said below it.
     """
     width = console.width
+    roomy, wide = width >= MEDIUM, width >= WIDE
+    # Dead letters are all in one state; at a narrow width their why needs the room most.
+    stated, defined = not reasons, not reasons or roomy
+    left_out = [name for name, shown in LEFT_OUT_BELOW if width < shown and not reasons]
+    if left_out:
+        widen = f"{', '.join(left_out)}: from {WIDE} columns, or --json"
+        order = f"{order}; {widen}" if order else widen
     table = Table(title=title, title_justify="left", caption=order, caption_justify="left")
     table.add_column("id", no_wrap=True, min_width=len("id"))
-    table.add_column("definition", min_width=len("definition"), overflow="fold")
-    table.add_column("state", no_wrap=True, min_width=len("state"))
-    roomy, wide = width >= MEDIUM, width >= WIDE
+    if defined:
+        table.add_column("definition", min_width=len("definition"), overflow="fold")
+    if stated:
+        table.add_column("state", no_wrap=True, min_width=len("state"))
     if roomy:
         table.add_column("priority", justify="right", min_width=len("priority"))
         table.add_column("attempts", justify="right", min_width=len("attempts"))
@@ -56,7 +66,9 @@ def workload_table(
         state = state_text(w.state)
         if w.waits_for is not None:
             state.append(" (waiting)")
-        row: list[str | Text] = [w.workload_id, definition, state]
+        row: list[str | Text] = [w.workload_id]
+        row += [definition] if defined else []
+        row += [state] if stated else []
         if roomy:
             row += [str(w.priority), str(w.attempt_count)]
         if wide:

@@ -39,7 +39,14 @@ AllOption = Annotated[
     bool, typer.Option("--all", help="All of them, however many (pages through them).")
 ]
 StateOption = Annotated[
-    WorkloadState | None, typer.Option(help="Only work in this state.", case_sensitive=False)
+    WorkloadState | None,
+    typer.Option(
+        metavar="STATE",
+        help="Only work in this state (any case): "
+        + ", ".join(state.value.lower() for state in WorkloadState)
+        + ".",
+        case_sensitive=False,
+    ),
 ]
 DefinitionOption = Annotated[str | None, typer.Option(help="Only work of this definition id.")]
 

@@ -41,3 +41,25 @@ def test_a_retry_needs_a_reason_as_on_the_dashboard(tmp_path):
 
     run = feltdb("retry", "workload_000000000000000000000000", "--db", str(tmp_path / "w.db"))
     assert "--reason" in one_line_usage_error(run)
+
+
+def test_at_80_columns_the_tables_say_what_they_leave_out_and_keep_why_whole(tmp_path):
+    from test_newcomer import submit
+
+    from feltdb import WorkloadStore
+
+    db = ["--db", str(tmp_path / "w.db")]
+    dead = submit(db, "report", "--max-attempts", "1")
+    with WorkloadStore.open(db[1]) as store:
+        claim = store.claim(dead["workload_id"], "w", set())
+        store.start(dead["workload_id"], claim.claim_id, "w", claim.fencing_token)
+        store.fail(dead["workload_id"], claim.claim_id, "w", claim.fencing_token,
+                   "permanent", "the mail relay refused the message")  # fmt: skip
+    listed = feltdb("ls", *db, columns=80).stdout
+    said = " ".join(listed.split())
+    assert "priority, attempts, created: from 120 columns, or --json" in said, listed
+    why = feltdb("dead", *db, columns=80).stdout
+    cells = [line.split("│")[2].strip() for line in why.splitlines() if line.count("│") == 3]
+    assert cells and min(len(cell) for cell in cells[:-1]) >= 30, why  # never 11-char bits
+    help_text = feltdb("ls", "--help", columns=80).stdout
+    assert max(len(line) for line in help_text.splitlines()) <= 80, help_text
