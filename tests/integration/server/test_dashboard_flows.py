@@ -576,3 +576,16 @@ def test_an_expired_approval_is_told_plainly_on_its_pages(server: Server, app: s
     fell = str(held.created_at + 1)
     assert f"<dd>{fell}</dd>" not in page, "the deadline shown as raw seconds"
     assert "approval expired at" in dead
+
+
+def test_an_approver_lands_on_the_inbox_not_on_an_overview_of_refusals(
+    server: Server, app: str, seeded: Seeded
+):
+    from feltdb.auth.policy import APPROVE
+
+    with session(server, app, capabilities={APPROVE}) as approver:
+        landed = approver.get("/ui/")
+    assert landed.url.path == "/ui/approvals"
+    assert "Approval inbox" in landed.text and "Your grant does not" not in landed.text
+    with session(server, app) as everyone:
+        assert everyone.get("/ui/").url.path == "/ui/"

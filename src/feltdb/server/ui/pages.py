@@ -21,7 +21,7 @@ from typing import Annotated, Final
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from feltdb.auth.policy import (
     APPROVE,
@@ -36,7 +36,7 @@ from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import ApprovalDecision, Workload
 from feltdb.server.ui import overview as dashboard_overview
 from feltdb.server.ui.chart import chart_of
-from feltdb.server.ui.render import page
+from feltdb.server.ui.render import UI_HEADERS, page
 from feltdb.server.ui.routing import PageRoute
 from feltdb.server.ui.viewer import Viewer, server_of, viewer_of
 from feltdb.work import inputs
@@ -87,8 +87,12 @@ def _state(request: Request) -> WorkloadState | None:
 
 
 @router.get("/", response_class=HTMLResponse)
-def overview(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
+def overview(request: Request, viewer: Signed) -> Response:  # noqa: D103
     state, offers = server_of(request), viewer.offers
+    if offers.approvals and not (offers.workloads or offers.dead_letters or offers.audit):
+        # An approver's whole dashboard is the inbox: land there, not on an overview of
+        # everything the grant may not see.
+        return RedirectResponse("/ui/approvals", status_code=303, headers=UI_HEADERS)
     grant, store = viewer.caller.grant, server_of(request).store
     now = state.clock()
     summary = recent = None
