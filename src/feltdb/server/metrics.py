@@ -349,8 +349,11 @@ class RequestMetrics:
             ).observe(elapsed)
             path = str(scope.get("path", ""))
             duration_ms = round(elapsed * 1000, 3)
-            # An idle worker's long-poll answered "no work" every few seconds is not news.
-            idle = status == 204 and path == "/v1/claims"
+            # An idle worker's long-poll answered "no work" every few seconds is not news
+            # (a batch claim that found none marks its request so).
+            idle = (status == 204 and path == "/v1/claims") or bool(
+                scope.get("state", {}).get("idle_poll")
+            )
             path = loggable_path(scope)
             access_log.log(
                 logging.DEBUG if idle else logging.INFO,

@@ -107,6 +107,9 @@ def test_log_json_writes_one_json_object_per_line(tmp_path):
         wait_until_healthy(url, process, tmp_path / "stderr")
         assert httpx.get(f"{url}/v1/workloads/x").status_code == 401
         assert httpx.get(f"{url}/metrics").status_code == 200
+        admin = {"Authorization": f"Bearer {(tmp_path / 'stdout').read_text().strip()}"}
+        idle = httpx.post(f"{url}/v1/batches/claims", json={"limit": 5}, headers=admin)
+        assert idle.status_code == 200 and idle.json() == {"items": []}
     finally:
         stop(process)
     assert process.returncode in (0, -signal.SIGTERM), (tmp_path / "stderr").read_text()
@@ -124,6 +127,8 @@ def test_log_json_writes_one_json_object_per_line(tmp_path):
     assert unauthorized[0]["method"] == "GET" and unauthorized[0]["status"] == 401
     assert isinstance(unauthorized[0]["duration_ms"], float)
     assert {r["path"] for r in access} >= {"/healthz", "/metrics"}
+    # An idle worker's poll that found no work is not news at INFO (issue 25: 661 of 988).
+    assert "/v1/batches/claims" not in {r["path"] for r in access}
 
 
 def test_logs_are_human_readable_by_default(tmp_path):

@@ -235,6 +235,8 @@ async def claim_many(  # noqa: D103
         lease_ms=body.lease_ms, start=body.start,
     )  # fmt: skip
     claimed = await _long_poll(state, request, body.wait_ms, look)
+    if not claimed:
+        request.state.idle_poll = True  # the access log's: not news (see metrics)
     items = [{"claim": w.claim.to_json(), "workload": disclosed(w.workload)} for w in claimed]
     return JSONResponse({"items": items})
 
