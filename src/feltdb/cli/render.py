@@ -117,8 +117,17 @@ def _instant(value: str) -> str:
         return value
 
 
-def timeline(events: Iterable[WorkloadEvent]) -> Table:
-    """A workload's committed transitions, in order: time, event, from → to, actor, evidence."""
+TIMELINE_TABLE_WIDTH = 120
+"""From this many columns on, a timeline is a table; below, a line per event."""
+
+
+def timeline(events: Iterable[WorkloadEvent], width: int = TIMELINE_TABLE_WIDTH) -> Table | Group:
+    """A workload's committed transitions, in order: time, event, from → to, actor, evidence;
+    a table on a console ``width`` wide enough, else an unbroken line per event (its
+    evidence indented below), so that no cell is cut into pieces.
+    """
+    if width < TIMELINE_TABLE_WIDTH:
+        return Group(Text("timeline", style="italic"), *map(_event_lines, events))
     table = Table(title="timeline", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("time", overflow="fold", min_width=len("time"))
@@ -137,6 +146,16 @@ def timeline(events: Iterable[WorkloadEvent]) -> Table:
             evidence_summary(event.evidence),
         )
     return table
+
+
+def _event_lines(event: WorkloadEvent) -> Text:
+    line = Text.assemble(
+        f"{event.sequence:>3}  {when(event.at)}  {event.event_type.removeprefix('workload.')}  ",
+        state_text(event.from_state), " → ", state_text(event.to), f"  by {event.actor}",
+    )  # fmt: skip
+    if event.evidence:
+        line.append(f"\n     {evidence_summary(event.evidence)}")
+    return line
 
 
 FINAL_STATES = frozenset(
@@ -215,7 +234,7 @@ def show_workload(
         )
     if w.approval is not None:
         parts.append(Text(_approval_line(w.approval)))
-    parts.append(timeline(w.execution_history))
+    parts.append(timeline(w.execution_history, console.width))
     console.print(Panel(Group(*parts), title=w.workload_id, title_align="left", expand=False))
 
 

@@ -63,3 +63,16 @@ def test_at_80_columns_the_tables_say_what_they_leave_out_and_keep_why_whole(tmp
     assert cells and min(len(cell) for cell in cells[:-1]) >= 30, why  # never 11-char bits
     help_text = feltdb("ls", "--help", columns=80).stdout
     assert max(len(line) for line in help_text.splitlines()) <= 80, help_text
+
+
+def test_at_80_columns_show_gives_each_event_one_unbroken_line(tmp_path):
+    from test_newcomer import submit
+
+    db = ["--db", str(tmp_path / "w.db")]
+    work = submit(db, "send")
+    assert feltdb("cancel", work["workload_id"], *db).returncode == 0
+    shown = feltdb("show", work["workload_id"], *db, columns=80).stdout
+    events = [line for line in shown.splitlines() if "  ready  " in line or "  cancelled  " in line]
+    assert len(events) == 2, shown
+    assert "READY → CANCELLED  by human:" in events[1], shown  # never cut mid-cell
+    assert max(len(line) for line in shown.splitlines()) <= 80
