@@ -1,9 +1,12 @@
 """The ``feltdb`` command put together: every group of commands under one typer app, and
-the one place that turns a refusal or a usage error into a line and an exit code.
+the one place that turns a refusal or a usage error into a line and an exit code, and a
+stdout whose reader went away into a quiet exit.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -59,11 +62,53 @@ def _root(
     """Feltdb's command line."""
 
 
+PIPE_CLOSED = 141
+"""The exit code of a command whose stdout's reader went away before it finished."""
+
+
 def main() -> None:
     """Entry point: run the command. A refusal prints its code and message on one line and
     exits 1; a usage error (a malformed option, a missing argument) prints one line and
-    exits 2; nothing prints a traceback of feltdb's.
+    exits 2; a closed stdout (``feltdb audit --json | head -1``) prints nothing and exits
+    :data:`PIPE_CLOSED`; nothing prints a traceback of feltdb's.
     """
+    try:
+        _run()
+    except (SystemExit, BrokenPipeError) as ended:
+        if not _stdout_closed(ended):
+            raise
+        # 128 + SIGPIPE, what a shell reports of any tool a closed pipe ends (`yes | head
+        # -1`): a `set -o pipefail` script sees feltdb as it sees `cat`. Not 0: the output
+        # was cut short, and a script that must know can tell.
+        _silence_stdout()
+        raise SystemExit(PIPE_CLOSED) from None
+
+
+def _stdout_closed(ended: BaseException) -> bool:
+    """Whether the run ended because stdout's reader went away: a ``BrokenPipeError`` that
+    reached here, or the exit that typer (an ``OSError`` of ``EPIPE``) or rich (a
+    ``BrokenPipeError``) made of one while handling it.
+    """
+    # Only the exit's own context: a refusal's exit, made from a broken connection to a
+    # server, is further down its chain, and is said, not silenced.
+    return isinstance(ended, BrokenPipeError) or isinstance(ended.__context__, BrokenPipeError)
+
+
+def _silence_stdout() -> None:
+    """Point stdout's descriptor at the null device: what is still buffered for it is
+    flushed there at exit, not into the closed pipe (which Python would report on stderr).
+    """
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced, or detached: nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+
+
+def _run() -> None:
+    """Run the command, each way it may end said in one line (see :func:`main`)."""
     try:
         # Not standalone: click hands back its exceptions, to be said in one line here.
         code = app(standalone_mode=False, prog_name="feltdb")

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from feltdb.auth.capabilities import AUDIT
-from feltdb.cli.render import audit_line, print_json, verify_lines
+from feltdb.cli.audit_lines import audit_line
+from feltdb.cli.render import print_json, verify_lines
 from feltdb.cli.targets import (
     Target,
     connected,
@@ -57,6 +58,16 @@ IntervalOption = Annotated[
 JsonLinesOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object per transaction per line.")
 ]
+WorkloadOption = Annotated[
+    str | None,
+    typer.Option(
+        "--workload",
+        metavar="ID",
+        help="Only the transactions that touched workload ID. The log is read as without "
+        f"it: every transaction after --since, {AUDIT_PAGE} a request, to its end (and "
+        "on, with --follow); give --since to read less of a long log.",
+    ),
+]
 
 
 AnchorOption = Annotated[
@@ -67,6 +78,15 @@ AnchorOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")]
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """How ``feltdb audit`` prints what it reads."""
+
+    json_output: bool
+    work_id: str | None
+    """Only this workload's transactions (``None``: every one)."""
 
 
 @dataclass(frozen=True)
@@ -85,15 +105,18 @@ def audit(
     follow: FollowOption = False,
     interval: IntervalOption = 1.0,
     json_output: JsonLinesOption = False,
+    workload: WorkloadOption = None,
     *,
     target: Target,
 ) -> None:
     """Print the committed transactions of the application after a revision, oldest
-    first, one a line: revision, time, actor, kind/event → state, workload, rows written.
-    `feltdb audit verify` checks that none was altered, removed or reordered.
+    first, one a line: revision, time, who (KIND:ID; an admission's requester), operation
+    → state, workload. `feltdb audit verify` checks that none was altered, removed or
+    reordered.
     """
     if context.invoked_subcommand is not None:
-        listing = [f"--{name}" for name in ("since", "follow", "interval") if typed(context, name)]
+        options = ("since", "follow", "interval", "workload")
+        listing = [f"--{name}" for name in options if typed(context, name)]
         if listing:
             raise usage_error(f"{', '.join(listing)}: options of the listing, not of verify")
         # For `feltdb audit --db X [--json] verify`: what the group was given reaches it.
@@ -101,14 +124,14 @@ def audit(
         return
     with connected(target, needs=(AUDIT,)) as client:
         try:
-            _print_audit(client, since, follow, interval, json_output)
+            _print_audit(client, since, follow, interval, _Listing(json_output, workload))
         except KeyboardInterrupt:
             # Ctrl-C is how --follow ends: a normal exit.
             return
 
 
 def _print_audit(
-    client: WorkloadClient, after: int, follow: bool, interval: float, json_output: bool
+    client: WorkloadClient, after: int, follow: bool, interval: float, listing: _Listing
 ) -> None:
     pause = interval
     while True:
@@ -126,7 +149,7 @@ def _print_audit(
         if pause != interval:
             typer.echo("reconnected", err=True)
             pause = interval
-        _print_page(page, json_output)
+        _print_page(page, listing)
         if page.next_after != after:
             after = page.next_after
             continue  # more may follow at once
@@ -135,9 +158,11 @@ def _print_audit(
         time.sleep(interval)
 
 
-def _print_page(page: AuditPage, json_output: bool) -> None:
+def _print_page(page: AuditPage, listing: _Listing) -> None:
     for transaction in page.items:
-        if json_output:
+        if listing.work_id is not None and transaction.work_id != listing.work_id:
+            continue
+        if listing.json_output:
             print_json(transaction.model_dump(mode="json"))
         else:
             # Plain and flushed: a line per commit, for tail-like use and pipes.

@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # what is rendered arrives with the command that runs: not fo
         WorkloadDependency,
         WorkloadEvent,
     )
-    from feltdb.storage import CommittedTransaction
     from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.states import WorkloadState
 
@@ -337,24 +336,6 @@ def _approval_line(approval: WorkloadApproval) -> str:
     return line + (
         f"; {decision.outcome.value} by {decision.decided_by} at {when(decision.decided_at)}"
         + (f" ({decision.reason})" if decision.reason else "")
-    )
-
-
-def audit_line(transaction: CommittedTransaction) -> str:
-    """One committed transaction on one line: revision, time, actor, kind/event, work and
-    the rows written.
-    """
-    audit = transaction.audit or {}
-    actor = audit.get("actor") or audit.get("subject") or "-"
-    kind = audit.get("kind") or "-"
-    event = audit.get("event_type")
-    what = f"{kind}/{event}" if event else str(kind)
-    state = audit.get("state")
-    work = transaction.work_id or audit.get("grant_id") or "-"
-    keys = ",".join(transaction.keys) or "-"
-    return (
-        f"{transaction.commit_revision}\t{when(transaction.committed_at)}\t{actor}\t{what}"
-        f"{' → ' + str(state) if state else ''}\t{work}\t{keys}"
     )
 
 

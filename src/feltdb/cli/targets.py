@@ -185,12 +185,16 @@ def refusal_line(error: WorkloadError) -> str:
 def refusals() -> Iterator[None]:
     """Turn the refusals an operator is expected to meet into exit 1 with the code on
     stderr: a store's or server's refusal, an unreachable server, an unreadable keyring.
+    A broken pipe is no refusal: it passes, for :func:`feltdb.cli.application.main`.
     """
     try:
         yield
     except WorkloadError as error:
         typer.echo(refusal_line(error), err=True)
         raise typer.Exit(1) from None
+    except BrokenPipeError:
+        # Stdout's reader went away (`feltdb audit | head -1`): nothing to tell anyone.
+        raise
     except OSError as error:
         where = f" {error.filename}" if error.filename else ""
         typer.echo(f"error: cannot use{where}: {error.strerror or error}", err=True)
