@@ -178,6 +178,8 @@ def test_the_quick_start_runs_work_to_success(tmp_path: Path, serving: Callable[
         running.send_signal(signal.SIGTERM)
         assert running.wait(timeout=30) == 0
     assert server.stop() == 0
+    said = (tmp_path / "worker.log").read_text()
+    assert "does not hold" not in said and "lacks" not in said, said  # a token that fits
 
 
 @runs("dashboard")
@@ -246,6 +248,55 @@ def test_the_dependencies_example_shows_the_waiting_work(tmp_path: Path):
     lines = out.strip().splitlines()
     assert sorted(lines[-2:]) == ["extract false", "load true"], out  # one second: any order
     assert lines[0].startswith("submitted workload_") and "READY" in lines[0]
+
+
+@runs("worker-tokens")
+def test_the_worker_token_block_mints_and_rotates(tmp_path: Path, serving: Callable[..., Serving]):
+    from feltdb.auth.tokens import decode_token
+
+    server = serving("feltdb serve", tmp_path)  # its keyring is the one grant issue finds
+    admin = next(t for t in server.log.read_text().split() if t.startswith("fgt2."))
+    code = [line for line in blocks()["worker-tokens"].splitlines() if not line.startswith("#")]
+    mint, work, mint_again, rotate = (line.split("  #")[0].strip() for line in code)
+    bash(mint, tmp_path)
+    first = decode_token((tmp_path / "worker.token").read_text().strip()).grant
+    assert str(first.subject) == "worker:w1"
+    assert first.capabilities == {"workload:claim", "email:send"}
+    assert first.expires_at - first.issued_at == 30 * 86_400
+    log = tmp_path / "worker.log"
+    command = work.rstrip(" &").replace("http://127.0.0.1:8700", server.url)
+    with log.open("wb") as output:
+        running = subprocess.Popen(
+            ["bash", "-c", f"exec {command}"], cwd=tmp_path, env=env(),
+            stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def logged(text: str) -> None:
+        deadline = time.monotonic() + 30
+        while text not in log.read_text():
+            assert running.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+
+    try:
+        logged("expires at")
+        bash(mint_again, tmp_path)
+        bash(rotate, tmp_path)
+        logged("took the new token")
+        second = decode_token((tmp_path / "worker.token").read_text().strip()).grant
+        assert second.id != first.id
+        headers = {"Authorization": f"Bearer {admin}"}
+        body = {"definition_id": "send-email", "input": {"to": "ada@example.com"},
+                "capability_snapshot": ["email:send"]}  # fmt: skip
+        made = httpx.post(f"{server.url}/v1/workloads", json=body, headers=headers)
+        assert made.status_code == 201, made.text
+        deadline = time.monotonic() + 30
+        path = f"{server.url}/v1/workloads/{made.json()['workload_id']}"
+        while httpx.get(path, headers=headers).json()["state"] != "SUCCEEDED":
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    finally:
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=30) == 0
 
 
 @runs("serve")

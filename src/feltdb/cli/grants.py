@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from feltdb.auth.capabilities import ALL_CAPABILITIES, REVOKE
+from feltdb.auth.capabilities import ALL_CAPABILITIES, CLAIM, REVOKE
 from feltdb.cli.parsing import parse_subject
 from feltdb.cli.render import print_json, stdout_console, when
 from feltdb.cli.targets import JsonOption, Target, connected, targeted
@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --hel
 DEFAULT_KEYRING = Path("feltdb-keyring.json")
 DEFAULT_SERVER = "http://127.0.0.1:8700"
 """Where ``feltdb serve`` listens unless told otherwise."""
+WORKER_LIFETIME_S = 30 * 86400
+"""How long a worker's grant (``--worker``) lasts unless told: a month, for a process that
+runs for weeks; ``feltdb worker --token-file`` takes the next one without a restart."""
 
 auth_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 """Holds the ``keys`` and ``grant`` groups; the root adds it without a name, so the two
@@ -77,11 +80,12 @@ SubjectOption = Annotated[
     typer.Option(help="Who the grant is for, as KIND:ID (with --admin: human:admin)."),
 ]
 TenantOption = Annotated[
-    str | None, typer.Option(help="The tenant the grant acts in (with --admin: default).")
+    str | None,
+    typer.Option(help="The tenant the grant acts in (with --admin or --worker: default)."),
 ]
 ApplicationOption = Annotated[
     str | None,
-    typer.Option(help="The application the grant acts in (with --admin: default)."),
+    typer.Option(help="The application the grant acts in (with --admin or --worker: default)."),
 ]
 CapabilityOption = Annotated[
     list[str] | None,
@@ -96,6 +100,18 @@ AdminOption = Annotated[
         "(the token a first feltdb serve prints, minted again).",
     ),
 ]
+WorkerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--worker",
+        metavar="NAME",
+        help="A worker's grant: subject worker:NAME, workload:claim and any --capability "
+        "(those its work requires, e.g. email:send), in tenant and application default "
+        f"unless given, for {WORKER_LIFETIME_S // 86400} days unless --lifetime says "
+        "otherwise (a long-running process; feltdb worker --token-file takes a new token "
+        "without a restart).",
+    ),
+]
 KeyringOption = Annotated[Path, typer.Option(help="The keyring whose active key signs.")]
 ResourceOption = Annotated[
     list[str] | None,
@@ -103,7 +119,11 @@ ResourceOption = Annotated[
 ]
 LifetimeOption = Annotated[
     int | None,
-    typer.Option(min=1, help="Seconds the grant is valid from now (3600; --admin: 86400)."),
+    typer.Option(
+        min=1,
+        help="Seconds the grant is valid from now (3600; --admin: 86400; --worker: "
+        f"{WORKER_LIFETIME_S}, {WORKER_LIFETIME_S // 86400} days).",
+    ),
 ]
 IssuerOption = Annotated[str, typer.Option(help="Who issues the grant, as KIND:ID.")]
 EnvironmentOption = Annotated[
@@ -145,6 +165,7 @@ def grant_issue(
     application: ApplicationOption = None,
     capability: CapabilityOption = None,
     admin: AdminOption = False,
+    worker: WorkerOption = None,
     keyring: KeyringOption = DEFAULT_KEYRING,
     resource: ResourceOption = None,
     lifetime: LifetimeOption = None,
@@ -163,10 +184,11 @@ def grant_issue(
         ring = Keyring.load(keyring)
     except OSError as error:
         raise _fail(f"cannot read keyring {keyring}: {error.strerror or error}") from None
-    if admin:
-        subject = subject or "human:admin"
+    preset = _preset(admin, worker, subject)
+    if preset is not None:
+        subject, implied = preset
         tenant, application = tenant or "default", application or "default"
-        capability = sorted({*(capability or ()), *ALL_CAPABILITIES})
+        capability = sorted({*(capability or ()), *implied})
     missing = [
         f"--{name}"
         for name, value in (
@@ -178,13 +200,33 @@ def grant_issue(
         if not value
     ]
     if missing or subject is None or tenant is None or application is None:
-        raise typer.BadParameter(f"give {', '.join(missing)} (or --admin)")
+        raise typer.BadParameter(f"give {', '.join(missing)} (or --admin, or --worker NAME)")
     if server is not None and not login:
         raise typer.BadParameter("--server names where a --login link points: give --login")
-    lasts = lifetime if lifetime is not None else (86400 if admin else 3600)
+    lasts = lifetime or (86400 if admin else WORKER_LIFETIME_S if worker is not None else 3600)
     narrowed = (resource, environment, definition)
     grant = _new_grant((issuer, subject), (tenant, application), capability, narrowed, lasts)
     _print_issued(ring, grant, (server or DEFAULT_SERVER) if login else None)
+
+
+def _preset(
+    admin: bool, worker: str | None, subject: str | None
+) -> tuple[str, frozenset[str]] | None:
+    """The subject and the capabilities ``--admin`` or ``--worker`` imply (``None``:
+    neither was given).
+
+    Raises:
+        typer.BadParameter: both were given, or ``--worker`` and ``--subject``.
+    """
+    if admin and worker is not None:
+        raise typer.BadParameter("give --admin or --worker, not both")
+    if admin:
+        return subject or "human:admin", ALL_CAPABILITIES
+    if worker is None:
+        return None
+    if subject is not None:
+        raise typer.BadParameter(f"--worker {worker} is the subject worker:{worker}: not both")
+    return f"worker:{worker}", frozenset({CLAIM})
 
 
 def _new_grant(

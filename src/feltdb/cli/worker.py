@@ -7,12 +7,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
-from feltdb.cli.targets import usage_error
+from feltdb.cli.targets import typed, usage_error
 from feltdb.errors import WorkloadError
 from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY, MAX_PLANS_PER_BATCH
 
@@ -70,7 +71,18 @@ TokenOption = Annotated[
     str | None,
     typer.Option(
         envvar="FELTDB_TOKEN",
-        help="The worker's token: a grant with workload:claim (overrides the Worker's).",
+        help="The worker's token: a grant with workload:claim (overrides the Worker's); "
+        "feltdb grant issue --worker NAME mints one.",
+    ),
+]
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        exists=True,
+        dir_okay=False,
+        help="A file holding the worker's token, instead of --token: it is re-read when it "
+        "changes (looked at every second or so), so writing a new token there rotates it "
+        "without a restart. A file holding no usable token is said once; the token is kept.",
     ),
 ]
 DbOption = Annotated[
@@ -116,9 +128,11 @@ GraceOption = Annotated[
 
 @worker_app.command("worker")
 def worker_command(
+    context: typer.Context,
     target: TargetArgument,
     url: UrlOption = None,
     token: TokenOption = None,
+    token_file: TokenFileOption = None,
     db: DbOption = None,
     tenant: TenantOption = None,
     application: ApplicationOption = None,
@@ -131,6 +145,7 @@ def worker_command(
 ) -> None:
     """Run a worker: claim work its handlers can run, heartbeat, and report results, until
     SIGTERM or Ctrl-C (then running handlers get a grace period; a second signal ends it).
+    At start it says when its token expires, and again shortly before.
     """
     configure_logging(json_lines=log_json, level=log_level)
     worker = load_worker(target)
@@ -153,12 +168,17 @@ def worker_command(
             worker.connect(store=store)
             worker.run()
         return
-    _connect(worker, url, token)
+    if token_file is not None:
+        if typed(context, "token"):
+            raise usage_error("give --token or --token-file, not both")
+        token = None  # FELTDB_TOKEN, from the environment, gives way to the file
+    _connect(worker, url, token, token_file)
     worker.run()
 
 
-def _connect(worker: Worker, url: str | None, token: str | None) -> None:
-    """Point ``worker`` at the server the options name (else its own).
+def _connect(worker: Worker, url: str | None, token: str | None, token_file: Path | None) -> None:
+    """Point ``worker`` at the server the options name (else its own), with the token or
+    the token file they name (else its own).
 
     Raises:
         typer.Exit: (2) a URL that is not one, or no authority at all.
@@ -170,10 +190,11 @@ def _connect(worker: Worker, url: str | None, token: str | None) -> None:
             server_url(url)
         except WorkloadError as error:
             raise usage_error(f"--url: {error.message}") from None
-    if url is not None or token is not None:
-        worker.connect(url, token=token)
-    if worker.client is None and worker.store is None and not (worker.url and worker.token):
+    if url is not None or token is not None or token_file is not None:
+        worker.connect(url, token=token, token_file=token_file)
+    has_token = worker.token or worker.token_file is not None
+    if worker.client is None and worker.store is None and not (worker.url and has_token):
         raise usage_error(
-            "no authority to work for: give --url and --token (or FELTDB_URL and "
-            "FELTDB_TOKEN), or --db"
+            "no authority to work for: give --url and --token or --token-file (or "
+            "FELTDB_URL and FELTDB_TOKEN), or --db"
         )

@@ -84,6 +84,13 @@ class Client(HttpAudit, HttpBatches, WorkloadClient):
         """Close the connections."""
         self._http.close()
 
+    def use_token(self, token: str) -> None:
+        """Send ``token`` from the next request on (a rotated token)."""
+        headers = self._http.headers.copy()
+        headers["Authorization"] = f"Bearer {token}"
+        self._http.headers = headers  # whole: another thread's request takes one or the other
+        self._token = token
+
     @property
     def subject(self) -> Subject:
         """The subject of the token's grant, read from the token (the server verifies it).

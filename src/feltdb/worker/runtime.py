@@ -31,10 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
-from feltdb.auth import Subject
 from feltdb.auth.policy import worker_name
-from feltdb.auth.scope import Scope
-from feltdb.client.local import LocalClient
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY
@@ -43,7 +40,7 @@ from feltdb.work.claimed import ClaimedWork
 from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
 from feltdb.worker.attempt import Attempt, Backoff, heartbeat_interval_s
 from feltdb.worker.completer import DEFAULT_BATCH_ITEMS, DEFAULT_BATCH_WAIT_S, batch_completer
-from feltdb.worker.connecting import own_process, server_client
+from feltdb.worker.connecting import MAINTENANCE_INTERVAL_S, open_client, own_process, unkept
 from feltdb.worker.failures import is_transient
 from feltdb.worker.handlers import Handler, HandlerLoop
 from feltdb.worker.reports import NO_HANDLER_KIND, AttemptRunner
@@ -61,11 +58,6 @@ H = TypeVar("H", bound=Handler)
 HEARTBEAT_TICK_S = 0.25
 """How often the heartbeat thread looks for a lease due for extension."""
 
-MAINTENANCE_INTERVAL_S = 1.0
-"""How often an embedded worker runs the authority's maintenance (deadlines, lost
-leases), through its :class:`~feltdb.client.LocalClient`: with no server, somebody must, or
-a dead worker's work would wait forever."""
-
 
 class Worker:
     """Runs handlers for claimed work, against a server or a local store, through a
@@ -76,6 +68,8 @@ class Worker:
             ``client``.
         token: the worker's bearer token (its grant names the worker, the tenant and the
             application, and must hold ``workload:claim``).
+        token_file: a file holding the token instead, re-read when it changes, so the
+            token can be rotated without a restart (:mod:`feltdb.worker.tokens`).
         store: a local store to work on directly, with no server (embedded): the worker
             calls it through a :class:`~feltdb.client.LocalClient` as ``worker:NAME``,
             which also runs the authority's maintenance (every
@@ -115,6 +109,7 @@ class Worker:
         url: str | None = None,
         *,
         token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
         store: WorkloadStore | None = None,
         client: WorkloadClient | None = None,
         tenant: str = "default",
@@ -135,6 +130,7 @@ class Worker:
         inputs.integer(completion_wait_ms, "completion_wait_ms", 0, MAX_COMPLETION_WAIT_MS)
         self.url = url
         self.token = token
+        self.token_file = token_file
         self.store = store
         self.client = client
         self.tenant = tenant
@@ -184,34 +180,22 @@ class Worker:
         url: str | None = None,
         *,
         token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
         store: WorkloadStore | None = None,
         client: WorkloadClient | None = None,
     ) -> None:
         """Point the worker at another authority before it runs (the ``feltdb worker``
-        command's ``--url``/``--token``/``--db``): a client, a store, or a server and a
-        token.
+        command's ``--url``/``--token``/``--token-file``/``--db``): a client, a store, or a
+        server and a token or a token file (either replaces the worker's token and file).
         """
         if client is not None or store is not None:
-            self.client, self.store, self.url, self.token = client, store, None, None
-        elif url is not None or token is not None:
+            self.client, self.store, self.url = client, store, None
+            self.token, self.token_file = None, None
+        elif url is not None or token is not None or token_file is not None:
             self.client, self.store = None, None
             self.url = url if url is not None else self.url
-            self.token = token if token is not None else self.token
-
-    def _open_client(self) -> tuple[WorkloadClient, bool]:
-        """The client to work through, and whether the worker opened it (and closes it)."""
-        if self.client is not None:
-            return self.client, False
-        if self.store is not None:
-            local = LocalClient(
-                self.store,
-                Scope(self.tenant, self.application),
-                Subject.worker(self.name),
-                clock=self.clock,
-                maintenance_interval_s=MAINTENANCE_INTERVAL_S,
-            )
-            return local, True
-        return server_client(self.url, self.token, self.capabilities), True
+            if token is not None or token_file is not None:
+                self.token, self.token_file = token, token_file
 
     # ------------------------------------------------------------------ running
 
@@ -267,7 +251,7 @@ class Worker:
             )
         self._stopping.clear()
         self._hurry.clear()
-        client, opened = (client, False) if client is not None else self._open_client()
+        client, opened, keep = (client, False, unkept) if client is not None else open_client(self)
         completer = batch_completer(
             client, lambda waiting: waiting >= len(self._active), self.completion_batch,
             self.completion_wait_ms,
@@ -291,7 +275,7 @@ class Worker:
             ", ".join(sorted(self.handlers)), self.concurrency,
         )  # fmt: skip
         try:
-            return self._claim_loop(runner, until_idle)
+            return self._claim_loop(runner, until_idle, keep)
         finally:
             self._stopping.set()
             self._shut_down(runner)
@@ -305,13 +289,15 @@ class Worker:
             if opened:
                 client.close()
 
-    def _claim_loop(self, runner: AttemptRunner, until_idle: bool) -> int:
+    def _claim_loop(self, runner: AttemptRunner, until_idle: bool, keep: Callable[[], None]) -> int:
         """Claim while a slot is free, until stopped (or, ``until_idle``, until nothing is
-        claimable and nothing runs); how many attempts were started.
+        claimable and nothing runs), calling ``keep`` before each pass; how many attempts
+        were started.
         """
         started = 0
         delays = Backoff()
         while not self._stopping.is_set():
+            keep()
             free = self._free_slots()
             if not free:
                 continue
