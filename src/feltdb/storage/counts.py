@@ -15,14 +15,15 @@ __all__ = ["Activity", "IndexCounts"]
 
 
 class Activity(NamedTuple):
-    """A log entry's when and what: its audit record's ``operation``, ``work_id`` and
-    ``state`` (each ``None`` where the record has none).
+    """A log entry's when and what: its audit record's ``operation``, ``work_id``,
+    ``state`` and ``attempt_worker_id`` (each ``None`` where the record has none).
     """
 
     committed_at: float
     operation: str | None
     work_id: str | None
     state: str | None
+    worker: str | None = None
 
 
 class IndexCounts(Protocol):

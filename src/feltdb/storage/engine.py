@@ -224,7 +224,9 @@ class SQLEngine(
         }  # fmt: skip
         found = self._dialect.read(self._queries["recent_operations"], params)
         floor = self._dialect.read(self._queries["log_time_at_depth"], {"depth": scan - 1})
-        entries = [Activity(float(at), op, work, state) for at, op, work, state in found]
+        entries = [
+            Activity(float(at), op, work, state, worker) for at, op, work, state, worker in found
+        ]
         return entries, float(floor[0][0]) if floor else None
 
     def current_revision(self) -> int:

@@ -36,7 +36,8 @@ def audit_record(
 ) -> dict[str, Any]:
     """The audit record of a commit of ``workload`` (stored as the text ``stored``): who
     asked for the work (``subject``, ``KIND:ID``), under which grant, who acted now and by
-    which store operation
+    which store operation, whose attempt it is (``attempt_worker_id``: the last attempt's
+    worker, kept after its claim is released)
     (``operation``: ``"complete"``, ``"fail"``…; records of earlier releases have none), and
     a digest of the committed aggregate, ``source_digest``: the SHA-256 of exactly the
     stored text (its canonical JSON, so also
@@ -67,6 +68,9 @@ def audit_record(
         "worker_id": workload.current_claim.worker_id
         if workload.current_claim is not None
         else None,
+        # Whose attempt this is, kept once the claim is released (a completion, a failure,
+        # a recovery): the workers view counts each worker's outcomes from it.
+        "attempt_worker_id": workload.attempts[-1].worker_id if workload.attempts else None,
         "result_id": workload.result.result_id if workload.result is not None else None,
         "actor": last.actor if last is not None else None,
         "event_type": last.event_type if last is not None else None,

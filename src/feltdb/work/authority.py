@@ -39,6 +39,7 @@ from feltdb.auth.policy import (
 )
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.records.workers import WorkersSeen
 from feltdb.records.workload import (
     ApprovalDecision,
     Workload,
@@ -51,6 +52,7 @@ from feltdb.storage.base import CommittedTransaction
 from feltdb.work.inputs import DEFAULT_LEASE_MS, Cursor
 from feltdb.work.listing import SummaryPage
 from feltdb.work.states import ApprovalOutcome, WorkloadState
+from feltdb.work.workers import workers_seen
 
 if TYPE_CHECKING:  # the facade opens backends; what acts through it needs only its methods
     from feltdb.work.store import WorkloadStore
@@ -193,6 +195,11 @@ class Authority:
         self._may_in_application(READ)
         return lambda after, limit: self._page(state, definition, after, limit)
 
+    def workers(self, now: int) -> WorkersSeen:
+        """The workers seen at ``now`` (``workload:read``): :func:`.workers_seen`."""
+        self._may_in_application(READ)
+        return workers_seen(self.store.db, self.scope, now)
+
     def approvals(self, after: Cursor | None, limit: int) -> SummaryPage:
         """A page of the work awaiting approval (``workload:approve``)."""
         self._may_in_application(APPROVE)
@@ -286,12 +293,9 @@ class Authority:
         self.whole_application(authorize_audit, "the audit is the whole application's")
 
     def audit_after(self, after: int, limit: int) -> tuple[list[CommittedTransaction], int]:
-        """The application's log after revision ``after``, for an audit reader: see
-        :meth:`~feltdb.work.audit.AuditTrail.after`.
-        """
+        """The application's log after ``after``, to an audit reader: :meth:`.AuditTrail.after`."""
         self.audit_reader()
-        scope = self.scope
-        return self.store.audit.after(scope.tenant_id, scope.application_id, after, limit)
+        return self.store.audit.after(self.scope.tenant_id, self.scope.application_id, after, limit)
 
     def audit_before(
         self,
@@ -301,9 +305,7 @@ class Authority:
         work_id: str | None = None,
         subject: str | None = None,
     ) -> tuple[list[CommittedTransaction], int | None]:
-        """The application's log before revision ``before``, newest first, for an audit
-        reader: see :meth:`~feltdb.work.audit.AuditTrail.before`.
-        """
+        """The log before ``before``, newest first, to audit readers: :meth:`.AuditTrail.before`."""
         self.audit_reader()
         scope = self.scope
         return self.store.audit.before(

@@ -272,7 +272,7 @@ def test_recent_operations_are_one_applications_newest_entries(db: Database) -> 
     def logged(n: int, tenant: str = "t", operation: str | None = "complete") -> None:
         audit = {"tenant": tenant, "application": "a", "operation": operation, "n": n}
         if n == 1:
-            audit.update(work_id="w1", state="DEAD_LETTER")
+            audit.update(work_id="w1", state="DEAD_LETTER", attempt_worker_id="service:w")
         db.commit(f"op{n}", [Mutation("work", f"w{n}", {})], audit=audit)
 
     assert db.recent_operations("t", "a", 0, 10) == ([], None)
@@ -286,9 +286,9 @@ def test_recent_operations_are_one_applications_newest_entries(db: Database) -> 
     logged(4)
     found, floor = db.recent_operations("t", "a", 0, 10)
     assert sorted(entry.operation or "" for entry in found) == ["", "complete", "fail"]
-    assert {(entry.work_id, entry.state) for entry in found} == {
-        ("w1", "DEAD_LETTER"),
-        (None, None),  # these records name no workload
+    assert {(entry.work_id, entry.state, entry.worker) for entry in found} == {
+        ("w1", "DEAD_LETTER", "service:w"),
+        (None, None, None),  # these records name no workload
     }
     assert floor is None  # fewer than 10 entries: the whole log was read
     newest, floor = db.recent_operations("t", "a", 0, 2)  # the NUL record and n=4

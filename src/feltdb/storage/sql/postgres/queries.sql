@@ -406,9 +406,9 @@ ORDER BY commit_revision
 LIMIT %(limit)s::bigint;
 
 -- name: recent_operations
--- description: of the newest :scan log entries below the snapshot's xmin, those of one tenant's application committed at or after :since: when, and their audit record's operation, workload and state (a record holding an escaped NUL, which PostgreSQL cannot read as JSON text, is passed over, not an error)
+-- description: of the newest :scan log entries below the snapshot's xmin, those of one tenant's application committed at or after :since: when, and their audit record's operation, workload, state and attempt's worker (a record holding an escaped NUL, which PostgreSQL cannot read as JSON text, is passed over, not an error)
 SELECT committed_at, audit::json ->> 'operation', audit::json ->> 'work_id',
-       audit::json ->> 'state'
+       audit::json ->> 'state', audit::json ->> 'attempt_worker_id'
 FROM (
     SELECT committed_at, audit
     FROM transactions

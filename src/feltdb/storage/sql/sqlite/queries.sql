@@ -369,9 +369,9 @@ ORDER BY commit_revision
 LIMIT :limit;
 
 -- name: recent_operations
--- description: of the newest :scan log entries, those of one tenant's application committed at or after :since: when, and their audit record's operation, workload and state (the primary key walked backwards; no document read)
+-- description: of the newest :scan log entries, those of one tenant's application committed at or after :since: when, and their audit record's operation, workload, state and attempt's worker (the primary key walked backwards; no document read)
 SELECT committed_at, json_extract(audit, '$.operation'), json_extract(audit, '$.work_id'),
-       json_extract(audit, '$.state')
+       json_extract(audit, '$.state'), json_extract(audit, '$.attempt_worker_id')
 FROM (
     SELECT committed_at, audit FROM transactions ORDER BY commit_revision DESC LIMIT :scan
 )
