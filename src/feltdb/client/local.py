@@ -54,6 +54,7 @@ from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.store import WorkloadStore
 from feltdb.work.submission import admission_request
 from feltdb.work.worker_authority import claim_choice
+from feltdb.work.workers import WorkersSeen
 
 Found = TypeVar("Found")
 
@@ -182,6 +183,10 @@ class LocalClient(LocalBatches, WorkloadClient):
     def dead_letters(self, *, limit: int = 50, cursor: str | None = None) -> Page:
         """See :meth:`WorkloadClient.dead_letters`."""
         return self.list(state=WorkloadState.DEAD_LETTER, limit=limit, cursor=cursor)
+
+    def workers(self) -> WorkersSeen:
+        """See :meth:`WorkloadClient.workers`."""
+        return self.acting.workers(self._now())
 
     def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
         """See :meth:`WorkloadClient.audit`."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from feltdb.client.batches import CompletionLike, HeartbeatLike
 from feltdb.errors import WorkloadError
 from feltdb.records.summary import WorkloadSummary
+from feltdb.records.workers import WorkersSeen
 from feltdb.records.workload import (
     ApprovalDecision,
     ApprovalPolicy,
@@ -210,6 +211,14 @@ class WorkloadClient(Protocol):
 
     def dead_letters(self, *, limit: int = 50, cursor: str | None = None) -> Page:
         """A page of the dead-lettered work."""
+        ...
+
+    def workers(self) -> WorkersSeen:
+        """The workers the application's work names (needs ``workload:read``), read from
+        the store's records: the leases each holds, its completions and failures per minute
+        over the last 10 minutes, and whether it is stale. See
+        :func:`feltdb.work.workers.workers_seen`.
+        """
         ...
 
     def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:

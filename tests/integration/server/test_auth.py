@@ -49,6 +49,7 @@ ENDPOINTS = [
     ("GET", "/v1/workloads", None, READ),
     ("GET", "/v1/approvals", None, APPROVE),
     ("GET", "/v1/dead-letters", None, OPERATE),
+    ("GET", "/v1/workers", None, READ),
     ("GET", "/v1/audit", None, AUDIT),
     ("GET", "/v1/audit/verify", None, AUDIT),
     ("POST", "/v1/grants/g-someone/revoke", None, REVOKE),

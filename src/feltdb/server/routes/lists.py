@@ -1,6 +1,7 @@
-"""The lists (the application's workloads, the approvers' inbox, the dead letters) and the
-audit: pages over the whole application, so each needs a grant covering all of its work;
-and the audit chain's verification, which the audit's readers may ask for.
+"""The lists (the application's workloads, the approvers' inbox, the dead letters, the
+workers its work names) and the audit: pages over the whole application, so each needs a
+grant covering all of its work; and the audit chain's verification, which the audit's
+readers may ask for.
 
 A list holds only the work of the grant's scope: a constrained grant's pages and cursors
 never show work outside its environments or definitions (the store hides it).
@@ -15,11 +16,12 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from feltdb.fields import MAX_ID_CHARS, MAX_SAFE_INTEGER
+from feltdb.records.workers import WorkersSeen
 from feltdb.server.bodies import AuditPage, WorkloadPage
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Acting
+from feltdb.server.routes.deps import PREFIX, Acting, Now
 from feltdb.server.verification import verify_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.work.audit import ANCHOR, anchor_of
@@ -93,6 +95,26 @@ def dead_letters(  # noqa: D103
     acting: Acting, limit: Limit = DEFAULT_PAGE, cursor: PageCursor = None
 ) -> JSONResponse:
     return listed(acting.dead_letters(decode_cursor(cursor), limit))
+
+
+@router.get(
+    "/workers",
+    summary="The workers the application's work names: leases held, completions, failures",
+    responses=declared(WorkersSeen, *AUTH, 422),
+    description=(
+        "Read from the store's own records, so every server on one database answers the"
+        " same: the current claims of the work held now (CLAIMED, RUNNING, CHECKPOINTED,"
+        " CANCELLATION_REQUESTED; at most 2,000 workloads read) and the completions and"
+        " failures the log recorded for each worker in the last 10 whole minutes (not"
+        " counted for a grant constrained to environments or definitions: `counted` is"
+        " false). A worker is `stale` when a lease it holds has expired or its freshest"
+        " heartbeat is over 120 s old. At most 200 workers, freshest heartbeat first; each"
+        " names at most 20 definitions and shows at most 20 leases (`lease_count` says"
+        " how many it holds). `complete` is false when a read stopped at its bound."
+    ),
+)
+def workers(acting: Acting, now: Now) -> JSONResponse:  # noqa: D103
+    return JSONResponse(acting.workers(now).to_json())
 
 
 @router.get(
