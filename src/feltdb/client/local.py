@@ -186,7 +186,7 @@ class LocalClient(LocalBatches, WorkloadClient):
 
     def workers(self) -> WorkersSeen:
         """See :meth:`WorkloadClient.workers`."""
-        return self.acting.workers(self._now())
+        return self.acting.workers(self.clock() if self.clock is not None else int(time.time()))
 
     def audit(self, *, after: int = 0, limit: int = 100) -> AuditPage:
         """See :meth:`WorkloadClient.audit`."""

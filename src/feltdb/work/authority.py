@@ -195,7 +195,7 @@ class Authority:
         self._may_in_application(READ)
         return lambda after, limit: self._page(state, definition, after, limit)
 
-    def workers(self, now: int | None) -> WorkersSeen:
+    def workers(self, now: int) -> WorkersSeen:
         """The workers seen at ``now`` (``workload:read``): :func:`.workers_seen`."""
         self._may_in_application(READ)
         return workers_seen(self.store.db, self.scope, now)

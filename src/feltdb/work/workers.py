@@ -32,7 +32,6 @@ from feltdb.records.workers import (
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database
 from feltdb.work.changes import Operation
-from feltdb.work.clock import resolved_now
 from feltdb.work.cursors import cursor_of
 from feltdb.work.inputs import Cursor
 from feltdb.work.rows import workload_of
@@ -68,9 +67,8 @@ class _Tally:
     failed: int = 0
 
 
-def workers_seen(db: Database, scope: Scope, now: int | None) -> WorkersSeen:
-    """The workers of ``scope``'s application at ``now`` (unix seconds; ``None``: the
-    clock's), as the work
+def workers_seen(db: Database, scope: Scope, now: int) -> WorkersSeen:
+    """The workers of ``scope``'s application at ``now`` (unix seconds), as the work
     ``scope`` sees names them: the leases they hold and, for a reader who sees the whole
     application, their completions and failures per minute over the last
     :data:`~feltdb.records.workers.RATE_MINUTES` whole minutes. A worker is stale when its
@@ -79,9 +77,8 @@ def workers_seen(db: Database, scope: Scope, now: int | None) -> WorkersSeen:
     last, by id), at most :data:`~feltdb.records.workers.MAX_WORKERS`.
 
     Raises:
-        WorkloadError: ``WORKLOAD_INVALID`` (a bad ``now``); ``WORKLOAD_STORAGE_FAILURE``.
+        WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
     """
-    now = resolved_now(now)
     tallies: dict[str, _Tally] = {}
     complete = _read_held(db, scope, tallies)
     counted = not scope.narrowed
