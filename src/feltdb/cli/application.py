@@ -19,6 +19,7 @@ from feltdb.cli.serve import demo, serve
 from feltdb.cli.submit import submit_app
 from feltdb.cli.work import work_app
 from feltdb.cli.worker import worker_app
+from feltdb.cli.workers import workers_app
 from feltdb.errors import WorkloadError
 
 __all__ = ["app", "main"]
@@ -35,7 +36,7 @@ app = typer.Typer(
 app.command()(demo)
 app.command()(serve)
 # Added without names, so their commands and groups appear at the top level.
-for group in (auth_app, submit_app, work_app, audit_app, migrate_app, worker_app):
+for group in (auth_app, submit_app, work_app, workers_app, audit_app, migrate_app, worker_app):
     app.add_typer(group)
 
 
