@@ -2,13 +2,13 @@
 
 Each page reads through the viewer's :class:`~feltdb.work.authority.Authority`, the same
 call as its API twin, so it is authorized as that is and reads with the viewer's scope:
-the list of workloads needs ``workload:read`` over the application, the approval inbox
-``workload:approve``, the dead letters ``workload:operate``, the audit ``audit:read``; a
-workload's page is read as ``GET /v1/workloads/{id}`` is. The overview shows each of its
-sections only to the grant its list would allow (the counts: the workloads', the chart:
-the audit's, the recent dead letters: theirs), and a page offers only the actions the
-grant allows (the policy's ``allows*``); an action is authorized again when posted
-(:mod:`.actions`).
+the list of workloads and the workers need ``workload:read`` over the application, the
+approval inbox ``workload:approve``, the dead letters ``workload:operate``, the audit
+``audit:read``; a workload's page is read as ``GET /v1/workloads/{id}`` is. The overview
+shows each of its sections only to the grant its list would allow (the counts: the
+workloads', the chart: the audit's, the recent dead letters: theirs), and a page offers
+only the actions the grant allows (the policy's ``allows*``); an action is authorized
+again when posted (:mod:`.actions`).
 
 Route functions have no docstrings (``# noqa: D103``), as the API's routes.
 """
@@ -153,6 +153,13 @@ def workloads(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
         chosen=chosen, definition=definition, query=query, first=after is None,
         first_href=_href("/ui/workloads", kept), next_href=onward,
     )  # fmt: skip
+
+
+@router.get("/workers", response_class=HTMLResponse)
+def workers(request: Request, viewer: Signed) -> HTMLResponse:  # noqa: D103
+    state = server_of(request)
+    seen = viewer.caller.authority(state.store).workers(state.clock())
+    return page(request, "workers.html", viewer, seen=seen)
 
 
 def _href(path: str, query: dict[str, str | None]) -> str:
