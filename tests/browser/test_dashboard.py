@@ -889,6 +889,7 @@ def test_screenshots_of_every_page(
         "workload": f"/ui/workloads/{seeded.dead[0]}",
         "approvals": "/ui/approvals",
         "dead-letters": "/ui/dead-letters",
+        "workers": "/ui/workers",
         "audit": "/ui/audit",
     }
     for name, path in shots.items():
