@@ -49,7 +49,8 @@ def operation_of(record: Mapping[str, Any]) -> str:
 def acted_by(record: Mapping[str, Any]) -> str:
     """Who the transaction is credited to, as ``KIND:ID`` (:func:`qualified`): the requester
     for an admission, the worker holding the claim for a heartbeat or a checkpoint, the
-    actor of the last event it added otherwise (``-``: none recorded).
+    attempt's worker for its completion or failure, the actor of the last event it added
+    otherwise (``-``: none recorded).
     """
     from feltdb.work.changes import Operation
     from feltdb.work.rows import CREATED
@@ -63,6 +64,10 @@ def acted_by(record: Mapping[str, Any]) -> str:
         # Neither need add an event: the record's actor, the last event's, may be someone
         # else's (an operator's cancellation request). The claim's holder is the one.
         who = record.get("worker_id") or record.get("actor")
+    elif operation in (Operation.COMPLETE, Operation.FAIL) and record.get("attempt_worker_id"):
+        # A failure's last event is the retry policy's decision (`feltdb.retry`); the
+        # worker that reported it is the attempt's (records of earlier releases lack it).
+        who = record.get("attempt_worker_id")
     else:
         who = record.get("actor") or record.get("subject")
     return "-" if not who else qualified(str(who))

@@ -57,6 +57,19 @@ def test_a_heartbeat_is_named_and_credited_to_the_worker_holding_the_claim(tmp_p
     ]
 
 
+def test_a_failure_is_credited_to_the_worker_that_reported_it(tmp_path: Path):
+    # Its last event is the retry policy's decision (feltdb.retry); the worker reported it.
+    db = str(tmp_path / "work.db")
+    work = submit(["--db", db], "send", "--max-attempts", "1")["workload_id"]
+    worker = worker_name(Subject.worker("w1"))
+    with WorkloadStore.open(db) as store:
+        claim = store.claim(work, worker, set())
+        store.start(work, claim.claim_id, worker, claim.fencing_token)
+        store.fail(work, claim.claim_id, worker, claim.fencing_token, "permanent", "no")
+    failed = [fields for fields in audit_lines(db) if fields[3].startswith("fail")]
+    assert [fields[2:4] for fields in failed] == [["worker:w1", "fail → DEAD_LETTER"]]
+
+
 def test_an_admission_is_credited_to_its_requester_by_kind_and_id(tmp_path: Path):
     db = str(tmp_path / "work.db")
     by_service = submit(["--db", db, "--as", "service:ada"], "send")["workload_id"]
