@@ -179,7 +179,7 @@ def test_signing_in_by_token_lands_on_the_overview_with_the_seeded_counts(
     expect(page).to_have_title("Overview · feltdb")
     expect(page.locator("header .who")).to_have_text("human:ada · t/shop")
     expect(page.locator("header nav a")).to_have_text(
-        ["Overview", "Workloads", "Approvals", "Dead letters", "Audit"]
+        ["Overview", "Workloads", "Workers", "Approvals", "Dead letters", "Audit"]
     )
     cookie = next(c for c in page.context.cookies() if c["name"] == "feltdb_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"
@@ -575,7 +575,7 @@ def test_a_reader_is_offered_no_approval_and_a_forged_one_is_refused(
 ) -> None:
     (workload_id,) = held_in(server, fresh_app, "reader")
     offline, page = signed_in_page(confined, server, fresh_app, capabilities=[READ])
-    expect(page.locator("header nav a")).to_have_text(["Overview", "Workloads"])
+    expect(page.locator("header nav a")).to_have_text(["Overview", "Workloads", "Workers"])
     expect(page.get_by_role("link", name="Approvals")).to_have_count(0)
 
     page.goto(f"{server.url}/ui/workloads/{workload_id}")

@@ -71,6 +71,7 @@ IdempotencyKeyHeader = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
+        min_length=1,
         max_length=MAX_ID_CHARS,
         description="The idempotency key, if the body does not name one (the same if both do)",
     ),
@@ -84,14 +85,16 @@ def keyed(body: dict[str, Any], key: str) -> dict[str, Any]:
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` naming ``idempotency_key`` when the two differ.
     """
-    named = body.get("idempotency_key")
-    if named is not None and named != key:
+    if "idempotency_key" not in body:
+        return {**body, "idempotency_key": key}
+    named = body["idempotency_key"]
+    if isinstance(named, str) and named != key:
         raise WorkloadError(
             ErrorCode.WORKLOAD_INVALID,
             "idempotency_key: the body and the Idempotency-Key header name different keys",
-            {"fields": ["idempotency_key"]},
+            {"fields": ["Idempotency-Key"]},
         )
-    return {**body, "idempotency_key": key}
+    return body  # the same key, or one the submission's own check refuses
 
 
 @router.post(
