@@ -154,13 +154,18 @@ def _with_waits(
     :data:`MAX_DEPENDENCIES_READ` rows (a workload whose dependencies are not all among
     them tells none).
     """
-    wanted: list[str] = []
+    # An ordered set, filled no further than the bound: a page of 500 ready workloads of
+    # 1,024 dependencies each must not cost a scan of a half-million-long list per id.
+    wanted: dict[str, None] = {}
     for dependencies in depending.values():
-        wanted += [d.workload_id for d in dependencies if d.workload_id not in wanted]
-    rows = db.get_rows(DURABLE_WORK_COLLECTION, wanted[:MAX_DEPENDENCIES_READ]) if wanted else {}
-    read = set(wanted[:MAX_DEPENDENCIES_READ])
+        for dependency in dependencies:
+            if len(wanted) == MAX_DEPENDENCIES_READ:
+                break
+            wanted.setdefault(dependency.workload_id)
+    read = list(wanted)
+    rows = db.get_rows(DURABLE_WORK_COLLECTION, read) if read else {}
     for place, dependencies in depending.items():
-        if any(d.workload_id not in read for d in dependencies):
+        if any(d.workload_id not in wanted for d in dependencies):
             continue
         summary = found[place]
         row_of = functools.partial(dependency_row, _reader(rows), summary)
