@@ -97,7 +97,8 @@ def test_harmless_text_that_resembles_a_key_is_admitted(
 BAD_BODIES = {
     "malformed": (b"{not json", 422),
     "nan": (b'{"x": NaN}', 422),
-    "unknown-field": (b'{"force": true}', 422),
+    "unknown-field": (b'{"forcibly": true}', 422),
+    "force-as-text": (b'{"force": "true"}', 422),  # strict: revoke's one field is a bool
     "not-an-object": (b"[1]", 422),
 }
 

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import httpx
 import pytest
 
 from feltdb import Grant, GrantStatus, ResourceScope, ResourceScopeKind, Subject
+from feltdb.auth.grants import new_grant_id
 from feltdb.auth.policy import ALL_CAPABILITIES
 from feltdb.auth.tokens import Keyring
 
@@ -99,7 +99,7 @@ class Server:
         start = issued_at if issued_at is not None else now - 60
         uris = resources if resources is not None else [f"flow://{application}/workloads/*"]
         return Grant(
-            id=f"g-{uuid.uuid4().hex[:8]}",
+            id=new_grant_id(),
             issuer=Subject.human("issuer"),
             subject=subject if subject is not None else Subject.worker("w1"),
             tenant_id=tenant,

@@ -15,7 +15,6 @@ store applies.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -32,7 +31,7 @@ from feltdb.auth.capabilities import OPERATE as OPERATE
 from feltdb.auth.capabilities import READ as READ
 from feltdb.auth.capabilities import REVOKE as REVOKE
 from feltdb.auth.capabilities import SUBMIT as SUBMIT
-from feltdb.auth.grants import Grant, ResourceScope, ResourceScopeKind
+from feltdb.auth.grants import Grant, ResourceScope, ResourceScopeKind, new_grant_id
 from feltdb.auth.scope import Scope
 from feltdb.auth.subjects import Subject
 from feltdb.errors import ErrorCode, WorkloadError
@@ -63,7 +62,7 @@ def application_grant(
     ``grant_…`` id unless ``grant_id`` is given.
     """
     return Grant(
-        id=grant_id if grant_id is not None else f"grant_{secrets.token_hex(8)}",
+        id=grant_id if grant_id is not None else new_grant_id(),
         issuer=issuer if issuer is not None else subject,
         subject=subject,
         tenant_id=tenant_id,

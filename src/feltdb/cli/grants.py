@@ -7,7 +7,6 @@ one.
 
 from __future__ import annotations
 
-import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -240,13 +239,13 @@ def _new_grant(
     (tenant, application), holding ``capability``, on the ``narrowed`` resources,
     environments and definitions, for ``lifetime`` seconds from now.
     """
-    from feltdb.auth.grants import Grant, GrantConstraints
+    from feltdb.auth.grants import Grant, GrantConstraints, new_grant_id
 
     (issuer, subject), (tenant, application) = who, where
     resource, environment, definition = narrowed
     now = int(time.time())
     return Grant(
-        id=f"grant_{secrets.token_hex(8)}",
+        id=new_grant_id(),
         issuer=parse_subject(issuer),
         subject=parse_subject(subject),
         tenant_id=tenant,
@@ -288,6 +287,14 @@ def _print_issued(ring: Keyring, grant: Grant, login_server: str | None) -> None
 @targeted
 def grant_revoke(
     grant_id: Annotated[str, typer.Argument(metavar="GRANT_ID", help="The grant's id.")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Revoke even an id feltdb never minted (one your own code made); without "
+            "it such an id, most often a typo, is refused and nothing is revoked.",
+        ),
+    ] = False,
     *,
     target: Target,
 ) -> None:
@@ -295,7 +302,7 @@ def grant_revoke(
     request under it is refused from then on. Needs grant:revoke over the application.
     """
     with connected(target, needs=(REVOKE,)) as client:
-        revoked = client.revoke_grant(grant_id)
+        revoked = client.revoke_grant(grant_id, force=force)
     stdout_console().print(f"revoked grant {grant_id}" + ("" if revoked else " (it already was)"))
 
 

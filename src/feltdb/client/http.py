@@ -250,11 +250,13 @@ class Client(HttpAudit, HttpBatches, WorkloadClient):
         items: builtins.list[dict[str, Any]] = self._ask("GET", "/v1/grants/revocations")["items"]
         return items
 
-    def revoke_grant(self, grant_id: str) -> bool:
+    def revoke_grant(self, grant_id: str, *, force: bool = False) -> bool:
         """Revoke a grant of the token's tenant and application: refused from the next
-        request on. ``False`` when it already was revoked (needs ``grant:revoke``).
+        request on. ``False`` when it already was revoked (needs ``grant:revoke``); an id
+        feltdb never minted only with ``force``.
         """
-        answer = self._ask("POST", f"/v1/grants/{quote(grant_id, safe='')}/revoke")
+        path = f"/v1/grants/{quote(grant_id, safe='')}/revoke"
+        answer = self._ask("POST", path, {"force": True} if force else None)
         return bool(answer["revoked"])
 
     # -------------------------------------------------------------- workers

@@ -205,9 +205,9 @@ class LocalClient(LocalBatches, WorkloadClient):
         """See :meth:`WorkloadClient.revocations`."""
         return self.acting.revocations()
 
-    def revoke_grant(self, grant_id: str) -> bool:
+    def revoke_grant(self, grant_id: str, *, force: bool = False) -> bool:
         """See :meth:`WorkloadClient.revoke_grant`."""
-        return self.acting.revoke(grant_id, self._now())
+        return self.acting.revoke(grant_id, self._now(), force=force)
 
     # -------------------------------------------------------------- workers
 

@@ -243,8 +243,10 @@ class WorkloadClient(Protocol):
         """
         ...
 
-    def revoke_grant(self, grant_id: str) -> bool:
-        """Revoke a grant of the tenant and application; ``False`` when it already was."""
+    def revoke_grant(self, grant_id: str, *, force: bool = False) -> bool:
+        """Revoke a grant of the tenant and application; ``False`` when it already was. An
+        id feltdb never minted (a typo) is refused ``WORKLOAD_NOT_FOUND`` unless ``force``.
+        """
         ...
 
     # -------------------------------------------------------------- workers

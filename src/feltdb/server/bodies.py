@@ -46,6 +46,16 @@ class EmptyBody(_Body):
     """A route that takes no parameters: the body, if any, must be ``{}``."""
 
 
+class RevokeBody(_Body):
+    """How to revoke a grant: ``force`` revokes an id feltdb never minted."""
+
+    force: bool = Field(
+        default=False,
+        description="Revoke even an id feltdb never minted (one made by other code);"
+        " without it such an id, most often a typo, is refused WORKLOAD_NOT_FOUND.",
+    )
+
+
 _LEASE_DESCRIPTION = (
     "Milliseconds; kept in whole seconds (under 1000 expires at once). At most the"
     " server's lease cap (`feltdb serve --max-lease`, a day by default)."

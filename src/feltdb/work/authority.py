@@ -51,6 +51,7 @@ from feltdb.records.workload import (
 from feltdb.storage.base import CommittedTransaction
 from feltdb.work.inputs import DEFAULT_LEASE_MS, Cursor
 from feltdb.work.listing import SummaryPage
+from feltdb.work.revocations import refuse_unminted
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.workers import workers_seen
 
@@ -79,18 +80,14 @@ class Authority:
 
     @classmethod
     def of_grant(cls, store: WorkloadStore, grant: Grant, scope: Scope | None = None) -> Authority:
-        """The authority of a verified ``grant``'s subject, within ``scope`` (by default,
-        the grant's own: :meth:`Scope.of_grant`).
-        """
+        """The authority of a verified ``grant``'s subject, in ``scope`` (or the grant's)."""
         return cls(store, grant.subject, scope or Scope.of_grant(grant), grant)
 
     @classmethod
     def holding(
         cls, store: WorkloadStore, subject: Subject, scope: Scope, grant: Grant | None = None
     ) -> Authority:
-        """The authority of whoever holds ``store``, acting as ``subject`` within ``scope``
-        (``grant``: the evidence it keeps, checked for nothing).
-        """
+        """The authority of ``store``'s holder: ``subject`` in ``scope`` (``grant`` unchecked)."""
         return cls(store, subject, scope, grant, checked=False)
 
     @property
@@ -271,11 +268,13 @@ class Authority:
             )
         return self.grant
 
-    def revoke(self, grant_id: str, now: int | None) -> bool:
+    def revoke(self, grant_id: str, now: int | None, *, force: bool = False) -> bool:
         """Revoke a grant of the caller's application (``grant:revoke``, unconstrained);
-        ``True`` when this call revoked it.
+        ``True`` when this call revoked it; an id feltdb never minted only with ``force``.
         """
         self.whole_application(authorize_revoke, "revoking reaches every grant of the application")
+        if not force:
+            refuse_unminted(grant_id)
         return self.store.grants.revoke(
             grant_id, self.actor, now,
             tenant_id=self.scope.tenant_id, application_id=self.scope.application_id,
@@ -315,9 +314,8 @@ class Authority:
     # ---------------------------------------------------------------- workers
 
     def as_worker(self) -> None:
-        """Refuse a caller whose grant may not act as a worker in its application at all
-        (``workload:claim``): a batch of a worker's reports is refused whole for it, and
-        each item's workload is then authorized on its own.
+        """Refuse a caller that may not act as a worker here (``workload:claim``): a batch
+        of its reports is refused whole, each item then authorized on its own.
         """
         rules = self._rules
         if rules is not None:

@@ -11,7 +11,7 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from feltdb.auth.grants import Grant
+from feltdb.auth.grants import Grant, minted_grant_id
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import Database, Mutation, Precondition, RowReader, StorageConflict
 from feltdb.storage.canonical import canonical_json, sha256_hex
@@ -81,6 +81,24 @@ def revoke_grant(
             raise
         return False
     return True
+
+
+def refuse_unminted(grant_id: str) -> None:
+    """Refuse to revoke ``grant_id`` if feltdb never minted it
+    (:func:`~feltdb.auth.grants.minted_grant_id`): a revocation of a mistyped id would
+    say "revoked" while the grant meant stays in force.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_NOT_FOUND``.
+    """
+    if not minted_grant_id(grant_id):
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_NOT_FOUND,
+            f"no grant {grant_id!r} was minted by feltdb (its ids are grant_ and 24 hex"
+            " digits, the last 8 a check): check the id grant issue printed; an id made by"
+            " other code is revoked with force",
+            {"grant_id": grant_id},
+        )
 
 
 def revocations(db: Database, tenant_id: str, application_id: str) -> list[dict[str, Any]]:

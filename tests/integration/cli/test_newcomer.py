@@ -366,7 +366,12 @@ def test_an_admin_token_can_be_minted_later_and_a_grant_revoked_and_listed(serve
 def test_grant_revoke_and_list_work_on_a_store_file_too(tmp_path: Path):
     db = str(tmp_path / "work.db")
     WorkloadStore.open(db).close()
-    assert feltdb("grant", "revoke", "g-1", "--db", db).returncode == 0
+    typo = feltdb("grant", "revoke", "grant_0123", "--db", db)
+    assert typo.returncode == 1 and "Traceback" not in typo.stderr
+    assert typo.stderr.startswith("error WORKLOAD_NOT_FOUND: no grant 'grant_0123' was minted")
+    assert "revoked" not in typo.stdout
+    assert feltdb("grant", "list", "--db", db).stdout == "revoked grants: none\n"
+    assert feltdb("grant", "revoke", "g-1", "--force", "--db", db).returncode == 0
     listed = feltdb("grant", "list", "--db", db)
     assert listed.stdout.startswith("g-1\trevoked ")
 

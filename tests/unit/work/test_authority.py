@@ -8,7 +8,7 @@ import pytest
 from support.factories import CAPABILITIES, make_request
 
 from feltdb import Subject, WorkloadError, WorkloadState, WorkloadStore
-from feltdb.auth.grants import GrantConstraints
+from feltdb.auth.grants import GrantConstraints, new_grant_id
 from feltdb.auth.policy import (
     ALL_CAPABILITIES,
     APPROVE,
@@ -26,6 +26,7 @@ from feltdb.auth.scope import Scope
 from feltdb.work.authority import Authority
 
 NOW = 100
+MINTED = new_grant_id()
 
 
 @pytest.fixture
@@ -108,13 +109,24 @@ def test_the_whole_application_is_refused_to_a_narrowed_caller_of_either_kind(st
         Authority.of_grant(store, narrowed),
         Authority.holding(store, Subject.human("ada"), Scope.of_grant(narrowed)),
     ):
-        for call in (caller.audit_reader, lambda c=caller: c.revoke("grant_x", NOW)):
+        for call in (caller.audit_reader, lambda c=caller: c.revoke(MINTED, NOW)):
             refused = refusal(call)
             assert refused.code == "WORKLOAD_UNAUTHORIZED"
             assert refused.details == {"missing": "unconstrained grant"}
     whole = Authority.holding(store, Subject.human("ada"), Scope("t", "app"))
     whole.audit_reader()
-    assert whole.revoke("grant_x", NOW) is True
+    assert whole.revoke(MINTED, NOW) is True
+
+
+def test_an_id_feltdb_never_minted_is_revoked_only_with_force(store):
+    whole = Authority.holding(store, Subject.human("ada"), Scope("t", "app"))
+    for typo in ("grant_x", MINTED[:-1], MINTED[:-1] + ("0" if MINTED[-1] != "0" else "1")):
+        refused = refusal(lambda typo=typo: whole.revoke(typo, NOW))
+        assert (refused.code, refused.details) == ("WORKLOAD_NOT_FOUND", {"grant_id": typo})
+        assert "was minted by feltdb" in refused.message
+    assert whole.revocations() == []  # nothing was written
+    assert whole.revoke("grant_x", NOW, force=True) is True
+    assert [entry["grant_id"] for entry in whole.revocations()] == ["grant_x"]
 
 
 def test_the_holder_checks_no_capability_but_keeps_no_decision_without_a_grant(store):
@@ -143,7 +155,7 @@ RULES = {
     "workloads": (READ, lambda a, w: a.workloads(None, None, None, 10)),
     "read": (READ, lambda a, w: a.read(w.workload_id)),
     "revocations": (REVOKE, lambda a, w: a.revocations()),
-    "revoke": (REVOKE, lambda a, w: a.revoke("grant_x", NOW)),
+    "revoke": (REVOKE, lambda a, w: a.revoke(MINTED, NOW)),
     "audit_after": (AUDIT, lambda a, w: a.audit_after(0, 10)),
     "as_requester": (SUBMIT, lambda a, w: a.as_requester()),
     "as_worker": (CLAIM, lambda a, w: a.as_worker()),

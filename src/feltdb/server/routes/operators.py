@@ -16,10 +16,10 @@ from feltdb.records.workload import Workload
 from feltdb.server.bodies import (
     DecisionAnswer,
     DecisionBody,
-    EmptyBody,
     RetryBody,
     RevocationList,
     RevokeAnswer,
+    RevokeBody,
     revoke_answer,
 )
 from feltdb.server.fields import NOT_BLANK
@@ -71,9 +71,10 @@ def revocations(acting: Acting) -> JSONResponse:  # noqa: D103
 @router.post(
     "/grants/{grant_id}/revoke",
     summary="Revoke a grant of this tenant and application",
-    responses=declared(RevokeAnswer, *AUTH, 422),
+    responses=declared(RevokeAnswer, *AUTH, 404, 422),
     description="Idempotent: `revoked` is false when it already was revoked. The"
-    " revocation is scoped to the caller's tenant and application, as the answer says.",
+    " revocation is scoped to the caller's tenant and application, as the answer says."
+    " An id feltdb never minted is refused (404) unless the body says `force`.",
 )
 def revoke(  # noqa: D103
     caller: Auth,
@@ -81,10 +82,10 @@ def revoke(  # noqa: D103
     state: State,
     now: Now,
     grant_id: GrantId,
-    body: EmptyBody | None = None,
+    body: RevokeBody | None = None,
 ) -> JSONResponse:
     grant = caller.grant
-    revoked = acting.revoke(grant_id, now)
+    revoked = acting.revoke(grant_id, now, force=body is not None and body.force)
     # Committed (now, or by an earlier revocation): in force on this server at once, not
     # within the bound of its verified tokens (feltdb.auth.verified).
     state.forget_grant(grant_id, tenant_id=grant.tenant_id, application_id=grant.application_id)
