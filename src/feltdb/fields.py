@@ -131,13 +131,14 @@ def text_problem(value: str, max_chars: int, *, identifier: bool) -> str | None:
     return None
 
 
-def iso_instant(seconds: float) -> str:
-    """Unix ``seconds`` as ISO 8601 UTC (``2026-12-01T10:30:00Z``), for messages people read;
-    an instant beyond the calendar's years is written as its seconds.
+def instant_text(seconds: float) -> str:
+    """Unix ``seconds`` as people read them everywhere feltdb shows a time (messages, the
+    command line, the dashboard): ``2026-12-01 10:30:00 UTC``. An instant beyond the
+    calendar's years is written as its seconds.
     """
     from datetime import UTC, datetime
 
     try:
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (OverflowError, ValueError, OSError):
         return f"{seconds:.0f} (unix seconds)"

@@ -59,10 +59,10 @@ def stdout_console() -> Console:
 
 
 def when(at: float | None) -> str:
-    """A unix time as ISO 8601 UTC (``2026-12-01T10:30:00Z``); ``-`` for none."""
-    from feltdb.fields import iso_instant
+    """A unix time as :func:`~feltdb.fields.instant_text` writes it; ``-`` for none."""
+    from feltdb.fields import instant_text
 
-    return "-" if at is None else iso_instant(at)
+    return "-" if at is None else instant_text(at)
 
 
 def relative(at: float, now: float) -> str:
@@ -79,7 +79,7 @@ def relative(at: float, now: float) -> str:
 
 
 def when_from(at: float | None, now: float) -> str:
-    """:func:`when` with a relative hint: ``2026-12-01T10:30:00Z (in 5m)``."""
+    """:func:`when` with a relative hint: ``2026-12-01 10:30:00 UTC (in 5m)``."""
     if at is None:
         return "-"
     return f"{when(at)} ({relative(at, now)})"
@@ -101,7 +101,7 @@ def print_json(document: Any) -> None:
 
 def evidence_summary(evidence: Mapping[str, str]) -> str:
     """``key=value`` pairs of an event's evidence, whole (the table wraps them, never cuts:
-    ``effect=unknown`` is what an operator looks for); instants (``…_at`` keys) in ISO 8601.
+    ``effect=unknown`` is what an operator looks for); instants (``…_at`` keys) as :func:`when`.
     """
     return " ".join(
         f"{key}={_instant(value) if key.endswith('_at') else value}"

@@ -3,14 +3,15 @@
 
 :data:`REASONS` is the one table of what each reason a retry decision records means;
 :func:`ended_because` tells a workload's end from its committed history, with instants in
-ISO 8601 UTC and spans in words: never a raw epoch, never a reason code alone.
+the one way feltdb writes a time (:func:`~feltdb.fields.instant_text`) and spans in words:
+never a raw epoch, never a reason code alone.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from feltdb.fields import iso_instant
+from feltdb.fields import instant_text
 from feltdb.records.workload import Workload, WorkloadEvent
 from feltdb.work.deadlines import deadline_seconds
 from feltdb.work.events import APPROVAL_DEADLINE, DeadlinePassed, deadlines_passed
@@ -81,7 +82,7 @@ def ended_because(workload: Workload) -> str | None:
     if workload.state is WorkloadState.REJECTED:
         return _rejected(workload)
     if workload.state is WorkloadState.CANCELLED:
-        by = f" by {last.actor} at {iso_instant(last.at)}" if last is not None else ""
+        by = f" by {last.actor} at {instant_text(last.at)}" if last is not None else ""
         return f"cancelled{by}"
     what = _what_happened(workload)
     decided = _last_decision(history)
@@ -106,7 +107,7 @@ def _what_happened(workload: Workload) -> str:
 
 
 def _deadline_sentence(workload: Workload, passed: DeadlinePassed) -> str:
-    fell = iso_instant(passed.deadline_at)
+    fell = instant_text(passed.deadline_at)
     if passed.deadline == APPROVAL_DEADLINE and workload.timeouts.approval_ms is not None:
         waited = span_text(deadline_seconds(workload.timeouts.approval_ms))
         return f"approval expired at {fell}, {waited} after it was asked, undecided"
@@ -118,7 +119,7 @@ def _rejected(workload: Workload) -> str:
     if decision is None:
         return "rejected"
     said = f": {decision.reason}" if decision.reason else ""
-    return f"rejected by {decision.decided_by} at {iso_instant(decision.decided_at)}{said}"
+    return f"rejected by {decision.decided_by} at {instant_text(decision.decided_at)}{said}"
 
 
 def _last_decision(history: list[WorkloadEvent]) -> str | None:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import MAX_PATH_CHARS, iso_instant
+from feltdb.fields import MAX_PATH_CHARS, instant_text
 from feltdb.records.workload import (
     Workload,
     WorkloadCheckpoint,
@@ -54,7 +54,7 @@ def deadline_step(loaded: LoadedWorkload, now: int) -> Step[Any] | None:
     timed_out = recovery.time_out_past_deadline(loaded.workload, deadline, at, now)
     refusal = WorkloadError(
         ErrorCode.WORKLOAD_TIMED_OUT,
-        f"the workload's {deadline} deadline passed at {iso_instant(at)}",
+        f"the workload's {deadline} deadline passed at {instant_text(at)}",
         {"deadline": deadline, "deadline_at": at},
     )
     return Step(loaded.decided(timed_out), Operation.DEADLINE, refusal=refusal)

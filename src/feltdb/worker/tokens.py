@@ -17,7 +17,7 @@ from feltdb.auth.policy import worker_name
 from feltdb.auth.subjects import SubjectKind
 from feltdb.auth.tokens import MAX_TOKEN_CHARS, decode_token
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import iso_instant
+from feltdb.fields import instant_text
 
 log = logging.getLogger("feltdb.worker")
 
@@ -109,7 +109,7 @@ def _refusal(held: Grant, new: Grant, now: float) -> str | None:
             f"{held.subject}'s in {held.tenant_id}/{held.application_id}"
         )
     if new.expires_at <= now:
-        return f"it expired at {iso_instant(new.expires_at)}"
+        return f"it expired at {instant_text(new.expires_at)}"
     return None
 
 
@@ -190,7 +190,7 @@ class TokenKeeper:
         log.warning(
             "worker %s: its token %s at %s (%s), and the server refuses it from then on; %s",
             worker_name(self.grant.subject), "expired" if expires <= now else "expires",
-            iso_instant(expires), until(expires, now), how,
+            instant_text(expires), until(expires, now), how,
         )  # fmt: skip
 
     def _reread(self, path: Path, now: float) -> None:
@@ -215,5 +215,5 @@ class TokenKeeper:
         self._use(token)
         log.info(
             "worker %s: took the new token in %s; it expires at %s (%s)",
-            name, path, iso_instant(grant.expires_at), until(grant.expires_at, now),
+            name, path, instant_text(grant.expires_at), until(grant.expires_at, now),
         )  # fmt: skip

@@ -23,7 +23,7 @@ from feltdb.errors import WorkloadError
 from feltdb.server.ui.viewer import COOKIE
 
 LINK = re.compile(r"(?P<server>.+)/ui/login#ticket=(?P<ticket>fgl1\.[A-Za-z0-9_-]+)")
-GRANT_ID = re.compile(r"\bgrant (grant_[0-9a-f]{16})\b")
+GRANT_ID = re.compile(r"\bgrant (grant_[0-9a-f]{24})\b")
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from support.server import Server, submission
 
 from feltdb import Subject
 from feltdb.auth.tokens import Keyring, decode_token
-from feltdb.fields import iso_instant
+from feltdb.fields import instant_text
 
 FELTDB = [sys.executable, "-c", "from feltdb.cli import main; main()"]
 
@@ -137,7 +137,7 @@ def test_a_worker_says_at_start_when_its_token_expires(
     said = [line for line in running.text().splitlines() if "expires at" in line]
     assert len(said) == 1, running.text()
     line = said[0]
-    assert "WARNING" in line and f"expires at {iso_instant(expires)} (in 59m " in line
+    assert "WARNING" in line and f"expires at {instant_text(expires)} (in 59m " in line
     again = "feltdb grant issue --worker w-start --tenant default --application starting"
     assert "--token-file" in line and f"({again} --capability email:send)" in line
 

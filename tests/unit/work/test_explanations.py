@@ -33,7 +33,7 @@ def test_an_expired_approval_is_one_sentence_with_times_in_words(store):
     assert ended.state is WorkloadState.DEAD_LETTER
     said = ended_because(ended)
     assert said == (
-        "approval expired at 2026-12-03T16:50:00Z, 10 min after it was asked, undecided;"
+        "approval expired at 2026-12-03 16:50:00 UTC, 10 min after it was asked, undecided;"
         " not retried: another attempt cannot meet a deadline of the work itself (overall,"
         " queue or approval)"
     )

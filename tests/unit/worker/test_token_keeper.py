@@ -14,7 +14,7 @@ from feltdb import Subject
 from feltdb.auth.tokens import Keyring
 from feltdb.client import Client
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import iso_instant
+from feltdb.fields import instant_text
 from feltdb.worker.tokens import FILE_CHECK_S, TokenKeeper, notice_at, read_token, until
 
 KEYRING = Keyring.generate()
@@ -97,7 +97,7 @@ def test_the_start_names_the_expiry_and_how_to_rotate_and_the_notice_comes_once(
     keeping = Keeping(path.read_text(), path)
     keeping.keeper.announce()
     [start] = warnings(caplog)
-    assert f"expires at {iso_instant(T0 + 3600)} (in 1h 0m)" in start
+    assert f"expires at {instant_text(T0 + 3600)} (in 1h 0m)" in start
     mint = "feltdb grant issue --worker w1 --capability email:send"
     assert f"write a new one ({mint}) to {path}" in start
     keeping.at(3600 - 361)
@@ -105,7 +105,7 @@ def test_the_start_names_the_expiry_and_how_to_rotate_and_the_notice_comes_once(
     keeping.at(3600 - 360)
     keeping.at(3600 - 100)
     [_, notice] = warnings(caplog)
-    assert f"expires at {iso_instant(T0 + 3600)} (in 6m 0s)" in notice
+    assert f"expires at {instant_text(T0 + 3600)} (in 6m 0s)" in notice
 
 
 def test_a_token_without_a_file_is_told_how_to_become_one(caplog: pytest.LogCaptureFixture) -> None:
@@ -157,7 +157,7 @@ def test_a_new_token_in_the_file_is_taken_once_the_file_is_looked_at_again(
         ("fgt2.@@@", "not base64url"),
         (token(subject=Subject.worker("w2")), "worker:w2's in default/default, not worker:w1's"),
         (token(tenant_id="other"), "in other/default"),
-        (token(lifetime=10, issued_at=T0 - 100), f"it expired at {iso_instant(T0 - 90)}"),
+        (token(lifetime=10, issued_at=T0 - 100), f"it expired at {instant_text(T0 - 90)}"),
     ],
 )
 def test_a_file_without_a_usable_token_is_said_once_and_the_token_kept(

@@ -10,7 +10,6 @@ one grant may see), never framed, and send no ``Referer`` to other sites.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from feltdb import __version__
+from feltdb.fields import instant_text
 from feltdb.records.summary import WorkloadSummary
 from feltdb.server.ui.viewer import Viewer
 from feltdb.work.explanations import ended_because
@@ -68,10 +68,8 @@ def evidence_value(value: str, name: str) -> str:
 
 
 def instant(seconds: float | None) -> str:
-    """A unix time as ``YYYY-MM-DD HH:MM:SS UTC`` (``—`` for none)."""
-    if seconds is None:
-        return "—"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+    """A unix time as :func:`~feltdb.fields.instant_text` writes it (``—`` for none)."""
+    return "—" if seconds is None else instant_text(seconds)
 
 
 def duration(seconds: float | None) -> str:
