@@ -99,6 +99,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from support.factories import SIGNER
+from support.rows import set_aside_keys
 from support.soak import record, scaled
 
 from feltdb import (
@@ -199,6 +200,8 @@ EVENT_NAMES: dict[WorkloadState, str] = {
 TRANSIENT = frozenset({S.CREATED, S.FAILED, S.TIMED_OUT, S.RECOVERING})
 """States a commit always moves on from (admission, the retry and recovery decisions)."""
 TERMINAL = frozenset({S.SUCCEEDED, S.CANCELLED, S.REJECTED})
+RESTING = TERMINAL | {S.DEAD_LETTER}
+"""States work rests in: a dependency resting in another than its dependent awaits ended."""
 HELD = frozenset({S.CLAIMED, S.RUNNING, S.CHECKPOINTED})
 LEASED = HELD | {S.CANCELLATION_REQUESTED}
 """States in which a worker holds the work under a lease (an attempt is open)."""
@@ -566,10 +569,13 @@ class WorkloadModel(RuleBasedStateMachine):
         named = self._commits()
         assert named <= allowed, f"{what} committed {sorted(named - allowed)} (allowed {allowed})"
 
-    def _refused(self, error: WorkloadError, workload_id: str | None, what: str) -> None:
-        """A refusal commits nothing, but the timeout or dead letter it reports."""
+    def _refused(
+        self, error: WorkloadError, workload_id: str | None, what: str, *, ends: bool = False
+    ) -> None:
+        """A refusal commits nothing, but the timeout or dead letter it reports (``ends``:
+        the dead letter of work whose dependency ended)."""
         type(self).tally.refusals += 1
-        settles = error.code in SETTLING_REFUSALS and workload_id is not None
+        settles = (ends or error.code in SETTLING_REFUSALS) and workload_id is not None
         allowed = {workload_id} if settles and workload_id is not None else set()
         self._committed_only(allowed, f"{what} refused {error.code}")
 
@@ -733,6 +739,8 @@ class WorkloadModel(RuleBasedStateMachine):
             return "WORKLOAD_REJECTED"
         if w.state is not S.READY:
             return "WORKLOAD_NOT_READY"
+        if self._dependency_ended(w):  # dead-lettered by the claim that finds it
+            return "WORKLOAD_NOT_READY"
         if w.approval is not None and not w.approval.approved():
             return "WORKLOAD_APPROVAL_PENDING"
         if w.next_attempt_at is not None and w.next_attempt_at > self.now:
@@ -743,6 +751,15 @@ class WorkloadModel(RuleBasedStateMachine):
         if not w.capability_snapshot <= CAPABILITIES[worker]:
             return "WORKLOAD_CAPABILITY_DENIED"
         return None
+
+    def _dependency_ended(self, w: Workload) -> bool:
+        """Whether a dependency of ``w`` rests in a state other than the one it awaits."""
+        return any(
+            d.workload_id in self.snap
+            and self.snap[d.workload_id].state in RESTING
+            and self.snap[d.workload_id].state is not d.required_state
+            for d in w.dependencies
+        )
 
     def _dependencies_met(self, w: Workload) -> bool:
         return all(
@@ -784,16 +801,21 @@ class WorkloadModel(RuleBasedStateMachine):
         settled on the way (past a deadline, or out of attempts) is left as.
         """
         held = CAPABILITIES[worker]
+        eligible = [
+            w
+            for w in self.snap.values()
+            if w.state is S.READY
+            and (w.next_attempt_at is None or w.next_attempt_at <= self.now)
+            and (definitions is None or w.definition_id in definitions)
+            and w.capability_snapshot <= held
+        ]
+        # Work whose dependency ended is read, and ended, unless a claim set it aside
+        # waiting on another dependency (then it ends once that one comes to rest).
+        ended = {w.workload_id for w in eligible if self._dependency_ended(w)}
+        if ended:
+            ended -= set_aside_keys(self.store.db.target, DURABLE_WORK_COLLECTION)
         candidates = sorted(
-            (
-                w
-                for w in self.snap.values()
-                if w.state is S.READY
-                and (w.next_attempt_at is None or w.next_attempt_at <= self.now)
-                and (definitions is None or w.definition_id in definitions)
-                and w.capability_snapshot <= held
-                and self._dependencies_met(w)
-            ),
+            (w for w in eligible if w.workload_id in ended or self._dependencies_met(w)),
             key=lambda w: (-w.priority, w.created_at, w.workload_id),
         )
         claimed: list[str] = []
@@ -802,6 +824,9 @@ class WorkloadModel(RuleBasedStateMachine):
             if len(claimed) >= wanted:
                 break
             found = breach(w, self.now)
+            if w.workload_id in ended:
+                settled[w.workload_id] = Expect(S.DEAD_LETTER, why="scheduler: dependency ended")
+                continue
             if found is not None:
                 settled[w.workload_id] = self._after_deadline(w, found[0], "scheduler deadline")
             elif w.attempt_count >= self.works[w.workload_id].budget:
@@ -1022,10 +1047,13 @@ class WorkloadModel(RuleBasedStateMachine):
         except WorkloadError as error:
             event(f"claim: {error.code}")
             assert error.code == predicted, f"claim refused {error}, not {predicted}"
-            self._refused(error, work.workload_id, "claim")
+            ended = error.code == "WORKLOAD_NOT_READY" and w.state is S.READY
+            self._refused(error, work.workload_id, "claim", ends=ended)
             self._expect_settled(w, error, "claim")
             if error.code == "WORKLOAD_ATTEMPTS_EXHAUSTED":
                 self.expect[w.workload_id] = Expect(S.DEAD_LETTER, why="claim: budget spent")
+            if ended:
+                self.expect[w.workload_id] = Expect(S.DEAD_LETTER, why="claim: dependency ended")
             return
         event("claim: granted")
         assert predicted is None, f"claim was granted; expected {predicted}"
