@@ -21,6 +21,7 @@ from feltdb import (
     WorkloadRetryPolicy,
     WorkloadState,
 )
+from feltdb.auth.scope import Scope
 from feltdb.work.explanations import ended_because
 
 LEASE = 10_000
@@ -157,3 +158,55 @@ def test_a_dependency_met_and_one_ended_end_the_work(store):
     ended = store.get(both.workload_id)
     assert ended.state is WorkloadState.DEAD_LETTER
     assert ended.execution_history[-1].evidence["dependency"] == gone.workload_id
+
+
+def test_retrying_the_dependency_re_arms_what_its_ending_ended_down_the_chain(store):
+    first = store.create(make_request(idempotency_key="first", retry_policy=_once()))
+    second = _after(store, "second", first)
+    third = _after(store, "third", second)
+    unrelated = store.create(make_request(idempotency_key="other", retry_policy=_once()))
+    _dead_letter(store, first, now=10)
+    _dead_letter(store, unrelated, now=10)
+    for now in (11, 12):  # one search ends the second, the next the third
+        assert store.claim_many("t", "app", "w", CAPABILITIES, 10, now=now) == []
+    assert store.get(third.workload_id).state is WorkloadState.DEAD_LETTER
+
+    store.retry(first.workload_id, "human:ops", now=20, reason="the card was fixed")
+    for dependent, through in ((second, first), (third, second)):
+        again = store.get(dependent.workload_id)
+        assert again.state is WorkloadState.READY
+        assert again.retry_count == 0, "a re-arm spends none of its retries"
+        last = again.execution_history[-1]
+        assert (last.actor, last.at) == ("human:ops", 20)
+        assert last.evidence == {
+            "decision": "dependency_rearmed",
+            "dependency": through.workload_id,
+        }
+    assert store.get(unrelated.workload_id).state is WorkloadState.DEAD_LETTER
+    # They wait for the retried work again, and run once it succeeds.
+    claimed = store.claim_many("t", "app", "w", CAPABILITIES, 10, now=21)
+    assert [c.workload_id for c in claimed] == [first.workload_id]
+
+
+def test_a_dependent_retried_by_hand_in_between_is_not_re_armed_again(store):
+    first = store.create(make_request(idempotency_key="first", retry_policy=_once()))
+    second = _after(store, "second", first)
+    _dead_letter(store, first, now=10)
+    assert store.claim_next("t", "app", "w", CAPABILITIES, now=11) is None
+    store.cancel(second.workload_id, "human:ops", now=12)
+
+    store.retry(first.workload_id, "human:ops", now=20, reason="again")
+    assert store.get(second.workload_id).state is WorkloadState.CANCELLED
+
+
+def test_an_operator_narrowed_to_one_environment_re_arms_only_work_of_it(store):
+    first = store.create(make_request(idempotency_key="first", retry_policy=_once()))
+    mine = _after(store, "mine", first, environment=first.environment)
+    theirs = _after(store, "theirs", first, environment="staging")
+    _dead_letter(store, first, now=10)
+    assert store.claim_many("t", "app", "w", CAPABILITIES, 10, now=11) == []
+    narrowed = Scope("t", "app", environments=frozenset({first.environment}))
+
+    store.retry(first.workload_id, "human:ops", now=20, reason="fixed", scope=narrowed)
+    assert store.get(mine.workload_id).state is WorkloadState.READY
+    assert store.get(theirs.workload_id).state is WorkloadState.DEAD_LETTER

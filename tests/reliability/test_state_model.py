@@ -833,7 +833,27 @@ class WorkloadModel(RuleBasedStateMachine):
                 settled[w.workload_id] = Expect(S.DEAD_LETTER, why="scheduler: budget spent")
             elif self._claimable_refusal(w, worker) is None:
                 claimed.append(w.workload_id)
-        return claimed, settled
+        return claimed, settled, self._may_end(eligible, ended, settled)
+
+    def _may_end(
+        self, eligible: list[Workload], ended: set[str], settled: dict[str, Expect]
+    ) -> set[str]:
+        """Work the call may also end: waiting on work it settles into a rest (or on such
+        work, down the chain). The scheduler reads page by page, committing each page's
+        choices before the next, so whether it reads the dependent after the settling
+        depends on where the pages fall."""
+        rested = {wid for wid, then in settled.items() if then.state in RESTING}
+        maybe: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for w in eligible:
+                if w.workload_id in maybe | ended | set(settled):
+                    continue
+                if any(d.workload_id in rested | maybe for d in w.dependencies):
+                    maybe.add(w.workload_id)
+                    grew = True
+        return maybe
 
     def _request(self, spec: Spec, key: str, dependencies: list[tuple[str, WorkloadState]]) -> Work:
         not_before = self.now + spec.not_before_in if spec.not_before_in is not None else None
@@ -1070,7 +1090,7 @@ class WorkloadModel(RuleBasedStateMachine):
         call: Callable[[str], list[WorkloadClaim]],
     ) -> None:
         name = self._worker(worker)
-        expected, settled = self._scheduled(name, wanted, definitions)
+        expected, settled, maybe = self._scheduled(name, wanted, definitions)
         claims = call(name)
         got = [claim.workload_id for claim in claims]
         event(f"scheduled: {len(got)} claimed, {len(settled)} settled")
@@ -1078,7 +1098,16 @@ class WorkloadModel(RuleBasedStateMachine):
         for claim in claims:
             self._granted(claim, name, lease_ms, started=start)
         self.expect.update(settled)
-        self._committed_only(set(got) | set(settled), "scheduled claim")
+        ended = set()
+        for workload_id in maybe:
+            now = self.store.get(workload_id)
+            if now.state is S.DEAD_LETTER:
+                evidence = now.execution_history[-1].evidence
+                assert evidence.get("decision") == "dependency_unmet", evidence
+                ended.add(workload_id)
+                self.expect[workload_id] = Expect(S.DEAD_LETTER, why="scheduler: ended after")
+        event(f"scheduled: {len(ended)} of {len(maybe)} ended after their dependency")
+        self._committed_only(set(got) | set(settled) | ended, "scheduled claim")
 
     @precondition(_has_ready)
     @rule(
@@ -1542,7 +1571,10 @@ class WorkloadModel(RuleBasedStateMachine):
         predicted: str | None,
         expected: Expect | None,
         call: Callable[[], Any],
+        also: dict[str, Expect] | None = None,
     ) -> Any:
+        """Run an operator's ``call`` on ``work``: refused ``predicted``, or leaving it
+        ``expected`` (and ``also`` the other work it re-arms)."""
         try:
             answer = call()
         except WorkloadError as error:
@@ -1554,9 +1586,11 @@ class WorkloadModel(RuleBasedStateMachine):
         assert predicted is None, f"{what} accepted; expected {predicted}"
         assert expected is not None
         self.expect[work.workload_id] = expected
+        self.expect.update(also or {})
         before = self.snap[work.workload_id]
         unchanged = expected.state is before.state and what == "cancel"
-        self._committed_only(set() if unchanged else {work.workload_id}, what)
+        changed = set() if unchanged else {work.workload_id}
+        self._committed_only(changed | set(also or {}), what)
         return answer
 
     @precondition(lambda self: bool(self.works))
@@ -1641,11 +1675,30 @@ class WorkloadModel(RuleBasedStateMachine):
             predicted,
             expected,
             lambda: self.store.retry(work.workload_id, "operator", now=self.now, reason="model"),
+            self._rearmed_with(work.workload_id) if expected is not None else None,
         )
         if expected is not None:
             work.operator_retries += 1
             if work.rearmed_from is None:
                 work.rearmed_from = len(w.execution_history)
+
+    def _rearmed_with(self, workload_id: str) -> dict[str, Expect]:
+        """The work an operator's retry of ``workload_id`` re-arms: what it ended (by the
+        claim that found its dependency at rest), down the chain, as it was before."""
+        through: dict[str, list[Workload]] = {}
+        for w in self.snap.values():
+            last = w.execution_history[-1] if w.execution_history else None
+            if w.state is S.DEAD_LETTER and last is not None:
+                if last.evidence.get("decision") == "dependency_unmet":
+                    through.setdefault(last.evidence["dependency"], []).append(w)
+        rearmed: dict[str, Expect] = {}
+        queue = [workload_id]
+        while queue:
+            for w in through.get(queue.pop(), []):
+                if w.workload_id not in rearmed:
+                    rearmed[w.workload_id] = Expect(S.READY, w.next_attempt_at, "re-armed after")
+                    queue.append(w.workload_id)
+        return rearmed
 
     @precondition(lambda self: any(work.spec.approval for work in self.works.values()))
     @rule(

@@ -51,6 +51,9 @@ class Operation(enum.StrEnum):
     DEPENDENCY = "dependency"
     """Ready work was dead-lettered instead of claimed: a dependency of it rests in another
     state than it awaits (:func:`~feltdb.work.recovery.dead_letter_unmet`)."""
+    REARM = "rearm"
+    """Work a dependency's ending had ended was re-armed as an operator retried that
+    dependency (:mod:`feltdb.work.rearming`)."""
     MIGRATE = "migrate"
     """A legacy record was imported."""
 

@@ -42,6 +42,7 @@ from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.clock import resolved_now as _now
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
 from feltdb.work.models import CreateWorkload
+from feltdb.work.rearming import retry_with_dependents
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.unit import UnitOfWork
@@ -511,13 +512,12 @@ class WorkloadStore:
         scope: Scope | None = None,
     ) -> None:
         """Re-arm failed, dead-lettered or timed-out work for one more attempt (at most
-        ``retry_policy.max_attempts`` times), recorded with the actor and reason.
+        ``retry_policy.max_attempts`` times), with actor and reason; then what it ended.
 
         Raises:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED``, ``WORKLOAD_RETRY_EXHAUSTED``.
         """
-        at = _now(now)
-        self.unit.run(scope, lambda load: operator.retry(workload_id, actor, reason, at, load))
+        retry_with_dependents(self.unit, workload_id, actor, reason, _now(now), scope)
 
     def decide(
         self,
