@@ -46,6 +46,7 @@ from feltdb.work.rearming import retry_with_dependents
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.unit import UnitOfWork
+from feltdb.work.workflows import Workflows
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -86,6 +87,8 @@ class WorkloadStore:
         """The audit: the log read by application, its chain sealed and verified."""
         self.grants = Revocations(db, _now)
         """The grants revoked in this store."""
+        self.workflows = Workflows(self.unit, _now)
+        """Workloads submitted together with dependencies between them, seen as one run."""
         self._release: Callable[[], None] = lambda: None
         """What :meth:`close` does: nothing, or (opened by :meth:`open`) close the database."""
 
@@ -143,11 +146,7 @@ class WorkloadStore:
         return self.admit(request)[0]
 
     def get(self, workload_id: str, *, scope: Scope | None = None) -> Workload:
-        """The committed workload.
-
-        Raises:
-            WorkloadError: ``WORKLOAD_NOT_FOUND`` (also for work outside ``scope``).
-        """
+        """The committed workload, or ``WORKLOAD_NOT_FOUND`` (also outside ``scope``)."""
         return self.unit.load(workload_id, scope).workload
 
     def list(self, tenant_id: str, application_id: str) -> builtins.list[Workload]:
