@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workflow import RunState, WorkflowNode
@@ -26,6 +27,10 @@ from feltdb.work.identities import idempotency_scope
 from feltdb.work.models import CreateWorkload
 from feltdb.work.scheduling import AWAITED_STATES
 from feltdb.work.states import WorkloadState
+
+MAX_WORKFLOW_NODES: Final = 200
+"""The most nodes a workflow has (with their submissions, a request body well under the
+server's 1 MiB); a larger graph is several workflows, joined by dependencies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +70,8 @@ def planned(key: str, steps: Sequence[WorkflowStep]) -> Plan:
     """
     key = inputs.identifier(key, "key")
     steps = inputs.batch(steps, "nodes")
-    if not steps:
-        raise inputs.invalid("nodes", "a workflow has at least one node")
+    if not 1 <= len(steps) <= MAX_WORKFLOW_NODES:
+        raise inputs.invalid("nodes", f"a workflow has 1 to {MAX_WORKFLOW_NODES} nodes")
     names = [inputs.identifier(step.name, f"nodes.{n}.name") for n, step in enumerate(steps)]
     ids = {step.name: workload_id_of(step.request) for step in steps}
     _one_each(names, steps, ids)
@@ -87,11 +92,21 @@ def planned(key: str, steps: Sequence[WorkflowStep]) -> Plan:
     return Plan(workflow_id_for(steps[0].request, key), nodes, requests)
 
 
-def _refused(message: str, names: Sequence[str], ids: dict[str, str]) -> WorkloadError:
+def _refused(
+    message: str, names: Sequence[str], ids: dict[str, str], field: str = "after"
+) -> WorkloadError:
+    """A refusal naming the nodes ``names``: their workload ids, and the fields at fault
+    (``nodes.N.field``, ``N`` each one's place in the workflow as submitted).
+    """
+    places = list(ids)
     return WorkloadError(
         ErrorCode.WORKLOAD_INVALID,
         message,
-        {"nodes": list(names), "workload_ids": [ids[n] for n in names if n in ids]},
+        {
+            "fields": [f"nodes.{places.index(n)}.{field}" for n in names if n in ids],
+            "nodes": list(names),
+            "workload_ids": [ids[n] for n in names if n in ids],
+        },
     )
 
 
@@ -99,7 +114,9 @@ def _one_each(names: list[str], steps: Sequence[WorkflowStep], ids: dict[str, st
     """Refuse a name given twice, or nodes of different requesters or applications."""
     twice = sorted(name for name, count in Counter(names).items() if count > 1)
     if twice:
-        raise _refused(f"node names must differ: {', '.join(twice)} given twice", twice, ids)
+        raise _refused(
+            f"node names must differ: {', '.join(twice)} given twice", twice, ids, "name"
+        )
     first = steps[0].request
     owner = (first.tenant_id, first.application_id, first.requested_by)
     others = [
@@ -113,6 +130,7 @@ def _one_each(names: list[str], steps: Sequence[WorkflowStep], ids: dict[str, st
             f" {', '.join(others)} differ from {steps[0].name}",
             others,
             ids,
+            "request",
         )
 
 
