@@ -251,6 +251,12 @@ def test_the_dependencies_example_shows_the_waiting_work(tmp_path: Path):
     assert lines[0].startswith("submitted workload_") and "READY" in lines[0]
 
 
+@runs("workflows")
+def test_the_workflows_example_submits_shows_and_cancels_a_run(tmp_path: Path):
+    out = bash(blocks()["workflows"], tmp_path).strip().splitlines()
+    assert out == ["RUNNING", "extract READY", "load READY", "alert READY", "CANCELLED"], out
+
+
 @runs("worker-tokens")
 def test_the_worker_token_block_mints_and_rotates(tmp_path: Path, serving: Callable[..., Serving]):
     from feltdb.auth.tokens import decode_token

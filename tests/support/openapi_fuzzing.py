@@ -91,8 +91,8 @@ shape), a cursor must be one the server answered (opaque), a listed approver mus
 kind the same policy permits (a rule between two fields of a list), and an
 ``Idempotency-Key`` header must name the body's key when both name one (a rule between the
 header and the body), and a workflow's nodes must have names of their own and run after
-nodes of the workflow, in no cycle (rules between the items of a list). Every other 422 for a request the schema calls valid fails the
-test."""
+nodes of the workflow, in no cycle (rules between the items of a list). Every other 422
+for a request the schema calls valid fails the test."""
 
 FailureKey = tuple[str, str, str, str]
 """One distinct failure: the operation (``"run"`` for a check of the whole run), the check,

@@ -20,6 +20,7 @@ from feltdb.cli.submit import submit_app
 from feltdb.cli.work import work_app
 from feltdb.cli.worker import worker_app
 from feltdb.cli.workers import workers_app
+from feltdb.cli.workflows import workflow_app
 from feltdb.errors import WorkloadError
 
 __all__ = ["app", "main"]
@@ -38,6 +39,7 @@ app.command()(serve)
 # Added without names, so their commands and groups appear at the top level.
 for group in (auth_app, submit_app, work_app, workers_app, audit_app, migrate_app, worker_app):
     app.add_typer(group)
+app.add_typer(workflow_app, name="workflow")
 
 
 def _print_version(asked: bool) -> None:

@@ -25,7 +25,7 @@ from feltdb.work import workflow_access
 from feltdb.work.authority import Authority
 from feltdb.work.models import CreateWorkload
 from feltdb.work.submission import submission_fields
-from feltdb.work.workflow_graph import WorkflowStep
+from feltdb.work.workflow_graph import WorkflowStep, node_fields
 
 
 def _parts(node: WorkflowNodeLike, place: int) -> tuple[str, list[str], SubmissionLike]:
@@ -99,7 +99,8 @@ class LocalWorkflows:
         steps = []
         for place, node in enumerate(nodes):
             name, after, submission = _parts(node, place)
-            steps.append(WorkflowStep(name, self._request(submission), after))
+            fields = node_fields(key, name, submission_fields(as_submission(submission)))
+            steps.append(WorkflowStep(name, self._request(fields), after))
         return workflow_access.submit(self.acting, key, steps)
 
     def workflow(self, workflow_id: str) -> WorkflowRun:

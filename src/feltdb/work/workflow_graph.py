@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workflow import RunState, WorkflowNode
@@ -51,6 +51,16 @@ class Plan:
     workflow_id: str
     nodes: list[WorkflowNode]
     requests: list[CreateWorkload]
+
+
+def node_fields(key: str, name: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """A node's submission ``fields``, its idempotency key ``KEY/NAME`` unless it names one:
+    so the same workflow submitted again names the same workloads (a submission's own
+    default, a random key, would make every submission new).
+    """
+    if "idempotency_key" in fields:
+        return fields
+    return {**fields, "idempotency_key": f"{key}/{name}"}
 
 
 def workflow_id_for(request: CreateWorkload, key: str) -> str:

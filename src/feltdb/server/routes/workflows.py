@@ -19,7 +19,7 @@ from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Acting, Auth, Now, State
 from feltdb.server.routes.requesters import admission
 from feltdb.work import workflow_access
-from feltdb.work.workflow_graph import MAX_WORKFLOW_NODES, WorkflowStep
+from feltdb.work.workflow_graph import MAX_WORKFLOW_NODES, WorkflowStep, node_fields
 
 router = APIRouter(prefix=PREFIX)
 
@@ -76,7 +76,11 @@ def submit(  # noqa: D103
     caller: Auth, acting: Acting, state: State, now: Now, body: WorkflowBody
 ) -> JSONResponse:
     steps = [
-        WorkflowStep(node.name, admission(caller, state, now, node.submission), node.after)
+        WorkflowStep(
+            node.name,
+            admission(caller, state, now, node_fields(body.key, node.name, node.submission)),
+            node.after,
+        )
         for node in body.nodes
     ]
     run, created = workflow_access.submit(acting, body.key, steps)
