@@ -183,3 +183,21 @@ def test_a_run_is_not_found_outside_its_application_or_a_narrowed_scope(store):
         store.workflows.get("workflow_nope")
     assert missing.value.code == "WORKLOAD_NOT_FOUND"
     assert store.workflows.get(run.workflow_id, scope=Scope("t", "app")) == run
+
+
+def test_a_node_s_execution_context_carries_its_dependencies_outputs(store, monkeypatch):
+    run, _ = store.workflows.submit(
+        "fan-in", [_step("a"), _step("b"), _step("c"), _step("sum", "a", "b", "c:CANCELLED")]
+    )
+    ids = {n.name: n.workload_id for n in run.nodes}
+    _run(store, ids["a"], 20)
+    _run(store, ids["b"], 20)
+    store.cancel(ids["c"], "human:ops", now=20)
+    import feltdb.work.dependency_outputs as bounded
+
+    monkeypatch.setattr(bounded, "MAX_DEPENDENCY_OUTPUT_CHARS", 2)  # "{}" fits, no more
+    held = store.claim(ids["sum"], "w", CAPABILITIES, now=21, lease_ms=LEASE)
+    context = store.execution_context(ids["sum"], held.claim_id, "w", held.fencing_token, now=21)
+    # The cancelled one produced nothing; of the two that succeeded, one output fits.
+    assert context.dependency_outputs == {ids["a"]: {}}
+    assert context.dependency_outputs_omitted == [ids["b"]]

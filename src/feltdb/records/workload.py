@@ -191,6 +191,11 @@ class WorkloadExecutionContext(Record, frozen=True, kw_only=True):  # type: igno
     input: Any = None
     checkpoints: list[WorkloadCheckpoint] = msgspec.field(default_factory=list)
     """Every committed checkpoint, from this and earlier attempts, in order."""
+    dependency_outputs: dict[str, Any] = msgspec.field(default_factory=dict)
+    """The output of each dependency that succeeded, by workload id: what the work it
+    depends on produced (``feltdb.work.dependency_outputs``: at most 4 MiB of JSON)."""
+    dependency_outputs_omitted: list[str] = msgspec.field(default_factory=list)
+    """Succeeded dependencies whose output did not fit in :attr:`dependency_outputs`."""
 
 
 class WorkloadEvent(Record, frozen=True, kw_only=True):  # type: ignore[misc]

@@ -375,7 +375,7 @@ class WorkloadStore:
         """
         step = worker_.execution_context(
             workload_id, claim_id, worker, fencing_token, secret_references, _now(now),
-            self.unit.loader(scope),
+            self.unit.loader(scope), self.unit.dependency_outputs,
         )  # fmt: skip
         return self.unit.finish(step)
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
@@ -28,6 +28,7 @@ from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
 from feltdb.work.batches import Batch, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
+from feltdb.work.dependency_outputs import dependency_outputs
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
 from feltdb.work.recent import RecentCommits
 from feltdb.work.rows import (
@@ -166,6 +167,13 @@ class UnitOfWork:
         """
         row_of = partial(dependency_row, self.db.get_row, workload)
         return read_dependencies(workload.dependencies, row_of)
+
+    def dependency_outputs(self, workload: Workload) -> tuple[dict[str, Any], list[str]]:
+        """What ``workload``'s dependencies produced, read as :meth:`dependencies` reads
+        them (:func:`~feltdb.work.dependency_outputs.dependency_outputs`).
+        """
+        row_of = partial(dependency_row, self.db.get_row, workload)
+        return dependency_outputs(workload.dependencies, row_of)
 
     def results_ahead(self, result_ids: Iterable[object]) -> dict[str, list[StoredRow]]:
         """The workloads carrying each of ``result_ids`` (at most a batch's), read in one

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, TypeVar
 
+import msgspec
+
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.fields import MAX_PATH_CHARS, instant_text
 from feltdb.records.workload import (
@@ -172,9 +174,10 @@ def execution_context(
     secret_references: Iterable[str],
     now: int,
     load: Load,
+    outputs: Callable[[Workload], tuple[dict[str, Any], list[str]]],
 ) -> Step[WorkloadExecutionContext]:
-    """The input, scopes and committed checkpoints, for the claim's holder: a read, which
-    commits only the timeout of work found past a deadline.
+    """The input, scopes, committed checkpoints and the dependencies' ``outputs``, for the
+    claim's holder: a read, which commits only the timeout of work found past a deadline.
     """
     claim_id, token = _fence(claim_id, fencing_token)
     references = inputs.identifiers(secret_references, "secret_references")
@@ -182,11 +185,12 @@ def execution_context(
     timed_out = deadline_step(loaded, now)
     if timed_out is not None:
         return timed_out
-    return Step(
-        answer=lifecycle.execution_context(
-            loaded.workload, claim_id, worker, token, now, references
-        )
-    )
+    context = lifecycle.execution_context(loaded.workload, claim_id, worker, token, now, references)
+    if not loaded.workload.dependencies:
+        return Step(answer=context)
+    produced, omitted = outputs(loaded.workload)
+    changes = {"dependency_outputs": produced, "dependency_outputs_omitted": omitted}
+    return Step(answer=msgspec.structs.replace(context, **changes))
 
 
 def checkpoint(

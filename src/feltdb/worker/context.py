@@ -14,6 +14,8 @@ from feltdb.records.workload import Workload, WorkloadCheckpoint, WorkloadClaim
 
 CheckpointCall = Callable[[Any], WorkloadCheckpoint]
 """Commits a checkpoint for the attempt (the runtime's, with its retries and fencing)."""
+OutputsCall = Callable[[], dict[str, Any]]
+"""Reads what the attempt's dependencies produced (the execution context's outputs)."""
 
 
 class Flag:
@@ -58,6 +60,7 @@ class Context:
         input: Any,
         checkpoints: list[WorkloadCheckpoint],
         commit_checkpoint: CheckpointCall,
+        read_outputs: OutputsCall | None = None,
     ) -> None:
         self.workload = workload
         self.claim = claim
@@ -65,6 +68,8 @@ class Context:
         self.checkpoints = list(checkpoints)
         self.cancelled = threading.Event()
         self._commit_checkpoint = commit_checkpoint
+        self._read_outputs = read_outputs
+        self._outputs: dict[str, Any] | None = None
         self._side_effects = Flag()
 
     @property
@@ -86,6 +91,22 @@ class Context:
     def last_checkpoint(self) -> Any:
         """The state of the latest committed checkpoint, or ``None`` when there is none."""
         return self.checkpoints[-1].state if self.checkpoints else None
+
+    @property
+    def dependency_outputs(self) -> dict[str, Any]:
+        """What the work this workload depends on produced: each dependency that succeeded,
+        its output by workload id (``self.workload.dependencies`` names them). Read from the
+        authority on first use, one call; ``{}`` for work without dependencies.
+
+        Raises:
+            WorkloadError: the authority refused the read (this worker no longer holds
+                the work: its fence is stale or its lease expired).
+        """
+        if self._outputs is None:
+            read = self._read_outputs
+            depends = bool(self.workload.dependencies) and read is not None
+            self._outputs = read() if read is not None and depends else {}
+        return self._outputs
 
     def checkpoint(self, state: Any) -> WorkloadCheckpoint:
         """Commit ``state`` as this attempt's progress; a later attempt resumes from it.

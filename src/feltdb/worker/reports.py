@@ -108,6 +108,7 @@ class AttemptRunner:
             workload.input,
             workload.checkpoints,
             lambda state: self.checkpoint(attempt, state),
+            lambda: client.execution_context(*attempt.fence).dependency_outputs,
         )
         attempt.context = ctx
         if cancellation_requested(workload) or attempt.cancel_requested.is_set():
