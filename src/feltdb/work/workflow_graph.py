@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.fields import MAX_ID_CHARS
 from feltdb.records.workflow import RunState, WorkflowNode
 from feltdb.records.workload import WorkloadDependency
-from feltdb.storage.canonical import sha256_hex
+from feltdb.storage.canonical import canonical_json, sha256_hex
 from feltdb.work import inputs
 from feltdb.work.admitting import workload_id_of
 from feltdb.work.identities import idempotency_scope
@@ -54,13 +55,17 @@ class Plan:
 
 
 def node_fields(key: str, name: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A node's submission ``fields``, its idempotency key ``KEY/NAME`` unless it names one:
+    """A node's submission ``fields``, its idempotency key ``KEY/NAME`` unless it names one
+    (``workflow-`` and a digest of both when that is longer than an identifier may be):
     so the same workflow submitted again names the same workloads (a submission's own
     default, a random key, would make every submission new).
     """
     if "idempotency_key" in fields:
         return fields
-    return {**fields, "idempotency_key": f"{key}/{name}"}
+    named = f"{key}/{name}"
+    if len(named) > MAX_ID_CHARS:
+        named = "workflow-" + sha256_hex(canonical_json([key, name]))[:48]
+    return {**fields, "idempotency_key": named}
 
 
 def workflow_id_for(request: CreateWorkload, key: str) -> str:
