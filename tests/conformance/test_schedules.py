@@ -161,11 +161,11 @@ def test_a_revoked_creator_grant_stops_the_schedule(store):
 @pytest.mark.parametrize(
     ("spec", "code", "field"),
     [
-        ({"template": {"input": 1}}, "WORKLOAD_INVALID", "definition_id"),
+        ({"template": {"input": 1}}, "WORKLOAD_INVALID", "template.definition_id"),
         ({"template": {**TEMPLATE, "not_before": 5}}, "WORKLOAD_INVALID", "template.not_before"),
         ({"template": {**TEMPLATE, "idempotency_key": "k"}}, "WORKLOAD_INVALID", None),
         ({"template": {**TEMPLATE, "input": "x" * 70_000}}, "WORKLOAD_INVALID", "template"),
-        ({"template": {**TEMPLATE, "priority": 2**40}}, "WORKLOAD_INVALID", "priority"),
+        ({"template": {**TEMPLATE, "priority": 2**40}}, "WORKLOAD_INVALID", "template.priority"),
         (
             {"template": {**TEMPLATE, "input": {"password": "hunter2"}}},
             "WORKLOAD_SECRET_REJECTED",
@@ -208,7 +208,7 @@ def test_ids_are_unique_and_an_application_has_a_bounded_number(store):
         create(store, f"s{n}")
     with pytest.raises(WorkloadError) as full:
         create(store, "one-too-many")
-    assert full.value.code == "WORKLOAD_INVALID"
+    assert full.value.code == "WORKLOAD_CONFLICT"
 
 
 def test_every_change_is_in_the_applications_audit(store):

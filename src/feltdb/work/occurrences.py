@@ -109,7 +109,7 @@ def recurrence(
     tz = zone(name)
     try:
         CronSim(expression, datetime.fromtimestamp(0, tz))
-    except CronSimError as error:
+    except (CronSimError, ValueError, TypeError, LookupError, OverflowError) as error:
         raise _invalid("cron", f"{expression!r}: {error}") from None
     return Recurrence(cron=expression, timezone=tz.key)
 

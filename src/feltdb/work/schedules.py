@@ -156,7 +156,18 @@ def admissible(document: dict[str, Any], instant: int, now: int) -> None:
         WorkloadError: ``WORKLOAD_INVALID``, ``WORKLOAD_SECRET_REJECTED``,
             ``WORKLOAD_UNAUTHORIZED``.
     """
-    authorized(occurrence_request(document, instant, now))
+    try:
+        authorized(occurrence_request(document, instant, now))
+    except WorkloadError as refusal:
+        fields = (refusal.details or {}).get("fields")
+        if not isinstance(fields, list):
+            raise
+        # Every field an occurrence's admission names is the template's.
+        raise WorkloadError(
+            refusal.code,
+            f"template: {refusal.message}",
+            {**(refusal.details or {}), "fields": [f"template.{name}" for name in fields]},
+        ) from None
 
 
 def new_schedule(
@@ -306,9 +317,11 @@ def not_found(schedule: str) -> WorkloadError:
 
 
 def too_many(tenant_id: str, application_id: str) -> WorkloadError:
-    """``WORKLOAD_INVALID``: the application has :data:`MAX_SCHEDULES_PER_APPLICATION`."""
+    """``WORKLOAD_CONFLICT``: the application has :data:`MAX_SCHEDULES_PER_APPLICATION`
+    (a refusal by what is stored, not by the request's shape).
+    """
     return WorkloadError(
-        ErrorCode.WORKLOAD_INVALID,
+        ErrorCode.WORKLOAD_CONFLICT,
         f"application {application_id} of tenant {tenant_id} has"
         f" {MAX_SCHEDULES_PER_APPLICATION} schedules, the most it may: delete one first",
         {"fields": ["schedule_id"]},
