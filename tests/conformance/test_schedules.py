@@ -251,3 +251,18 @@ def test_dst_a_berlin_0230_schedule_admits_once_each_day_through_both_transition
     assert [datetime.fromtimestamp(o.instant, BERLIN).strftime("%d %H:%M%z") for o in admitted] == [
         "25 02:30+0200"
     ]
+
+
+def test_a_schedule_row_that_cannot_be_read_does_not_stop_the_others(store, caplog):
+    from feltdb.storage.base import Mutation
+    from feltdb.work.schedules import schedule_key, stored
+
+    create(store, "broken", interval_s=60)
+    create(store, "fine", interval_s=60)
+    key = schedule_key(T, APP, "broken")
+    document = stored(store.db.get_row("system_schedules", key))
+    document["authorization_snapshot"] = {"grant": "not a grant"}
+    store.db.commit("corrupt", [Mutation("system_schedules", key, document)])
+    admitted = store.schedules.run_due(now=START + 60)
+    assert [o.schedule_id for o in admitted] == ["fine"]
+    assert "schedule row" in caplog.text

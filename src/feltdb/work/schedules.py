@@ -23,6 +23,7 @@ from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import (
     Database,
     Mutation,
+    PlannedCommit,
     Precondition,
     RowIndex,
     StorageConflict,
@@ -257,22 +258,18 @@ def stored(row: StoredRow) -> dict[str, Any]:
     return {key: value for key, value in row.document.items() if key != "__version"}
 
 
-def write(
-    db: Database,
+def planned(
     document: dict[str, Any] | None,
     key: str,
     version: int | None,
     audit: dict[str, Any],
-) -> None:
-    """Commit ``document`` (``None``: delete) at ``key``, guarded by ``version`` (``None``:
-    the row must not exist), logged with ``audit``.
-
-    Raises:
-        StorageConflict: the guard was lost; WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+) -> PlannedCommit:
+    """The commit of ``document`` (``None``: a delete) at ``key``, guarded by ``version``
+    (``None``: the row must not exist), logged with ``audit``.
     """
     operation_id = "schedule_tx_" + secrets.token_hex(12)
     index = row_index(document) if document is not None else RowIndex()
-    db.commit(
+    return PlannedCommit(
         operation_id,
         [Mutation(SCHEDULES_COLLECTION, key, document, index)],
         [
@@ -285,6 +282,22 @@ def write(
         ],
         {**audit, "operation_id": operation_id},
     )
+
+
+def write(
+    db: Database,
+    document: dict[str, Any] | None,
+    key: str,
+    version: int | None,
+    audit: dict[str, Any],
+) -> None:
+    """Commit :func:`planned`.
+
+    Raises:
+        StorageConflict: the guard was lost; WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    plan = planned(document, key, version, audit)
+    db.commit(plan.operation_id, plan.mutations, plan.preconditions, plan.audit)
 
 
 def audit_of(kind: str, actor: str, document: dict[str, Any], **more: Any) -> dict[str, Any]:
