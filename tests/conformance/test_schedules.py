@@ -258,11 +258,14 @@ def test_a_schedule_row_that_cannot_be_read_does_not_stop_the_others(store, capl
     from feltdb.work.schedules import schedule_key, stored
 
     create(store, "broken", interval_s=60)
+    create(store, "no-cursor", interval_s=60)
     create(store, "fine", interval_s=60)
-    key = schedule_key(T, APP, "broken")
-    document = stored(store.db.get_row("system_schedules", key))
-    document["authorization_snapshot"] = {"grant": "not a grant"}
-    store.db.commit("corrupt", [Mutation("system_schedules", key, document)])
+    for name, field, value in (("broken", "authorization_snapshot", {"grant": "?"}),
+                               ("no-cursor", "cursor", None)):  # fmt: skip
+        key = schedule_key(T, APP, name)
+        document = stored(store.db.get_row("system_schedules", key))
+        document[field] = value
+        store.db.commit(f"corrupt-{name}", [Mutation("system_schedules", key, document)])
     admitted = store.schedules.run_due(now=START + 60)
     assert [o.schedule_id for o in admitted] == ["fine"]
     assert "schedule row" in caplog.text

@@ -114,8 +114,8 @@ def run_due(store: WorkloadStore, now: int, most: int = MAX_PER_PASS) -> list[Oc
             continue
         try:
             found = _due(store, row, document, now, room)
-        except WorkloadError as error:
-            if error.code == ErrorCode.WORKLOAD_STORAGE_FAILURE:
+        except (WorkloadError, KeyError, TypeError, ValueError) as error:
+            if getattr(error, "code", None) == ErrorCode.WORKLOAD_STORAGE_FAILURE:
                 raise
             # One schedule the pass cannot read (a row written by other code) must not
             # stop every other schedule's occurrences.

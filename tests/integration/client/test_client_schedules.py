@@ -73,3 +73,25 @@ def test_a_local_client_without_a_grant_may_not_create_one(server: Server, app: 
             lambda: holder.create_schedule(ScheduleSpec("x", TEMPLATE, interval_s=60))
         ) == ("WORKLOAD_UNAUTHORIZED")
         assert holder.schedules() == []
+
+
+def test_an_embedded_workers_maintenance_admits_due_occurrences(tmp_path):
+    from feltdb.auth.policy import application_grant
+    from feltdb.auth.signing import GrantSigner
+
+    now = [1_800_000_000]
+    grant = GrantSigner("k", bytes(32)).sign(application_grant(
+        OPS, "t", "app", {SUBMIT}, issued_at=0, expires_at=now[0] * 2))  # fmt: skip
+    with WorkloadStore.open(tmp_path / "w.db") as store:
+        scope = Scope("t", "app")
+        ops = LocalClient(store, scope, OPS, grant=grant, clock=lambda: now[0])
+        ops.create_schedule(ScheduleSpec("tick", TEMPLATE, interval_s=60))
+        worker = LocalClient(
+            store, scope, Subject.worker("w"), clock=lambda: now[0], capabilities=[],
+            maintenance_interval_s=0,
+        )  # fmt: skip
+        assert worker.claim_next() is None
+        now[0] += 60
+        claim = worker.claim_next()  # its maintenance admitted the occurrence first
+        assert claim is not None
+        assert store.get(claim.workload_id).trigger == "schedule:tick"
