@@ -62,6 +62,7 @@ screenshots: $(VENV)/.installed-dev
 	scripts/ensure-chromium
 	FELTDB_SCREENSHOTS=docs $(BIN)/pytest tests/browser/test_dashboard.py -k screenshots -p no:cacheprovider
 	FELTDB_SCREENSHOTS=docs $(BIN)/pytest tests/browser/test_operator_views.py -p no:cacheprovider
+	FELTDB_SCREENSHOTS=docs $(BIN)/pytest tests/browser/test_schedule_page.py -p no:cacheprovider
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check src tests bench examples

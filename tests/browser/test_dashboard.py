@@ -179,7 +179,7 @@ def test_signing_in_by_token_lands_on_the_overview_with_the_seeded_counts(
     expect(page).to_have_title("Overview · feltdb")
     expect(page.locator("header .who")).to_have_text("human:ada · t/shop")
     expect(page.locator("header nav a")).to_have_text(
-        ["Overview", "Workloads", "Workers", "Approvals", "Dead letters", "Audit"]
+        ["Overview", "Workloads", "Workers", "Approvals", "Dead letters", "Audit", "Schedules"]
     )
     cookie = next(c for c in page.context.cookies() if c["name"] == "feltdb_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/ui"

@@ -26,6 +26,7 @@ RUNS = {
     "bench_cpu_profile.py": (["--workloads", "200", "--rounds", "1"], "cpu_us"),
     "bench_input_checks.py": (["--rounds", "1", "--calls", "20"], "admission_us"),
     "bench_commit_many.py": (["--plans", "5", "--rounds", "1"], "results"),
+    "bench_schedules.py": (["--schedules", "4", "--rounds", "1"], "results"),
 }
 """Each script, its tiny-size arguments, and a key of the figures it must write."""
 

@@ -243,6 +243,23 @@ def test_the_library_snippet_runs(tmp_path: Path):
         assert len(store.list("acme", "billing")) == 1
 
 
+@runs("schedules")
+def test_the_schedules_example_admits_each_occurrence_once(tmp_path: Path):
+    out = bash(f"{sys.executable} - <<'EOF'\n{blocks()['schedules']}\nEOF", tmp_path)
+    assert out.strip().splitlines() == [
+        "Sat 02:30 CET",
+        "Sun 03:00 CEST",
+        "Mon 02:30 CEST",
+        "nightly-report True",
+        "nightly-report True",
+        "nightly-report True",
+        "0",
+    ], out
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        work = store.list("acme", "billing")
+        assert len(work) == 3 and {w.trigger for w in work} == {"schedule:nightly-report"}
+
+
 @runs("dependencies")
 def test_the_dependencies_example_shows_the_waiting_work(tmp_path: Path):
     out = bash(blocks()["dependencies"], tmp_path)

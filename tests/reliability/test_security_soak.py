@@ -122,6 +122,8 @@ LEASE_MS = 3_600_000
 """The soak's leases: an hour, so the maintenance loop changes nothing it watches."""
 
 ENVIRONMENTS = ("production", "staging")
+SCHEDULE_ID = "nightly"
+"""The id of the schedule every realm has (so one realm's names another's)."""
 DEFINITIONS = ("send", "report")
 NAMES = (
     "app",
@@ -258,10 +260,13 @@ class Soak:
     # ---------------------------------------------------------------- the store
 
     def snapshot(self, realm: Realm) -> dict[str, Any]:
-        """The realm's workloads as committed, read from the store directly."""
-        return {
+        """The realm's workloads as committed, and its schedules, read from the store
+        directly."""
+        found: dict[str, Any] = {
             w.workload_id: w.to_json() for w in self.store.list(realm.tenant, realm.application)
         }
+        found["schedules"] = self.store.schedules.listed(realm.tenant, realm.application)
+        return found
 
     def unchanged(self, realm: Realm, before: dict[str, Any], what: str) -> None:
         """The realm's work is as ``before``, and its administrator's token still works
@@ -323,8 +328,28 @@ def build_world(soak: Soak, round_number: int) -> list[Realm]:
                 ),
             )
             populate(soak, realm)
+            schedule(soak, realm)
             realms.append(realm)
     return realms
+
+
+def schedule(soak: Soak, realm: Realm) -> None:
+    """A schedule of the realm's, :data:`SCHEDULE_ID` in every realm, its template marked;
+    it occurs on 29 February only, so it admits nothing during a run.
+    """
+    environment, definition = soak.rng.choice(ENVIRONMENTS), soak.rng.choice(DEFINITIONS)
+    marker = soak.marker(realm, environment, definition)
+    body = {
+        "schedule_id": SCHEDULE_ID,
+        "cron": "0 0 29 2 *",
+        "template": {
+            "definition_id": definition,
+            "environment": environment,
+            "input": {"marker": marker},
+        },
+    }
+    answer = soak.send("POST", "/v1/schedules", realm.admin, body, "populate")
+    assert answer.status_code == 201, answer.text
 
 
 def submit(soak: Soak, realm: Realm, state: str, headers: dict[str, str], **body: Any) -> Work:
@@ -403,6 +428,7 @@ def fill_for(soak: Soak, realm: Realm, work: Work, *, owner: Realm | None = None
     fill: dict[str, Any] = {
         "workload_id": work.workload_id,
         "grant_id": realm.admin_grant.id,
+        "schedule_id": SCHEDULE_ID,  # every realm has one of this id: the victim's is named
         "claim_id": work.claim_id or f"claim_{soak.hex(20)}",
         "fencing_token": work.fencing_token if work.fencing_token is not None else 1,
         "input_hash": work.input_hash,

@@ -178,3 +178,29 @@ def serve(
         yield Server(url, keyring, process, log, backend, where)
     finally:
         stop(process)
+
+
+def serve_several(
+    folder: Path, target: str, backend: str, names: Iterable[str], *args: str
+) -> Iterator[list[Server]]:
+    """``feltdb serve --db TARGET ARGS`` once per name (each in ``folder/NAME``), all
+    sharing one new keyring; yields the healthy servers and stops them all when the
+    generator is closed, even after a failure. For fixtures: ``yield from serve_several(…)``.
+    """
+    keyring = Keyring.generate()
+    keyring_path = folder / "keyring.json"
+    keyring.save(keyring_path)
+    started: list[Server] = []
+    try:
+        for name in names:
+            home = folder / name
+            home.mkdir()
+            process, base, log = start_server(
+                home, "--db", target, "--keyring", str(keyring_path), *args
+            )
+            started.append(Server(base, keyring, process, log, backend, target))
+            wait_until_healthy(base, process, log)
+        yield started
+    finally:
+        for server in started:
+            stop(server.process)

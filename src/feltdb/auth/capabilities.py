@@ -24,5 +24,10 @@ AUDIT: Final = "audit:read"
 REVOKE: Final = "grant:revoke"
 """Revoke a grant of one's own tenant and application (``POST /v1/grants/{id}/revoke``)."""
 
-ALL_CAPABILITIES: Final = frozenset({SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE})
+SCHEDULE: Final = "schedule:manage"
+"""Create, list, pause, resume and delete the application's schedules (``/v1/schedules``)."""
+
+ALL_CAPABILITIES: Final = frozenset(
+    {SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE, SCHEDULE}
+)
 """Every capability the server checks (an administrator's grant holds them all)."""

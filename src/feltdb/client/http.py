@@ -23,6 +23,7 @@ import httpx
 from feltdb.auth.tokens import decode_token
 from feltdb.client.http_audit import HttpAudit
 from feltdb.client.http_batches import HttpBatches
+from feltdb.client.http_schedules import HttpSchedules
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url, unanswered
 from feltdb.client.workflows import HttpWorkflows
@@ -50,7 +51,7 @@ def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
     return {"claim_id": claim_id, "fencing_token": fencing_token}
 
 
-class Client(HttpAudit, HttpBatches, HttpWorkflows, WorkloadClient):
+class Client(HttpAudit, HttpBatches, HttpSchedules, HttpWorkflows, WorkloadClient):
     """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
 
     ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).

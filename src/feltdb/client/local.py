@@ -25,6 +25,7 @@ from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.policy import ClaimFilter, worker_name
 from feltdb.auth.scope import Scope
 from feltdb.client.local_batches import LocalBatches
+from feltdb.client.local_schedules import LocalSchedules
 from feltdb.client.protocol import (
     MAX_PAGE,
     MAX_WAIT_MS,
@@ -63,7 +64,7 @@ POLL_S = 0.2
 """How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
 
 
-class LocalClient(LocalBatches, LocalWorkflows, WorkloadClient):
+class LocalClient(LocalBatches, LocalSchedules, LocalWorkflows, WorkloadClient):
     """``subject`` calling ``store`` in ``scope``.
 
     Args:
@@ -77,7 +78,7 @@ class LocalClient(LocalBatches, LocalWorkflows, WorkloadClient):
         capabilities: what the subject holds for claiming (default: the grant's; with
             neither, what each ``claim_next`` declares).
         maintenance_interval_s: when set, :meth:`claim_next` also runs the authority's
-            maintenance (deadlines enforced, lost leases recovered) at most this often.
+            maintenance (deadlines, lost leases, due schedules) at most this often.
             For embedded workers with no server to run it: without it, work of a worker
             that died would wait forever.
     """
@@ -226,6 +227,7 @@ class LocalClient(LocalBatches, LocalWorkflows, WorkloadClient):
             self._maintained_at = time.monotonic()
             self.store.enforce_deadlines(self._now())
             self.store.recover_expired(self._now())
+            self.store.schedules.run_due(self._now())
 
     def claim_next(
         self,

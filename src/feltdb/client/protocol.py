@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
+from feltdb.client.schedules import ScheduleClient
 from feltdb.client.workflow_calls import WorkflowCalls
 from feltdb.errors import WorkloadError
 from feltdb.records.summary import WorkloadSummary
@@ -122,7 +123,7 @@ def as_submission(value: SubmissionLike) -> Request:
     return submission
 
 
-class WorkloadClient(WorkflowCalls, Protocol):
+class WorkloadClient(ScheduleClient, WorkflowCalls, Protocol):
     """The authority's operations, as one caller (a requester, a worker, an operator, an
     approver) makes them. Implemented by :class:`~feltdb.client.Client` (HTTP) and
     :class:`~feltdb.client.LocalClient` (a store in process), which also give

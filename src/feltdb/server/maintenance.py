@@ -1,10 +1,11 @@
-"""The server's maintenance loop: deadlines and expired leases, on a timer.
+"""The server's maintenance loop: deadlines, expired leases and schedules, on a timer.
 
 A pass is :meth:`Maintenance.run_once`, which only calls the store's own
-``enforce_deadlines``, ``recover_expired`` and ``seal_audit``; the timer around it adds
-nothing but scheduling. Every decision is the store's and each commit is guarded, so
-several servers on one store may all run the loop: a workload another writer settled first
-is left to it (and two sealers seal the same links).
+``enforce_deadlines``, ``recover_expired``, ``schedules.run_due`` and ``seal_audit``; the
+timer around it adds nothing but scheduling. Every decision is the store's and each commit
+is guarded, so several servers on one store may all run the loop: a workload another writer
+settled first is left to it (two sealers seal the same links, two schedulers admit an
+occurrence once).
 
 What a pass commits reaches whoever observes the store (``WorkloadStore.observe``): the
 server's metrics count its timeouts and recoveries, and its long-polls wake for recovered
@@ -40,8 +41,10 @@ class Maintenance:
 
     def run_once(self, now: int) -> tuple[list[str], list[str]]:
         """One pass at ``now``: time out work past its deadlines, recover work whose lease
-        expired, then seal the log's final entries into the audit chain (at most
-        :data:`SEAL_PER_PASS`, so that a long unsealed log is sealed over several passes),
+        expired, admit the schedules' due occurrences (at most
+        :data:`~feltdb.work.scheduler.MAX_PER_PASS`, the rest next pass), then seal the
+        log's final entries into the audit chain (at most :data:`SEAL_PER_PASS`, so that
+        a long unsealed log is sealed over several passes),
         delete the dashboard's sessions and sign-in tickets past their end, and give the
         planner statistics of a store that never had any (:mod:`feltdb.storage.statistics`).
         Returns ``(timed_out_ids, recovered_ids)``.
@@ -52,6 +55,7 @@ class Maintenance:
         """
         timed_out = self.store.enforce_deadlines(now)
         recovered = self.store.recover_expired(now)
+        self.store.schedules.run_due(now)
         self.store.audit.seal(SEAL_PER_PASS)
         sessions.prune_expired(self.store.db, now)
         self.store.db.refresh_statistics()

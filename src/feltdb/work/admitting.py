@@ -87,6 +87,27 @@ def admission_step(
     """
     if not isinstance(request, CreateWorkload):
         request = CreateWorkload.parse(request)
+    workload_id = authorized(request, workload_id)
+    ensure_dependencies_visible(unit, request, admitted)
+    earlier = admitted.get(workload_id)  # admitted earlier in the same batch
+    if earlier is not None:
+        return Step(answer=replay(earlier, request), depends_on=workload_id)
+    # Another writer may have admitted this identity: ask the store, by key.
+    existing = unit.read(workload_id, ahead)
+    if existing is not None:
+        return Step(answer=replay(existing.workload, request))
+    workload = new_workload(request, workload_id)
+    return Step(LoadedWorkload.of(workload, 0), Operation.ADMIT, (workload, True))
+
+
+def authorized(request: CreateWorkload, workload_id: str | None = None) -> str:
+    """The id of the workload ``request`` admits (``workload_id``, if already made), once
+    the request is valid (:func:`~feltdb.work.admission.validate_admission`) and its
+    snapshot covers that workload: every check of an admission that reads nothing.
+
+    Raises:
+        WorkloadError: those of ``validate_admission``; ``WORKLOAD_UNAUTHORIZED``.
+    """
     validate_admission(request)
     if workload_id is None:
         workload_id = workload_id_of(request)
@@ -98,16 +119,7 @@ def admission_step(
             f"the grant does not cover resource {resource!r}",
             {"missing": "resource"},
         )
-    ensure_dependencies_visible(unit, request, admitted)
-    earlier = admitted.get(workload_id)  # admitted earlier in the same batch
-    if earlier is not None:
-        return Step(answer=replay(earlier, request), depends_on=workload_id)
-    # Another writer may have admitted this identity: ask the store, by key.
-    existing = unit.read(workload_id, ahead)
-    if existing is not None:
-        return Step(answer=replay(existing.workload, request))
-    workload = new_workload(request, workload_id)
-    return Step(LoadedWorkload.of(workload, 0), Operation.ADMIT, (workload, True))
+    return workload_id
 
 
 def workload_id_of(request: CreateWorkload) -> str:

@@ -1,13 +1,11 @@
 """``WorkloadStore``: the workload authority's facade.
 
 Each method checks its arguments and hands its command to the one unit of work
-(:mod:`feltdb.work.unit`): load the workload the command names (one keyed read, under the
-caller's scope), decide (:mod:`~feltdb.work.worker_commands`,
-:mod:`~feltdb.work.operator_commands`, :mod:`~feltdb.work.admitting`,
-:mod:`~feltdb.work.claim_loop`, :mod:`~feltdb.work.sweeps`), and commit the decision guarded
-by the version read. A single call and a batch item are decided by the same function and
-committed through the same ``commit_many``; a race between two writers is decided by the
-store's compare-and-set, and the loser gets ``WORKLOAD_CONFLICT`` and commits nothing.
+(:mod:`feltdb.work.unit`): load the workload it names (one keyed read, in the caller's
+scope), decide (:mod:`~feltdb.work.worker_commands`, ``operator_commands``, ``admitting``,
+``claim_loop``, ``sweeps``), and commit the decision guarded by the version read. A single
+call and a batch item are decided by one function and committed through one ``commit_many``;
+a race of two writers is the store's compare-and-set: the loser gets ``WORKLOAD_CONFLICT``.
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
 from feltdb.work.models import CreateWorkload
 from feltdb.work.rearming import retry_with_dependents
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
+from feltdb.work.schedule_book import Schedules
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.unit import UnitOfWork
 from feltdb.work.workflows import Workflows
@@ -89,6 +88,7 @@ class WorkloadStore:
         """The grants revoked in this store."""
         self.workflows = Workflows(self.unit, _now)
         """Workloads submitted together with dependencies between them, seen as one run."""
+        self.schedules = Schedules(self, _now)  # and the scheduler's pass
         self._release: Callable[[], None] = lambda: None
         """What :meth:`close` does: nothing, or (opened by :meth:`open`) close the database."""
 

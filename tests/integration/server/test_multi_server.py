@@ -17,18 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.server import (
-    WORK_CAPABILITY,
-    Server,
-    start_server,
-    stop,
-    submission,
-    wait_until_healthy,
-)
+from support.server import WORK_CAPABILITY, Server, serve_several, submission
 
 from feltdb import Subject, WorkloadStore
 from feltdb.auth.policy import CLAIM, READ, SUBMIT
-from feltdb.auth.tokens import Keyring
 from feltdb.work.states import WorkloadState
 
 pytestmark = [pytest.mark.postgres, pytest.mark.multiprocess]
@@ -47,29 +39,8 @@ HINTS = "feltdb_wakeup_hints_total"
 def servers(new_pg_url: Callable[..., str], tmp_path: Path) -> Iterator[list[Server]]:
     """Two servers on one new PostgreSQL database, sharing one keyring."""
     url = new_pg_url("multi")
-    keyring = Keyring.generate()
-    keyring_path = tmp_path / "keyring.json"
-    keyring.save(keyring_path)
-    started: list[Server] = []
-    try:
-        for name in ("one", "two"):
-            home = tmp_path / name
-            home.mkdir()
-            process, base, log = start_server(
-                home,
-                "--db",
-                url,
-                "--keyring",
-                str(keyring_path),
-                "--maintenance-interval",
-                MAINTENANCE_INTERVAL_S,
-            )
-            started.append(Server(base, keyring, process, log, "postgres"))
-            wait_until_healthy(base, process, log)
-        yield started
-    finally:
-        for server in started:
-            stop(server.process)
+    interval = ("--maintenance-interval", MAINTENANCE_INTERVAL_S)
+    yield from serve_several(tmp_path, url, "postgres", ("one", "two"), *interval)
 
 
 def counted(http: httpx.Client, name: str) -> float:

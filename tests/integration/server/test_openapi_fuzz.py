@@ -27,8 +27,8 @@ header added afterwards. ``owner`` (this test's application) sends every request
 ``object_level_authorization`` needs: reads of what ``owner`` created are replayed as
 ``peer``, who must not get them.
 
-``use_after_free`` is enabled but has nothing to act on: the API has no ``DELETE``
-operation, and that check only judges reads after a successful ``DELETE``.
+``use_after_free`` judges reads after a successful ``DELETE``: the API's one is
+``DELETE /v1/schedules/{schedule_id}``, after which the schedule must be gone (404).
 
 Bounded and deterministic for CI: ``generation.deterministic`` (derandomized), a fixed
 seed, no example database, no cache, one worker, :data:`MAX_EXAMPLES` per operation and

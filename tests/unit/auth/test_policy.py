@@ -26,6 +26,7 @@ from feltdb.auth import (
     authorize,
     workload_uri,
 )
+from feltdb.auth.capabilities import SCHEDULE
 from feltdb.auth.policy import (
     covers,
     covers_application,
@@ -78,7 +79,10 @@ def test_the_capabilities_have_the_documented_spellings():
         "workload:approve",
         "audit:read",
     )
-    assert ALL_CAPABILITIES == {SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE}
+    assert SCHEDULE == "schedule:manage"
+    assert ALL_CAPABILITIES == {
+        SUBMIT, READ, CLAIM, CANCEL, OPERATE, APPROVE, AUDIT, REVOKE, SCHEDULE
+    }  # fmt: skip
 
 
 def test_a_workload_uri_names_the_application_and_the_workload():

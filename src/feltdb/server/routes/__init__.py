@@ -34,6 +34,8 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``GET /v1/workflows/{id}`` | ``workload:read`` | every node's workload |
 | ``POST /v1/workflows/{id}/cancel`` | ``workload:read``, ``workload:cancel`` | every node's |
   workload |
+| ``/v1/schedules…`` (:mod:`.schedules`) | ``schedule:manage`` (to create: and |
+  ``workload:execute``) | ``flow://{app}/workloads/*``, unconstrained |
 
 The tenant and application of every request are the grant's. Work of another tenant or
 application, or outside the grant's constraints, is answered ``404 WORKLOAD_NOT_FOUND``
@@ -70,7 +72,7 @@ read refuses the request (503), never lets it through.
 
 from fastapi import APIRouter
 
-from feltdb.server.routes import lists, operators, requesters, workers, workflows
+from feltdb.server.routes import lists, operators, requesters, schedules, workers, workflows
 from feltdb.server.routes.deps import Caller, ServerState
 
 __all__ = ["Caller", "ServerState", "build_router"]
@@ -81,6 +83,6 @@ def build_router() -> APIRouter:
     request (``app.state.server``).
     """
     router = APIRouter()
-    for audience in (requesters, workers, operators, lists, workflows):
+    for audience in (requesters, workers, operators, lists, schedules, workflows):
         router.include_router(audience.router)
     return router

@@ -22,7 +22,7 @@ from typing import Final
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, RedirectResponse
 
-from feltdb.server.ui import actions, pages, signin
+from feltdb.server.ui import actions, pages, schedule_page, signin
 from feltdb.server.ui.render import HERE, UI_HEADERS
 
 __all__ = ["add_ui"]
@@ -55,5 +55,5 @@ def add_ui(app: FastAPI) -> None:
         headers = {**UI_HEADERS, "Cache-Control": "no-cache"}
         return FileResponse(HERE / "static" / name, media_type=media_type, headers=headers)
 
-    for module in (signin, pages, actions):
+    for module in (signin, pages, actions, schedule_page):
         app.include_router(module.router)

@@ -27,7 +27,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from fastapi import Request
 
-from feltdb.auth.policy import APPROVE, OPERATE, READ, allows_application, allows_audit
+from feltdb.auth.capabilities import SCHEDULE
+from feltdb.auth.policy import (
+    APPROVE,
+    OPERATE,
+    READ,
+    allows_application,
+    allows_audit,
+    constrained,
+)
 from feltdb.auth.sessions import form_token, form_token_matches, session_of_cookie
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.routes.deps import Caller, ServerState, unrevoked
@@ -63,6 +71,7 @@ class Offers:
     approvals: bool
     dead_letters: bool
     audit: bool
+    schedules: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +98,7 @@ class Viewer:
             approvals=allows_application(grant, APPROVE),
             dead_letters=allows_application(grant, OPERATE),
             audit=allows_audit(grant),
+            schedules=allows_application(grant, SCHEDULE) and not constrained(grant),
         )
 
 
