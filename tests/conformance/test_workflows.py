@@ -201,3 +201,16 @@ def test_a_node_s_execution_context_carries_its_dependencies_outputs(store, monk
     # The cancelled one produced nothing; of the two that succeeded, one output fits.
     assert context.dependency_outputs == {ids["a"]: {}}
     assert context.dependency_outputs_omitted == [ids["b"]]
+
+
+def test_a_workflow_too_large_to_keep_is_refused_and_writes_nothing(store):
+    # 200 nodes, each after every one before it, with names of 250 characters: some
+    # 20,000 edges, over the 1 MiB a stored workflow may take.
+    names = [f"{n:03d}" + "x" * 247 for n in range(200)]
+    steps = [_step(name, *names[:n], idempotency_key=f"k{n}") for n, name in enumerate(names)]
+    revision = store.db.current_revision()
+    with pytest.raises(WorkloadError) as refused:
+        store.workflows.submit("huge", steps)
+    assert refused.value.code == "WORKLOAD_INVALID"
+    assert refused.value.details == {"fields": ["nodes"]}
+    assert store.db.current_revision() == revision

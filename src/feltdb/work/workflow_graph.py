@@ -96,7 +96,8 @@ def planned(key: str, steps: Sequence[WorkflowStep]) -> Plan:
     requests = []
     for name in order:
         request = by_name[name].request
-        waits = [WorkloadDependency(workload_id=ids[on], required_state=s) for on, s in after[name]]
+        edges = dict.fromkeys(after[name])  # an edge given twice is one
+        waits = [WorkloadDependency(workload_id=ids[on], required_state=s) for on, s in edges]
         requests.append(
             request.model_copy(update={"dependencies": [*request.dependencies, *waits]})
         )
@@ -182,21 +183,30 @@ def _ordered(
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` naming a cycle, in its order.
     """
+    # Kahn's algorithm, in linear time (a hostile workflow of 200 nodes and 20,000 edges
+    # costs a few milliseconds), taking ready nodes in the order given.
+    waiting = {name: len({on for on, _ in after[name]}) for name in names}
+    runs_before: dict[str, list[str]] = {name: [] for name in names}
+    for name in names:
+        for on in {on for on, _ in after[name]}:
+            runs_before[on].append(name)
+    ready = [name for name in names if waiting[name] == 0]
     placed: list[str] = []
-    done: set[str] = set()
-    remaining = list(names)
-    while remaining:
-        ready = [n for n in remaining if all(on in done for on, _ in after[n])]
-        if not ready:
-            cycle = _a_cycle(remaining, after)
-            raise _refused(
-                f"the nodes run after each other in a cycle: {' → '.join([*cycle, cycle[0]])}",
-                cycle,
-                ids,
-            )
-        placed.extend(ready)
-        done.update(ready)
-        remaining = [n for n in remaining if n not in done]
+    while ready:
+        name = ready.pop(0)
+        placed.append(name)
+        for later in runs_before[name]:
+            waiting[later] -= 1
+            if waiting[later] == 0:
+                ready.append(later)
+    if len(placed) < len(names):
+        left = [name for name in names if waiting[name] > 0]
+        cycle = _a_cycle(left, after)
+        raise _refused(
+            f"the nodes run after each other in a cycle: {' → '.join([*cycle, cycle[0]])}",
+            cycle,
+            ids,
+        )
     return placed
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Final
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
@@ -32,10 +33,15 @@ from feltdb.records.workflow import (
 )
 from feltdb.records.workload import Workload
 from feltdb.storage.base import VERSION_FIELD, Mutation, Precondition, StorageConflict
+from feltdb.storage.canonical import canonical_json
 from feltdb.work import admitting, operator_commands
 from feltdb.work.scheduling import AWAITED_STATES
 from feltdb.work.unit import UnitOfWork, in_scope
 from feltdb.work.workflow_graph import Plan, WorkflowStep, planned, run_state
+
+MAX_WORKFLOW_CHARS: Final = 1024 * 1024
+"""The most characters of JSON a stored workflow (its names, workload ids and edges) has;
+at most 200 nodes (``MAX_WORKFLOW_NODES``) keep a usual one far below it."""
 
 
 class Workflows:
@@ -123,6 +129,13 @@ class Workflows:
         """
         key, db = workflow.workflow_id, self._unit.db
         document = workflow.to_json()
+        if len(canonical_json(document)) > MAX_WORKFLOW_CHARS:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                f"a workflow's nodes and their edges are at most {MAX_WORKFLOW_CHARS:,}"
+                " characters of JSON: shorten its names, or split it into workflows",
+                {"fields": ["nodes"]},
+            )
         audit = {
             "kind": "workflow.submitted",
             "subject": workflow.requested_by,
