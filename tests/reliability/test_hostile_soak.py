@@ -77,6 +77,11 @@ def watched(server: Server) -> Iterator[Watch]:
     watch = Watch(server)
     prober = threading.Thread(target=watch.run, daemon=True)
     prober.start()
+    # The attack starts once the server has answered a probe: an attack over before the
+    # first probe came back would have no figures (it happened under load in CI).
+    deadline = time.monotonic() + 30
+    while not watch.health_ms and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         yield watch
     finally:

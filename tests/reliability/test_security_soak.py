@@ -185,6 +185,8 @@ class Realm:
     worker: dict[str, str]
     requester: dict[str, str]
     work: list[Work] = field(default_factory=list)
+    workflow_id: str = ""
+    """The realm's workflow (one node, its input marked), which every attack names."""
 
     def owner(self, work: Work) -> Owner:
         return Owner(self.tenant, self.application, work.environment, work.definition)
@@ -329,6 +331,7 @@ def build_world(soak: Soak, round_number: int) -> list[Realm]:
             )
             populate(soak, realm)
             schedule(soak, realm)
+            workflow(soak, realm)
             realms.append(realm)
     return realms
 
@@ -350,6 +353,19 @@ def schedule(soak: Soak, realm: Realm) -> None:
     }
     answer = soak.send("POST", "/v1/schedules", realm.admin, body, "populate")
     assert answer.status_code == 201, answer.text
+
+
+def workflow(soak: Soak, realm: Realm) -> None:
+    """A workflow of the realm's requester, its one node's input marked (reading it
+    elsewhere would show); its id is what every attack's ``workflow_id`` names."""
+    environment, definition = soak.rng.choice(ENVIRONMENTS), soak.rng.choice(DEFINITIONS)
+    marker = soak.marker(realm, environment, definition)
+    submission = {"definition_id": definition, "environment": environment,
+                  "input": {"marker": marker}}  # fmt: skip
+    body = {"key": "nightly", "nodes": [{"name": "only", "submission": submission}]}
+    answer = soak.send("POST", "/v1/workflows", realm.requester, body, "populate")
+    assert answer.status_code == 201, answer.text
+    realm.workflow_id = answer.json()["workflow_id"]
 
 
 def submit(soak: Soak, realm: Realm, state: str, headers: dict[str, str], **body: Any) -> Work:
@@ -429,6 +445,7 @@ def fill_for(soak: Soak, realm: Realm, work: Work, *, owner: Realm | None = None
         "workload_id": work.workload_id,
         "grant_id": realm.admin_grant.id,
         "schedule_id": SCHEDULE_ID,  # every realm has one of this id: the victim's is named
+        "workflow_id": realm.workflow_id,
         "claim_id": work.claim_id or f"claim_{soak.hex(20)}",
         "fencing_token": work.fencing_token if work.fencing_token is not None else 1,
         "input_hash": work.input_hash,
@@ -462,6 +479,9 @@ def fill_for(soak: Soak, realm: Realm, work: Work, *, owner: Realm | None = None
     submission_body = soak.operation("POST /v1/workloads").body
     assert submission_body is not None
     fill[OBJECT] = body_of(soak.operation("POST /v1/workloads"), fill, soak.document)
+    # A workflow of one node, the submission above ("after" is also the audit's cursor).
+    fill["nodes"] = [{"name": "probe", "after": [], "submission": fill[OBJECT]}]
+    fill["key"] = f"probe-{soak.hex(12)}"
     return fill
 
 

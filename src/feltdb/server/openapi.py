@@ -28,7 +28,7 @@ SUBMISSION_DESCRIPTION = (
 )
 
 
-def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with its ``#/$defs/...`` references replaced by the definitions (an OpenAPI
     operation cannot point into a schema's own ``$defs``).
     """
@@ -99,7 +99,7 @@ def _submission_schema() -> dict[str, Any]:
     What the schema cannot say (a dependency names visible work, no secrets in the input,
     the token covering the new workload) is answered 422 or 403, as declared.
     """
-    schema = _inline(Submission.model_json_schema())
+    schema = inline_defs(Submission.model_json_schema())
     schema.update(title=SUBMISSION_TITLE, description=SUBMISSION_DESCRIPTION)
     properties = schema["properties"]
     for name in ("environment", "definition_id", "idempotency_key"):

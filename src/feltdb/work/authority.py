@@ -141,9 +141,9 @@ class Authority:
                 {"missing": WHOLE_APPLICATION},
             )
 
-    def _may_in_application(self, capability: str) -> None:
-        rules = self._rules
-        if rules is not None:
+    def may_in_application(self, capability: str) -> None:
+        """Refuse unless the caller holds ``capability`` on every workload it may see."""
+        if (rules := self._rules) is not None:
             authorize_application(rules, capability)
 
     # ---------------------------------------------------------------- requesters
@@ -189,22 +189,22 @@ class Authority:
         """How to read page after page of :meth:`workloads` (a search reads several),
         the caller checked once (``workload:read``).
         """
-        self._may_in_application(READ)
+        self.may_in_application(READ)
         return lambda after, limit: self._page(state, definition, after, limit)
 
     def workers(self, now: int) -> WorkersSeen:
         """The workers seen at ``now`` (``workload:read``): :func:`.workers_seen`."""
-        self._may_in_application(READ)
+        self.may_in_application(READ)
         return workers_seen(self.store.db, self.scope, now)
 
     def approvals(self, after: Cursor | None, limit: int) -> SummaryPage:
         """A page of the work awaiting approval (``workload:approve``)."""
-        self._may_in_application(APPROVE)
+        self.may_in_application(APPROVE)
         return self._page(WorkloadState.AWAITING_APPROVAL, None, after, limit)
 
     def dead_letters(self, after: Cursor | None, limit: int) -> SummaryPage:
         """A page of the dead-lettered work (``workload:operate``)."""
-        self._may_in_application(OPERATE)
+        self.may_in_application(OPERATE)
         return self._page(WorkloadState.DEAD_LETTER, None, after, limit)
 
     def _page(

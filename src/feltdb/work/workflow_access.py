@@ -2,10 +2,12 @@
 rules, applied to every node.
 
 Submitting needs ``workload:execute`` (and, as every admission does, a grant covering each
-new workload); reading a run needs ``workload:read`` on every node, cancelling it
-``workload:cancel`` on every node; and a run is read within the caller's scope, so one with
-a node outside it is not found. Every entry point (the API's routes, the local client) goes
-through here.
+new workload). A workflow is the application's, as a list is: reading a run needs
+``workload:read`` over every workload of the application, cancelling it
+``workload:cancel`` too, each checked before anything is read (a caller that may not learns
+nothing, not even whether the run exists); and a run is read within the caller's scope, so
+one with a node outside it is not found. Every entry point (the API's routes, the local
+client) goes through here.
 """
 
 from __future__ import annotations
@@ -25,23 +27,22 @@ def submit(acting: Authority, key: str, steps: Sequence[WorkflowStep]) -> tuple[
 
 
 def run(acting: Authority, workflow_id: str) -> WorkflowRun:
-    """The run of ``workflow_id``, if the caller may read every node of it.
+    """The run of ``workflow_id``, if the caller may read the application's work.
 
     Raises:
-        WorkloadError: ``WORKLOAD_NOT_FOUND``; ``WORKLOAD_UNAUTHORIZED``.
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_NOT_FOUND``.
     """
-    found = acting.store.workflows.get(workflow_id, scope=acting.scope)
-    for node in found.nodes:
-        acting.may(READ, node.workload_id)
-    return found
+    acting.may_in_application(READ)
+    return acting.store.workflows.get(workflow_id, scope=acting.scope)
 
 
 def cancel(acting: Authority, workflow_id: str, now: int | None) -> WorkflowRun:
-    """Cancel the run of ``workflow_id``, if the caller may cancel every node of it.
+    """Cancel the run of ``workflow_id``, if the caller may read and cancel the
+    application's work.
 
     Raises:
-        WorkloadError: ``WORKLOAD_NOT_FOUND``; ``WORKLOAD_UNAUTHORIZED``.
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_NOT_FOUND``.
     """
-    for node in run(acting, workflow_id).nodes:
-        acting.may(CANCEL, node.workload_id)
+    acting.may_in_application(READ)
+    acting.may_in_application(CANCEL)
     return acting.store.workflows.cancel(workflow_id, acting.actor, now, scope=acting.scope)

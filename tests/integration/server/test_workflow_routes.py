@@ -74,7 +74,11 @@ def test_who_may_submit_read_and_cancel_a_run(server: Server, http: httpx.Client
         assert cannot_cancel.value.code == "WORKLOAD_UNAUTHORIZED"
     path = f"/v1/workflows/{run.workflow_id}"
     worker = server.headers(app, subject=Subject.worker("w"), capabilities=[CLAIM, WORK_CAPABILITY])
-    assert http.get(path, headers=worker).status_code == 403
+    refused = http.get(path, headers=worker)
+    assert refused.status_code == 403
+    assert not any(node.workload_id in refused.text for node in run.nodes), refused.text
+    missing = http.get("/v1/workflows/workflow_nope", headers=worker)
+    assert (missing.status_code, missing.json()) == (403, refused.json()), "nothing told apart"
     elsewhere = server.headers("another-app", subject=REQUESTER, capabilities=[READ])
     assert http.get(path, headers=elsewhere).status_code == 404
     narrowed = server.headers(app, subject=REQUESTER, capabilities=[READ], environments=["staging"])

@@ -31,9 +31,9 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``GET /v1/audit/verify`` | ``audit:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/grants/{grant_id}/revoke`` | ``grant:revoke`` | (the tenant and application) |
 | ``POST /v1/workflows`` | ``workload:execute`` | each new workload (by the store) |
-| ``GET /v1/workflows/{id}`` | ``workload:read`` | every node's workload |
-| ``POST /v1/workflows/{id}/cancel`` | ``workload:read``, ``workload:cancel`` | every node's |
-  workload |
+| ``GET /v1/workflows/{id}`` | ``workload:read`` | ``flow://{app}/workloads/*`` |
+| ``POST /v1/workflows/{id}/cancel`` | ``workload:read``, ``workload:cancel`` | |
+  ``flow://{app}/workloads/*`` |
 | ``/v1/schedules…`` (:mod:`.schedules`) | ``schedule:manage`` (to create: and |
   ``workload:execute``) | ``flow://{app}/workloads/*``, unconstrained |
 

@@ -6,19 +6,20 @@ operation's OpenAPI description; each route's ``summary`` says what it does.
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Body, Path
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from feltdb.fields import MAX_ID_CHARS
 from feltdb.records.workflow import WorkflowRun
 from feltdb.server.bodies import EmptyBody
 from feltdb.server.fields import NOT_BLANK
-from feltdb.server.openapi import AUTH, SUBMISSION_SCHEMA, WITH_BODY
+from feltdb.server.openapi import AUTH, SUBMISSION_SCHEMA, WITH_BODY, inline_defs
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Acting, Auth, Now, State
 from feltdb.server.routes.requesters import admission
 from feltdb.work import workflow_access
+from feltdb.work.models import invalid_input
 from feltdb.work.workflow_graph import MAX_WORKFLOW_NODES, WorkflowStep, node_fields
 
 router = APIRouter(prefix=PREFIX)
@@ -53,6 +54,11 @@ class WorkflowBody(BaseModel):
     nodes: list[WorkflowNodeBody] = Field(min_length=1, max_length=MAX_WORKFLOW_NODES)
 
 
+WORKFLOW_SCHEMA = inline_defs(WorkflowBody.model_json_schema())
+"""The declared body of ``POST /v1/workflows``: read as a dict and parsed after the caller
+is authorized (a caller that may not submit learns nothing of its body's shape)."""
+
+
 WorkflowId = Annotated[
     str,
     Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK, description="The workflow"),
@@ -71,10 +77,25 @@ def _answer(run: WorkflowRun, status: int = 200) -> JSONResponse:
         **declared(WorkflowRun, *AUTH, 409, 413, 422, status=201),
         200: {"model": WorkflowRun, "description": "A replay: the workflow already submitted"},
     },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": WORKFLOW_SCHEMA}},
+        }
+    },
 )
 def submit(  # noqa: D103
-    caller: Auth, acting: Acting, state: State, now: Now, body: WorkflowBody
+    caller: Auth,
+    acting: Acting,
+    state: State,
+    now: Now,
+    sent: Annotated[dict[str, Any], Body()],
 ) -> JSONResponse:
+    acting.as_requester()
+    try:
+        body = WorkflowBody.model_validate(sent)
+    except ValidationError as error:
+        raise invalid_input("WorkflowBody", error) from None
     steps = [
         WorkflowStep(
             node.name,
