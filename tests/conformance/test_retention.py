@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_grant, make_request
+from support.finished import finish_one
 
 from feltdb import (
     ResourceScope,
@@ -33,13 +34,7 @@ FINISHED_AT = 100
 
 def succeeded(store: WorkloadStore, key: str, *, at: int = FINISHED_AT, **fields: object) -> str:
     """Admit work under idempotency key ``key`` and run it to success at ``at``."""
-    workload = store.create(make_request(idempotency_key=key, **fields))
-    claim = store.claim(workload.workload_id, "w", CAPABILITIES, now=at)
-    store.start(workload.workload_id, claim.claim_id, "w", claim.fencing_token, now=at)
-    store.complete(
-        workload.workload_id, claim.claim_id, "w", claim.fencing_token, f"r-{key}", {}, now=at
-    )
-    return workload.workload_id
+    return finish_one(store, key, at, **fields)
 
 
 def dead_lettered(store: WorkloadStore, key: str, *, at: int = FINISHED_AT) -> str:

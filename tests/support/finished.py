@@ -13,6 +13,19 @@ BATCH = 500
 """Workloads admitted, claimed or completed per transaction."""
 
 
+def finish_one(store: WorkloadStore, key: str, at: int, **fields: object) -> str:
+    """Admit work under idempotency key ``key`` (the fixture request, with ``fields``) and
+    run it to success at ``at`` (result id ``r-{key}``); its id.
+    """
+    workload = store.create(make_request(idempotency_key=key, **fields))
+    claim = store.claim(workload.workload_id, "w", CAPABILITIES, now=at)
+    store.start(workload.workload_id, claim.claim_id, "w", claim.fencing_token, now=at)
+    store.complete(
+        workload.workload_id, claim.claim_id, "w", claim.fencing_token, f"r-{key}", {}, now=at
+    )
+    return workload.workload_id
+
+
 def finish_many(store: WorkloadStore, count: int, now: int, *, prefix: str = "done") -> list[str]:
     """Admit ``count`` workloads (idempotency keys ``{prefix}-{n}``), then claim, start and
     complete them all at ``now``, :data:`BATCH` a transaction; their ids, in admission order.

@@ -34,6 +34,7 @@ from feltdb.client.protocol import (
     WorkloadClient,
     as_submission,
 )
+from feltdb.client.retention import LocalRetention
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import (
     ApprovalDecision,
@@ -62,7 +63,7 @@ POLL_S = 0.2
 """How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
 
 
-class LocalClient(LocalBatches, WorkloadClient):
+class LocalClient(LocalBatches, LocalRetention, WorkloadClient):
     """``subject`` calling ``store`` in ``scope``.
 
     Args:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
+from feltdb.client.retention import RetentionClient
 from feltdb.errors import WorkloadError
 from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workers import WorkersSeen
@@ -121,7 +122,7 @@ def as_submission(value: SubmissionLike) -> Request:
     return submission
 
 
-class WorkloadClient(Protocol):
+class WorkloadClient(RetentionClient, Protocol):
     """The authority's operations, as one caller (a requester, a worker, an operator, an
     approver) makes them. Implemented by :class:`~feltdb.client.Client` (HTTP) and
     :class:`~feltdb.client.LocalClient` (a store in process), which also give

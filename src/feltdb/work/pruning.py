@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -121,6 +121,12 @@ class PruneReport:
     dry_run: bool
     more: bool
     """The pass stopped at its ``limit``: another pass may find more due."""
+
+    @classmethod
+    def of_json(cls, answer: Mapping[str, Any]) -> PruneReport:
+        """The report :meth:`to_json` wrote (what the HTTP client reads back)."""
+        pruned = [dict(item) for item in answer["pruned"]]
+        return cls(pruned, int(answer["changed"]), bool(answer["dry_run"]), bool(answer["more"]))
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON (what the HTTP route answers and the CLI prints)."""

@@ -13,7 +13,8 @@ each workload once, whoever runs first (:mod:`feltdb.work.pruning`).
 
 A policy is written on the command line as ``[DEFINITION:]STATE=AGE`` items (:func:`parse_policy`):
 ``STATE`` one of the finished states or ``finished`` (all four), ``AGE`` a whole number of
-days, hours, minutes or seconds (``30d``, ``12h``, ``45m``, ``90s``) or ``never``.
+days, hours, minutes or seconds (at most 10 digits: ``30d``, ``12h``, ``45m``, ``90s``) or
+``never``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "age_text",
     "parse_age",
     "parse_policy",
+    "policy_of",
 ]
 
 DAY: Final = 86_400
@@ -62,7 +64,7 @@ MAX_POLICY_ITEMS: Final = 256
 """The most ``[DEFINITION:]STATE=AGE`` items one policy holds."""
 
 _UNITS: Final = {"d": DAY, "h": 3600, "m": 60, "s": 1}
-_AGE: Final = re.compile(r"([0-9]{1,12})([dhms])")
+_AGE: Final = re.compile(r"([0-9]{1,10})([dhms])")
 
 
 def parse_age(text: str) -> int | None:
@@ -124,6 +126,16 @@ class RetentionPolicy:
         own = {state: self.age_for(definition_id, state) for state in FINISHED_STATES}
         return RetentionPolicy(dict.fromkeys(FINISHED_STATES), {definition_id: own})
 
+    def summary(self) -> str:
+        """The policy in a line: ``SUCCEEDED 30d, …, DEAD_LETTER 90d`` (and how many
+        definitions have ages of their own).
+        """
+        ages = ", ".join(
+            f"{state.value} {age_text(self.ages.get(state))}" for state in FINISHED_STATES
+        )
+        own = len(self.definitions)
+        return ages + (f"; {own} definition(s) with ages of their own" if own else "")
+
     def describe(self) -> dict[str, object]:
         """The policy as JSON: ``{"ages": {STATE: AGE}, "definitions": {ID: {STATE: AGE}}}``,
         each age as :func:`age_text` writes it.
@@ -181,3 +193,22 @@ def _states(name: str, item: str) -> tuple[WorkloadState, ...]:
         "DEAD_LETTER or finished",
         {"fields": ["retain"]},
     )
+
+
+def policy_of(
+    retain: Iterable[str] = (), older_than: str | None = None, definition: str | None = None
+) -> RetentionPolicy:
+    """The policy a command line or a request asks for: :data:`DEFAULT_AGES` with the
+    ``retain`` items applied (:func:`parse_policy`); then ``older_than``, when given, as
+    the one age of every finished state of every definition; then, with ``definition``,
+    that definition's work alone (:meth:`RetentionPolicy.only`).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` naming what is not one.
+    """
+    policy = parse_policy(retain)
+    if older_than is not None:
+        policy = RetentionPolicy(dict.fromkeys(FINISHED_STATES, parse_age(older_than)))
+    if definition is not None:
+        policy = policy.only(_definition(definition))
+    return policy
