@@ -105,6 +105,16 @@ class RetentionPolicy:
     ages: Mapping[WorkloadState, int | None] = field(default_factory=lambda: dict(DEFAULT_AGES))
     definitions: Mapping[str, Mapping[WorkloadState, int | None]] = field(default_factory=dict)
 
+    @classmethod
+    def parse(cls, items: Iterable[str]) -> RetentionPolicy:
+        """The default ages with ``[DEFINITION:]STATE=AGE`` items applied
+        (:func:`parse_policy`).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` naming the item that is not one.
+        """
+        return parse_policy(items)
+
     def age_for(self, definition_id: str, state: WorkloadState) -> int | None:
         """The age past which ``definition_id``'s work in ``state`` is pruned (``None``: never)."""
         override = self.definitions.get(definition_id)
