@@ -271,6 +271,12 @@ def test_the_prune_commands_list_archive_and_prune(tmp_path: Path):
         assert store.list("acme", "billing") == [] and store.audit.verify().ok
 
 
+@runs("workflows")
+def test_the_workflows_example_submits_shows_and_cancels_a_run(tmp_path: Path):
+    out = bash(blocks()["workflows"], tmp_path).strip().splitlines()
+    assert out == ["RUNNING", "extract READY", "load READY", "alert READY", "CANCELLED"], out
+
+
 @runs("worker-tokens")
 def test_the_worker_token_block_mints_and_rotates(tmp_path: Path, serving: Callable[..., Serving]):
     from feltdb.auth.tokens import decode_token

@@ -99,6 +99,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from support.factories import SIGNER
+from support.rows import set_aside_keys
 from support.soak import record, scaled
 
 from feltdb import (
@@ -199,6 +200,8 @@ EVENT_NAMES: dict[WorkloadState, str] = {
 TRANSIENT = frozenset({S.CREATED, S.FAILED, S.TIMED_OUT, S.RECOVERING})
 """States a commit always moves on from (admission, the retry and recovery decisions)."""
 TERMINAL = frozenset({S.SUCCEEDED, S.CANCELLED, S.REJECTED})
+RESTING = TERMINAL | {S.DEAD_LETTER}
+"""States work rests in: a dependency resting in another than its dependent awaits ended."""
 HELD = frozenset({S.CLAIMED, S.RUNNING, S.CHECKPOINTED})
 LEASED = HELD | {S.CANCELLATION_REQUESTED}
 """States in which a worker holds the work under a lease (an attempt is open)."""
@@ -566,10 +569,13 @@ class WorkloadModel(RuleBasedStateMachine):
         named = self._commits()
         assert named <= allowed, f"{what} committed {sorted(named - allowed)} (allowed {allowed})"
 
-    def _refused(self, error: WorkloadError, workload_id: str | None, what: str) -> None:
-        """A refusal commits nothing, but the timeout or dead letter it reports."""
+    def _refused(
+        self, error: WorkloadError, workload_id: str | None, what: str, *, ends: bool = False
+    ) -> None:
+        """A refusal commits nothing, but the timeout or dead letter it reports (``ends``:
+        the dead letter of work whose dependency ended)."""
         type(self).tally.refusals += 1
-        settles = error.code in SETTLING_REFUSALS and workload_id is not None
+        settles = (ends or error.code in SETTLING_REFUSALS) and workload_id is not None
         allowed = {workload_id} if settles and workload_id is not None else set()
         self._committed_only(allowed, f"{what} refused {error.code}")
 
@@ -733,6 +739,8 @@ class WorkloadModel(RuleBasedStateMachine):
             return "WORKLOAD_REJECTED"
         if w.state is not S.READY:
             return "WORKLOAD_NOT_READY"
+        if self._dependency_ended(w):  # dead-lettered by the claim that finds it
+            return "WORKLOAD_NOT_READY"
         if w.approval is not None and not w.approval.approved():
             return "WORKLOAD_APPROVAL_PENDING"
         if w.next_attempt_at is not None and w.next_attempt_at > self.now:
@@ -743,6 +751,15 @@ class WorkloadModel(RuleBasedStateMachine):
         if not w.capability_snapshot <= CAPABILITIES[worker]:
             return "WORKLOAD_CAPABILITY_DENIED"
         return None
+
+    def _dependency_ended(self, w: Workload) -> bool:
+        """Whether a dependency of ``w`` rests in a state other than the one it awaits."""
+        return any(
+            d.workload_id in self.snap
+            and self.snap[d.workload_id].state in RESTING
+            and self.snap[d.workload_id].state is not d.required_state
+            for d in w.dependencies
+        )
 
     def _dependencies_met(self, w: Workload) -> bool:
         return all(
@@ -784,16 +801,21 @@ class WorkloadModel(RuleBasedStateMachine):
         settled on the way (past a deadline, or out of attempts) is left as.
         """
         held = CAPABILITIES[worker]
+        eligible = [
+            w
+            for w in self.snap.values()
+            if w.state is S.READY
+            and (w.next_attempt_at is None or w.next_attempt_at <= self.now)
+            and (definitions is None or w.definition_id in definitions)
+            and w.capability_snapshot <= held
+        ]
+        # Work whose dependency ended is read, and ended, unless a claim set it aside
+        # waiting on another dependency (then it ends once that one comes to rest).
+        ended = {w.workload_id for w in eligible if self._dependency_ended(w)}
+        if ended:
+            ended -= set_aside_keys(self.store.db.target, DURABLE_WORK_COLLECTION)
         candidates = sorted(
-            (
-                w
-                for w in self.snap.values()
-                if w.state is S.READY
-                and (w.next_attempt_at is None or w.next_attempt_at <= self.now)
-                and (definitions is None or w.definition_id in definitions)
-                and w.capability_snapshot <= held
-                and self._dependencies_met(w)
-            ),
+            (w for w in eligible if w.workload_id in ended or self._dependencies_met(w)),
             key=lambda w: (-w.priority, w.created_at, w.workload_id),
         )
         claimed: list[str] = []
@@ -802,13 +824,36 @@ class WorkloadModel(RuleBasedStateMachine):
             if len(claimed) >= wanted:
                 break
             found = breach(w, self.now)
+            if w.workload_id in ended:
+                settled[w.workload_id] = Expect(S.DEAD_LETTER, why="scheduler: dependency ended")
+                continue
             if found is not None:
                 settled[w.workload_id] = self._after_deadline(w, found[0], "scheduler deadline")
             elif w.attempt_count >= self.works[w.workload_id].budget:
                 settled[w.workload_id] = Expect(S.DEAD_LETTER, why="scheduler: budget spent")
             elif self._claimable_refusal(w, worker) is None:
                 claimed.append(w.workload_id)
-        return claimed, settled
+        return claimed, settled, self._may_end(eligible, ended, settled)
+
+    def _may_end(
+        self, eligible: list[Workload], ended: set[str], settled: dict[str, Expect]
+    ) -> set[str]:
+        """Work the call may also end: waiting on work it settles into a rest (or on such
+        work, down the chain). The scheduler reads page by page, committing each page's
+        choices before the next, so whether it reads the dependent after the settling
+        depends on where the pages fall."""
+        rested = {wid for wid, then in settled.items() if then.state in RESTING}
+        maybe: set[str] = set()
+        grew = True
+        while grew:
+            grew = False
+            for w in eligible:
+                if w.workload_id in maybe | ended | set(settled):
+                    continue
+                if any(d.workload_id in rested | maybe for d in w.dependencies):
+                    maybe.add(w.workload_id)
+                    grew = True
+        return maybe
 
     def _request(self, spec: Spec, key: str, dependencies: list[tuple[str, WorkloadState]]) -> Work:
         not_before = self.now + spec.not_before_in if spec.not_before_in is not None else None
@@ -1022,10 +1067,13 @@ class WorkloadModel(RuleBasedStateMachine):
         except WorkloadError as error:
             event(f"claim: {error.code}")
             assert error.code == predicted, f"claim refused {error}, not {predicted}"
-            self._refused(error, work.workload_id, "claim")
+            ended = error.code == "WORKLOAD_NOT_READY" and w.state is S.READY
+            self._refused(error, work.workload_id, "claim", ends=ended)
             self._expect_settled(w, error, "claim")
             if error.code == "WORKLOAD_ATTEMPTS_EXHAUSTED":
                 self.expect[w.workload_id] = Expect(S.DEAD_LETTER, why="claim: budget spent")
+            if ended:
+                self.expect[w.workload_id] = Expect(S.DEAD_LETTER, why="claim: dependency ended")
             return
         event("claim: granted")
         assert predicted is None, f"claim was granted; expected {predicted}"
@@ -1042,7 +1090,7 @@ class WorkloadModel(RuleBasedStateMachine):
         call: Callable[[str], list[WorkloadClaim]],
     ) -> None:
         name = self._worker(worker)
-        expected, settled = self._scheduled(name, wanted, definitions)
+        expected, settled, maybe = self._scheduled(name, wanted, definitions)
         claims = call(name)
         got = [claim.workload_id for claim in claims]
         event(f"scheduled: {len(got)} claimed, {len(settled)} settled")
@@ -1050,7 +1098,16 @@ class WorkloadModel(RuleBasedStateMachine):
         for claim in claims:
             self._granted(claim, name, lease_ms, started=start)
         self.expect.update(settled)
-        self._committed_only(set(got) | set(settled), "scheduled claim")
+        ended = set()
+        for workload_id in maybe:
+            now = self.store.get(workload_id)
+            if now.state is S.DEAD_LETTER:
+                evidence = now.execution_history[-1].evidence
+                assert evidence.get("decision") == "dependency_unmet", evidence
+                ended.add(workload_id)
+                self.expect[workload_id] = Expect(S.DEAD_LETTER, why="scheduler: ended after")
+        event(f"scheduled: {len(ended)} of {len(maybe)} ended after their dependency")
+        self._committed_only(set(got) | set(settled) | ended, "scheduled claim")
 
     @precondition(_has_ready)
     @rule(
@@ -1514,7 +1571,10 @@ class WorkloadModel(RuleBasedStateMachine):
         predicted: str | None,
         expected: Expect | None,
         call: Callable[[], Any],
+        also: dict[str, Expect] | None = None,
     ) -> Any:
+        """Run an operator's ``call`` on ``work``: refused ``predicted``, or leaving it
+        ``expected`` (and ``also`` the other work it re-arms)."""
         try:
             answer = call()
         except WorkloadError as error:
@@ -1526,9 +1586,11 @@ class WorkloadModel(RuleBasedStateMachine):
         assert predicted is None, f"{what} accepted; expected {predicted}"
         assert expected is not None
         self.expect[work.workload_id] = expected
+        self.expect.update(also or {})
         before = self.snap[work.workload_id]
         unchanged = expected.state is before.state and what == "cancel"
-        self._committed_only(set() if unchanged else {work.workload_id}, what)
+        changed = set() if unchanged else {work.workload_id}
+        self._committed_only(changed | set(also or {}), what)
         return answer
 
     @precondition(lambda self: bool(self.works))
@@ -1613,11 +1675,30 @@ class WorkloadModel(RuleBasedStateMachine):
             predicted,
             expected,
             lambda: self.store.retry(work.workload_id, "operator", now=self.now, reason="model"),
+            self._rearmed_with(work.workload_id) if expected is not None else None,
         )
         if expected is not None:
             work.operator_retries += 1
             if work.rearmed_from is None:
                 work.rearmed_from = len(w.execution_history)
+
+    def _rearmed_with(self, workload_id: str) -> dict[str, Expect]:
+        """The work an operator's retry of ``workload_id`` re-arms: what it ended (by the
+        claim that found its dependency at rest), down the chain, as it was before."""
+        through: dict[str, list[Workload]] = {}
+        for w in self.snap.values():
+            last = w.execution_history[-1] if w.execution_history else None
+            if w.state is S.DEAD_LETTER and last is not None:
+                if last.evidence.get("decision") == "dependency_unmet":
+                    through.setdefault(last.evidence["dependency"], []).append(w)
+        rearmed: dict[str, Expect] = {}
+        queue = [workload_id]
+        while queue:
+            for w in through.get(queue.pop(), []):
+                if w.workload_id not in rearmed:
+                    rearmed[w.workload_id] = Expect(S.READY, w.next_attempt_at, "re-armed after")
+                    queue.append(w.workload_id)
+        return rearmed
 
     @precondition(lambda self: any(work.spec.approval for work in self.works.values()))
     @rule(

@@ -82,15 +82,17 @@ which :func:`run_schemathesis` forgives (what failed otherwise is in
 :attr:`FuzzOutcome.failures`); a phase that errored or was skipped did not run."""
 
 BEYOND_A_SCHEMA = re.compile(
-    r"(dependencies\.\d+\.workload_id|cursor|approval\.approvers|Idempotency-Key)"
+    r"(dependencies\.\d+\.workload_id|cursor|approval\.approvers|Idempotency-Key"
+    r"|nodes\.\d+\.(after|name))"
 )
 """Fields whose refusal no schema can foresee, so ``positive_data_acceptance`` is not held
 to them: a dependency must name work that exists and that the caller may see (state, not
 shape), a cursor must be one the server answered (opaque), a listed approver must be of a
 kind the same policy permits (a rule between two fields of a list), and an
 ``Idempotency-Key`` header must name the body's key when both name one (a rule between the
-header and the body). Every other 422 for a request the schema calls valid fails the
-test."""
+header and the body), and a workflow's nodes must have names of their own and run after
+nodes of the workflow, in no cycle (rules between the items of a list). Every other 422
+for a request the schema calls valid fails the test."""
 
 FailureKey = tuple[str, str, str, str]
 """One distinct failure: the operation (``"run"`` for a check of the whole run), the check,

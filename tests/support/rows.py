@@ -67,3 +67,33 @@ def write_pre_versioned_row(
     params = {"collection": collection, "key": key, "document": json.dumps(unversioned)}
     dialect = db._dialect  # type: ignore[attr-defined]  # a fixture below the protocol
     dialect.transact("fixture", lambda session: session.execute(query, params))
+
+
+def _index_rows(target: str, query: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    """Rows of ``query`` (``{0}``: the placeholder) run below the protocol on ``target``."""
+    if target.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(target) as connection:
+            return list(connection.execute(query.format("%s"), params).fetchall())
+    import sqlite3
+
+    connection = sqlite3.connect(target)
+    try:
+        return list(connection.execute(query.format("?"), params).fetchall())
+    finally:
+        connection.close()
+
+
+def waiting_on(target: str, collection: str, key: str) -> tuple[str | None, str | None]:
+    """What the row ``collection/key`` of the store at ``target`` is set aside waiting on
+    and for (``(None, None)``: it is not set aside)."""
+    query = "SELECT waits_on, waits_for FROM rows WHERE collection = {0} AND key = {0}"
+    [row] = _index_rows(target, query, [collection, key])
+    return row[0], row[1]
+
+
+def set_aside_keys(target: str, collection: str) -> set[str]:
+    """The keys of the rows of ``collection`` set aside, each waiting on another row."""
+    query = "SELECT key FROM rows WHERE collection = {0} AND waits_on IS NOT NULL"
+    return {row[0] for row in _index_rows(target, query, [collection])}

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from feltdb import Grant, GrantStatus, ResourceScope, ResourceScopeKind, Subject
-from feltdb.auth.grants import new_grant_id
+from feltdb.auth.grants import GrantConstraints, new_grant_id
 from feltdb.auth.policy import ALL_CAPABILITIES
 from feltdb.auth.tokens import Keyring
 
@@ -94,6 +94,7 @@ class Server:
         issued_at: int | None = None,
         lifetime: int = 3600,
         status: GrantStatus = GrantStatus.ACTIVE,
+        environments: Iterable[str] = (),
     ) -> Grant:
         now = int(time.time())
         start = issued_at if issued_at is not None else now - 60
@@ -109,6 +110,7 @@ class Server:
             issued_at=start,
             expires_at=start + lifetime,
             status=status,
+            constraints=GrantConstraints(environments=frozenset(environments)),
         )
 
     def token(self, application: str, **grant: Any) -> str:

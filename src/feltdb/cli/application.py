@@ -21,6 +21,7 @@ from feltdb.cli.submit import submit_app
 from feltdb.cli.work import work_app
 from feltdb.cli.worker import worker_app
 from feltdb.cli.workers import workers_app
+from feltdb.cli.workflows import workflow_app
 from feltdb.errors import WorkloadError
 
 __all__ = ["app", "main"]
@@ -48,6 +49,7 @@ for group in (
     worker_app,
 ):
     app.add_typer(group)
+app.add_typer(workflow_app, name="workflow")
 
 
 def _print_version(asked: bool) -> None:

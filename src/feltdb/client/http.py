@@ -26,6 +26,7 @@ from feltdb.client.http_batches import HttpBatches
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url, unanswered
 from feltdb.client.retention import HttpRetention
+from feltdb.client.workflows import HttpWorkflows
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import (
@@ -50,7 +51,7 @@ def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
     return {"claim_id": claim_id, "fencing_token": fencing_token}
 
 
-class Client(HttpAudit, HttpBatches, HttpRetention, WorkloadClient):
+class Client(HttpAudit, HttpBatches, HttpRetention, HttpWorkflows, WorkloadClient):
     """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
 
     ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).

@@ -35,6 +35,7 @@ from feltdb.client.protocol import (
     as_submission,
 )
 from feltdb.client.retention import LocalRetention
+from feltdb.client.workflows import LocalWorkflows
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import (
     ApprovalDecision,
@@ -63,7 +64,7 @@ POLL_S = 0.2
 """How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
 
 
-class LocalClient(LocalBatches, LocalRetention, WorkloadClient):
+class LocalClient(LocalBatches, LocalRetention, LocalWorkflows, WorkloadClient):
     """``subject`` calling ``store`` in ``scope``.
 
     Args:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
 from feltdb.client.retention import RetentionClient
+from feltdb.client.workflow_calls import WorkflowCalls
 from feltdb.errors import WorkloadError
 from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workers import WorkersSeen
@@ -122,7 +123,7 @@ def as_submission(value: SubmissionLike) -> Request:
     return submission
 
 
-class WorkloadClient(RetentionClient, Protocol):
+class WorkloadClient(RetentionClient, WorkflowCalls, Protocol):
     """The authority's operations, as one caller (a requester, a worker, an operator, an
     approver) makes them. Implemented by :class:`~feltdb.client.Client` (HTTP) and
     :class:`~feltdb.client.LocalClient` (a store in process), which also give

@@ -77,6 +77,20 @@ def _bound_approval(properties: dict[str, Any]) -> None:
         _bounded(approvers["items"]["properties"]["id"], required=False)
 
 
+def _sets_as_lists(node: Any) -> None:
+    """Drop ``uniqueItems`` everywhere under ``node``: a submission's sets (capabilities,
+    scopes, the kinds of failure retried, approvers) are read as sets, so an item given
+    twice counts once; the schema says so rather than promise a refusal.
+    """
+    if isinstance(node, dict):
+        node.pop("uniqueItems", None)
+        for value in node.values():
+            _sets_as_lists(value)
+    elif isinstance(node, list):
+        for value in node:
+            _sets_as_lists(value)
+
+
 def _submission_schema() -> dict[str, Any]:
     """:data:`Submission`'s schema, with what admission checks beyond the model's types
     (``validate_admission``): identifiers of at most 256 characters without NUL, the
@@ -102,6 +116,7 @@ def _submission_schema() -> dict[str, Any]:
             if option.get("type") == "integer":
                 option["minimum"] = 1
     _bound_approval(properties)
+    _sets_as_lists(schema)
     # approval_ms is the wait for an approval, so it needs one.
     schema["if"] = {
         "properties": {

@@ -174,8 +174,10 @@ class Mutation:
     index: RowIndex = field(default_factory=RowIndex)
     encoded: str | None = None
     releases: bool = False
-    """The rows of its tenant's application set aside waiting on this row for the state it
-    is written in (``index.state``) are claimable again, in the same transaction."""
+    """The rows of its tenant's application set aside waiting on this row are claimable
+    again, in the same transaction, whatever state they wait for (the work layer sets it
+    when the row is written in a state work rests in: each wait is then met, or never will
+    be, and a claim reading the row again decides which)."""
 
     @property
     def deletes(self) -> bool:

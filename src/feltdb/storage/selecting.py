@@ -22,10 +22,11 @@ class SetAside:
     """A selected row that ``commit_selected_many``'s ``choose`` sets aside until the row
     ``waits_on`` (of its tenant's application) is written in state ``waits_for``: its index
     alone is written (no version, no log entry), and only if it is still at ``version``
-    and ``waits_on`` is not in ``waits_for`` when the transaction reads it (a row being
-    written by another transaction at that moment counts as arriving: nothing is set
-    aside). A write of the row, or the release of a :class:`Mutation` of ``waits_on`` in
-    that state, makes it claimable again.
+    and ``waits_on`` is still at ``waits_on_version``, the version the choice read it at
+    (a row written since, or being written by another transaction at that moment, may
+    have released already: nothing is set aside, and the next claim reads it again). A
+    write of the row, or the release of a :class:`Mutation` of ``waits_on``, makes it
+    claimable again.
     """
 
     collection: str
@@ -33,6 +34,7 @@ class SetAside:
     version: int
     waits_on: str
     waits_for: str
+    waits_on_version: int
 
 
 class SelectingCommits(Protocol):

@@ -231,7 +231,6 @@ def release_params(mutation: Mutation) -> dict[str, Any]:
         "tenant_id": index.tenant_id,
         "application_id": index.application_id,
         "key": mutation.key,
-        "state": index.state,
     }
 
 
@@ -250,6 +249,7 @@ def write_set_aside(
                 "version": item.version,
                 "waits_on": item.waits_on,
                 "waits_for": item.waits_for,
+                "waits_on_version": item.waits_on_version,
             }
             session.execute(queries["set_aside"], params)
         else:
@@ -274,7 +274,7 @@ def _release_arrays(
         if mutation.releases and not mutation.deletes
     ]
     if released:
-        columns = ("collection", "tenant_id", "application_id", "key", "state")
+        columns = ("collection", "tenant_id", "application_id", "key")
         arrays = {f"{name}s": [row[name] for row in released] for name in columns}
         session.execute(queries["release_waiting_arrays"], arrays)
 

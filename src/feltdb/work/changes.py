@@ -48,6 +48,12 @@ class Operation(enum.StrEnum):
     """The work's lease expired: its worker is presumed lost."""
     EXHAUSTED = "exhausted"
     """Ready work out of attempts was dead-lettered instead of claimed."""
+    DEPENDENCY = "dependency"
+    """Ready work was dead-lettered instead of claimed: a dependency of it rests in another
+    state than it awaits (:func:`~feltdb.work.recovery.dead_letter_unmet`)."""
+    REARM = "rearm"
+    """Work a dependency's ending had ended was re-armed as an operator retried that
+    dependency (:mod:`feltdb.work.rearming`)."""
     MIGRATE = "migrate"
     """A legacy record was imported."""
 

@@ -19,7 +19,6 @@ from feltdb.records.workload import (
     DURABLE_WORK_COLLECTION,
     Workload,
     WorkloadClaim,
-    WorkloadDependency,
 )
 from feltdb.storage.base import PlannedCommit, RowReader, StoredRow
 from feltdb.storage.partitions import ClaimPartitions, GroupSample
@@ -116,13 +115,13 @@ class CandidateChoice:
             if not self._candidate(loaded.workload):
                 continue
             dependencies = self._dependencies(loaded.workload, read)
-            if dependencies.awaited is not None:
-                aside = set_aside(loaded.workload, row.version, dependencies.awaited)
+            if dependencies.awaited is not None and dependencies.ended is None:
+                aside = set_aside(loaded.workload, row.version, dependencies)
                 if aside is not None:
                     plans.append(aside)
                     self.aside += 1
                 continue
-            settled = self._settle(loaded.workload)
+            settled = self._settle(loaded.workload, dependencies)
             if settled is None:
                 continue  # not claimable after all: never fail the whole search
             operation, decided, granted = settled
@@ -167,9 +166,14 @@ class CandidateChoice:
         return self.dependency_rows[key]
 
     def _settle(
-        self, workload: Workload
+        self, workload: Workload, dependencies: DependenciesRead
     ) -> tuple[Operation, Workload, WorkloadClaim | None] | None:
         now = self.now
+        if dependencies.awaited is not None and dependencies.ended is not None:
+            ended = recovery.dead_letter_unmet(
+                workload, dependencies.awaited, dependencies.ended, now
+            )
+            return Operation.DEPENDENCY, ended, None
         breach = deadline_breach(workload, now)
         if breach is not None:
             timed_out = recovery.time_out_past_deadline(workload, breach[0], breach[1], now)
@@ -188,12 +192,14 @@ class CandidateChoice:
         return Operation.CLAIM, decided, granted
 
 
-def set_aside(workload: Workload, version: int, awaited: WorkloadDependency) -> SetAside | None:
-    """``workload`` (read at ``version``) set aside until ``awaited`` is in its required
-    state, if that is a state work rests in (:data:`AWAITED_STATES`: a commit into one
-    releases it); ``None`` for one it only passes through, checked at each claim instead.
+def set_aside(workload: Workload, version: int, read: DependenciesRead) -> SetAside | None:
+    """``workload`` (read at ``version``) set aside until the dependency it awaits
+    (``read.awaited``, read at ``read.awaited_version``) comes to rest, if it awaits a state
+    work rests in (:data:`AWAITED_STATES`: a commit into one releases it); ``None`` for one
+    it only passes through (checked at each claim instead) or for no such workload.
     """
-    if awaited.required_state not in AWAITED_STATES:
+    awaited, seen = read.awaited, read.awaited_version
+    if awaited is None or seen is None or awaited.required_state not in AWAITED_STATES:
         return None
     return SetAside(
         DURABLE_WORK_COLLECTION,
@@ -201,4 +207,5 @@ def set_aside(workload: Workload, version: int, awaited: WorkloadDependency) -> 
         version,
         awaited.workload_id,
         awaited.required_state.value,
+        seen,
     )

@@ -31,30 +31,45 @@ class DependenciesRead:
     """What a claim read of a workload's dependencies."""
 
     awaited: WorkloadDependency | None
-    """The first dependency not in the state it requires (``None``: every one is)."""
+    """A dependency not in the state it requires: one that :attr:`ended`, else the first
+    (``None``: every one is in its state)."""
     held: tuple[Precondition, ...] = ()
     """When every one is met: a guard of each dependency's row met in one of
     :data:`GUARDED_STATES` (a dead letter an operator may retry), at the version read, so that
-    a claim decided on this reading commits only while each is still as read."""
+    a claim decided on this reading commits only while each is still as read. When one
+    :attr:`ended`: a guard of its row as read, for the decision that ends the dependent."""
+    awaited_version: int | None = None
+    """The version ``awaited``'s row was read at (``None``: no such workload)."""
+    ended: WorkloadState | None = None
+    """The state ``awaited`` rests in, when it rests (:data:`AWAITED_STATES`) in another
+    than it requires: it will not reach that state unless an operator re-arms it, so the
+    dependent will not run (:func:`~feltdb.work.recovery.dead_letter_unmet`)."""
+
+
+def _guard(row: StoredRow) -> Precondition:
+    return Precondition(DURABLE_WORK_COLLECTION, row.key, expected_version=row.version)
 
 
 def read_dependencies(
     dependencies: Sequence[WorkloadDependency], row_of: Callable[[str], StoredRow | None]
 ) -> DependenciesRead:
     """A workload's ``dependencies`` as ``row_of`` reads each one's committed row (``None``:
-    no such workload of its application, a dependency never met).
+    no such workload of its application, a dependency never met). Every one is read while
+    none has ended: a dependency that ended decides before one still on its way.
     """
     held: list[Precondition] = []
+    unmet: DependenciesRead | None = None
     for dependency in dependencies:
         row = row_of(dependency.workload_id)
         state = None if row is None else WorkloadState(row.document["state"])
         if row is None or state is not dependency.required_state:
-            return DependenciesRead(dependency)
-        if state in GUARDED_STATES:
-            held.append(
-                Precondition(DURABLE_WORK_COLLECTION, row.key, expected_version=row.version)
-            )
-    return DependenciesRead(None, tuple(held))
+            version = None if row is None else row.version
+            if state in AWAITED_STATES and row is not None:
+                return DependenciesRead(dependency, (_guard(row),), version, state)
+            unmet = unmet or DependenciesRead(dependency, awaited_version=version)
+        elif state in GUARDED_STATES:
+            held.append(_guard(row))
+    return unmet or DependenciesRead(None, tuple(held))
 
 
 def ensure_claimable(

@@ -32,6 +32,7 @@ REASONS: Final[dict[str, str]] = {
         "not retried: its retry policy does not retry failures of this kind"
     ),
     "timeout_not_retryable": "not retried: its retry policy does not retry timeout",
+    "dependency_unmet": "not run: a workload it depends on ended in another state than it awaits",
     "worker_failure_not_retryable": (
         "not retried: its worker was lost, and its retry policy does not retry worker_failure"
     ),
@@ -84,6 +85,9 @@ def ended_because(workload: Workload) -> str | None:
     if workload.state is WorkloadState.CANCELLED:
         by = f" by {last.actor} at {instant_text(last.at)}" if last is not None else ""
         return f"cancelled{by}"
+    unmet = _unmet_dependency(history)
+    if unmet is not None:
+        return unmet
     what = _what_happened(workload)
     decided = _last_decision(history)
     if decided is None or decided == "retry":
@@ -120,6 +124,18 @@ def _rejected(workload: Workload) -> str:
         return "rejected"
     said = f": {decision.reason}" if decision.reason else ""
     return f"rejected by {decision.decided_by} at {instant_text(decision.decided_at)}{said}"
+
+
+def _unmet_dependency(history: list[WorkloadEvent]) -> str | None:
+    """Why work dead-lettered for a dependency (its last event) did not run, naming it."""
+    last = history[-1] if history else None
+    if last is None or last.evidence.get("decision") != "dependency_unmet":
+        return None
+    said = last.evidence
+    return (
+        f"not run: its dependency {said.get('dependency')} ended {said.get('dependency_state')},"
+        f" not {said.get('awaited_state')} (at {instant_text(last.at)})"
+    )
 
 
 def _last_decision(history: list[WorkloadEvent]) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from feltdb.records.workload import Workload, WorkloadAttempt
+from feltdb.records.workload import Workload, WorkloadAttempt, WorkloadDependency
 from feltdb.work.events import deadline_evidence
 from feltdb.work.retry import (
     RetryDecision,
@@ -46,6 +46,27 @@ def dead_letter_exhausted(workload: Workload, now: int) -> Workload:
             "reason": "attempt_budget_exhausted",
             "attempts_used": str(workload.attempt_count),
             "attempt_budget": str(attempt_budget(workload)),
+        },
+    )
+
+
+def dead_letter_unmet(
+    workload: Workload, dependency: WorkloadDependency, ended: WorkloadState, now: int
+) -> Workload:
+    """Dead-letter ready work (instead of claiming it) whose ``dependency`` rests in
+    ``ended``, a state other than the one it awaits: the evidence names the dependency,
+    the state it ended in and the one awaited.
+    """
+    return transition(
+        workload,
+        WorkloadState.DEAD_LETTER,
+        "feltdb.claim",
+        now,
+        {
+            "decision": "dependency_unmet",
+            "dependency": dependency.workload_id,
+            "dependency_state": ended.value,
+            "awaited_state": dependency.required_state.value,
         },
     )
 

@@ -43,9 +43,11 @@ from feltdb.work.clock import resolved_now as _now
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
 from feltdb.work.models import CreateWorkload
 from feltdb.work.pruning import Retention
+from feltdb.work.rearming import retry_with_dependents
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.unit import UnitOfWork
+from feltdb.work.workflows import Workflows
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -88,6 +90,8 @@ class WorkloadStore:
         """The grants revoked in this store."""
         self.retention = Retention(db, _now)
         """Finished work pruned past its age (:mod:`feltdb.work.pruning`)."""
+        self.workflows = Workflows(self.unit, _now)
+        """Workloads submitted together with dependencies between them, seen as one run."""
         self._release: Callable[[], None] = lambda: None
         """What :meth:`close` does: nothing, or (opened by :meth:`open`) close the database."""
 
@@ -145,11 +149,7 @@ class WorkloadStore:
         return self.admit(request)[0]
 
     def get(self, workload_id: str, *, scope: Scope | None = None) -> Workload:
-        """The committed workload.
-
-        Raises:
-            WorkloadError: ``WORKLOAD_NOT_FOUND`` (also for work outside ``scope``).
-        """
+        """The committed workload, or ``WORKLOAD_NOT_FOUND`` (also outside ``scope``)."""
         return self.unit.load(workload_id, scope).workload
 
     def list(self, tenant_id: str, application_id: str) -> builtins.list[Workload]:
@@ -514,13 +514,12 @@ class WorkloadStore:
         scope: Scope | None = None,
     ) -> None:
         """Re-arm failed, dead-lettered or timed-out work for one more attempt (at most
-        ``retry_policy.max_attempts`` times), recorded with the actor and reason.
+        ``retry_policy.max_attempts`` times), with actor and reason; then what it ended.
 
         Raises:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED``, ``WORKLOAD_RETRY_EXHAUSTED``.
         """
-        at = _now(now)
-        self.unit.run(scope, lambda load: operator.retry(workload_id, actor, reason, at, load))
+        retry_with_dependents(self.unit, workload_id, actor, reason, _now(now), scope)
 
     def decide(
         self,

@@ -126,6 +126,15 @@ def claim(
     read = (
         dependencies(workload) if workload.state is WorkloadState.READY else DependenciesRead(None)
     )
+    if read.awaited is not None and read.ended is not None:
+        ended = recovery.dead_letter_unmet(workload, read.awaited, read.ended, now)
+        refusal = WorkloadError(
+            ErrorCode.WORKLOAD_NOT_READY,
+            f"workload will not run: its dependency {read.awaited.workload_id} ended"
+            f" {read.ended.value}, not {read.awaited.required_state.value}",
+            {"dependency": read.awaited.workload_id, "state": read.ended.value},
+        )
+        return Step(loaded.decided(ended), Operation.DEPENDENCY, refusal=refusal, held=read.held)
     claimed = lifecycle.claim(workload, worker, held, now, lease_ms, read.awaited)
     return replace(decided_step(loaded, Operation.CLAIM, claimed), held=read.held)
 

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_request
+from support.rows import waiting_on
 
 from feltdb import (
     DURABLE_WORK_COLLECTION,
@@ -444,24 +445,7 @@ def _waiting_on(store: WorkloadStore, gate: Any, count: int, **dependency: Any) 
 
 def _set_aside(store: WorkloadStore, key: str) -> tuple[str | None, str | None]:
     """What the row of ``key`` waits on and for (``(None, None)``: it is not set aside)."""
-    import sqlite3
-
-    target = store.db.target
-    query = "SELECT waits_on, waits_for FROM rows WHERE collection = {0} AND key = {0}"
-    if target.startswith("postgresql"):
-        import psycopg
-
-        with psycopg.connect(target) as connection:
-            found = connection.execute(query.format("%s"), [DURABLE_WORK_COLLECTION, key])
-            row = found.fetchone()
-    else:
-        connection = sqlite3.connect(target)
-        try:
-            row = connection.execute(query.format("?"), [DURABLE_WORK_COLLECTION, key]).fetchone()
-        finally:
-            connection.close()
-    assert row is not None
-    return row[0], row[1]
+    return waiting_on(store.db.target, DURABLE_WORK_COLLECTION, key)
 
 
 def test_work_waiting_on_a_dependency_is_set_aside_and_no_claim_reads_it_again(store, target):
@@ -511,10 +495,12 @@ def test_a_release_is_in_the_dependency_s_own_transaction(store):
     assert store.claim_next("t", "app", "w", CAPABILITIES, now=11, definitions={"send"}) is None
     with Statements(store) as statements:
         store.cancel(gate.workload_id, "human:op", now=12)
-    # Waiting for SUCCEEDED: a cancellation releases nothing, in the one transaction.
+    # Waiting for SUCCEEDED, on work now cancelled for good: released in the one
+    # transaction, so that the next claim reads it again and ends it rather than wait.
     assert statements.transactions == 1
-    assert _set_aside(store, after) == (gate.workload_id, "SUCCEEDED")
+    assert _set_aside(store, after) == (None, None)
     assert store.claim_next("t", "app", "w", CAPABILITIES, now=13, definitions={"send"}) is None
+    assert store.get(after).state is WorkloadState.DEAD_LETTER
 
 
 def test_a_write_of_work_set_aside_puts_it_back_where_claims_read(store):

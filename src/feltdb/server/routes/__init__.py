@@ -31,6 +31,10 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``GET /v1/audit/verify`` | ``audit:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/grants/{grant_id}/revoke`` | ``grant:revoke`` | (the tenant and application) |
 | ``POST /v1/retention/prune`` | ``workload:operate`` | ``flow://{app}/workloads/*`` |
+| ``POST /v1/workflows`` | ``workload:execute`` | each new workload (by the store) |
+| ``GET /v1/workflows/{id}`` | ``workload:read`` | every node's workload |
+| ``POST /v1/workflows/{id}/cancel`` | ``workload:read``, ``workload:cancel`` | every node's |
+  workload |
 
 The tenant and application of every request are the grant's. Work of another tenant or
 application, or outside the grant's constraints, is answered ``404 WORKLOAD_NOT_FOUND``
@@ -67,7 +71,7 @@ read refuses the request (503), never lets it through.
 
 from fastapi import APIRouter
 
-from feltdb.server.routes import lists, operators, requesters, retention, workers
+from feltdb.server.routes import lists, operators, requesters, retention, workers, workflows
 from feltdb.server.routes.deps import Caller, ServerState
 
 __all__ = ["Caller", "ServerState", "build_router"]
@@ -78,6 +82,6 @@ def build_router() -> APIRouter:
     request (``app.state.server``).
     """
     router = APIRouter()
-    for audience in (requesters, workers, operators, lists, retention):
+    for audience in (requesters, workers, operators, lists, retention, workflows):
         router.include_router(audience.router)
     return router

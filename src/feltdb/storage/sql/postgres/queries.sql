@@ -445,7 +445,7 @@ UPDATE rows SET
 WHERE collection = %(collection)s AND key = %(key)s;
 
 -- name: set_aside
--- description: commit_selected_many: set one selected row aside until the row it waits on (of its application) is written in waits_for; only at version, and only while that row is in another state and no transaction is writing it (FOR SHARE SKIP LOCKED: a row being written counts as arriving, and holding it shared makes its writer's release_waiting, which runs after, see this row)
+-- description: commit_selected_many: set one selected row aside until the row it waits on (of its application) is released; only at version, and only while that row is still at the version the choice read and no transaction is writing it (FOR SHARE SKIP LOCKED: a row being written counts as released, and holding it shared makes its writer's release_waiting, which runs after, see this row)
 UPDATE rows SET waits_on = %(waits_on)s, waits_for = %(waits_for)s
 WHERE collection = %(collection)s AND key = %(key)s AND version = %(version)s::bigint
   AND EXISTS (
@@ -455,30 +455,28 @@ WHERE collection = %(collection)s AND key = %(key)s AND version = %(version)s::b
         AND awaited.key = %(waits_on)s
         AND awaited.tenant_id = rows.tenant_id
         AND awaited.application_id = rows.application_id
-        AND awaited.state IS DISTINCT FROM %(waits_for)s
+        AND awaited.version = %(waits_on_version)s::bigint
       FOR SHARE SKIP LOCKED
   );
 
 -- name: release_waiting
--- description: commit: the rows of an application set aside waiting on one row for the state it is written in are claimable again (rows_waiting)
+-- description: commit: the rows of an application set aside waiting on one row, written in a state it rests in, are claimable again, whatever state they wait for: their wait is met, or will not be (rows_waiting)
 UPDATE rows SET waits_on = NULL, waits_for = NULL
 WHERE collection = %(collection)s
   AND tenant_id = %(tenant_id)s
   AND application_id = %(application_id)s
-  AND waits_on = %(key)s
-  AND waits_for = %(state)s;
+  AND waits_on = %(key)s;
 
 -- name: release_waiting_arrays
--- description: commit_many's array path: release_waiting for each (collection, tenant, application, key, state) of the arrays, in one statement
+-- description: commit_many's array path: release_waiting for each (collection, tenant, application, key) of the arrays, in one statement
 UPDATE rows SET waits_on = NULL, waits_for = NULL
 FROM unnest(%(collections)s::text[], %(tenant_ids)s::text[], %(application_ids)s::text[],
-            %(keys)s::text[], %(states)s::text[])
-     AS released(collection, tenant_id, application_id, key, state)
+            %(keys)s::text[])
+     AS released(collection, tenant_id, application_id, key)
 WHERE rows.collection = released.collection
   AND rows.tenant_id = released.tenant_id
   AND rows.application_id = released.application_id
-  AND rows.waits_on = released.key
-  AND rows.waits_for = released.state;
+  AND rows.waits_on = released.key;
 
 -- name: lock_batch_rows
 -- description: commit_many's array path: the version of every existing row of the batch, each locked until the transaction ends, in key order (a row deleted meanwhile is absent); one primary key seek per key (LATERAL: never a hash join over a scan, as a cached generic plan made while the table was small would be)

@@ -398,7 +398,7 @@ UPDATE rows SET
 WHERE collection = :collection AND key = :key;
 
 -- name: set_aside
--- description: commit_selected_many: set one selected row aside until the row it waits on (of its application) is written in waits_for; only at version, and only while that row is in another state
+-- description: commit_selected_many: set one selected row aside until the row it waits on (of its application) is released; only at version, and only while that row is still at the version the choice read (a write since may have released already)
 UPDATE rows SET waits_on = :waits_on, waits_for = :waits_for
 WHERE collection = :collection AND key = :key AND version = :version
   AND EXISTS (
@@ -408,17 +408,16 @@ WHERE collection = :collection AND key = :key AND version = :version
         AND awaited.key = :waits_on
         AND awaited.tenant_id = rows.tenant_id
         AND awaited.application_id = rows.application_id
-        AND awaited.state IS NOT :waits_for
+        AND awaited.version = :waits_on_version
   );
 
 -- name: release_waiting
--- description: commit: the rows of an application set aside waiting on one row for the state it is written in are claimable again (rows_waiting)
+-- description: commit: the rows of an application set aside waiting on one row, written in a state it rests in, are claimable again, whatever state they wait for: their wait is met, or will not be (rows_waiting)
 UPDATE rows SET waits_on = NULL, waits_for = NULL
 WHERE collection = :collection
   AND tenant_id = :tenant_id
   AND application_id = :application_id
-  AND waits_on = :key
-  AND waits_for = :state;
+  AND waits_on = :key;
 
 -- The audit chain (feltdb/storage/audit_chain.py). Lists of revisions and of links are
 -- passed as one JSON text, as on PostgreSQL.
