@@ -55,6 +55,7 @@ if _typing.TYPE_CHECKING:
         deadline_breach,
     )
     from feltdb.work.models import CreateWorkload
+    from feltdb.work.retention import RetentionPolicy
     from feltdb.work.states import (
         ApprovalOutcome,
         AttemptStatus,
@@ -102,6 +103,7 @@ _EXPORTS: dict[str, str] = {
     "WorkloadResult": "feltdb.records.workload",
     "WorkloadRetryPolicy": "feltdb.records.workload",
     "WorkloadTimeouts": "feltdb.records.workload",
+    "RetentionPolicy": "feltdb.work.retention",
     "ApprovalOutcome": "feltdb.work.states",
     "AttemptStatus": "feltdb.work.states",
     "BackoffPolicy": "feltdb.work.states",
@@ -130,6 +132,7 @@ __all__ = [
     "Heartbeat",
     "ResourceScope",
     "ResourceScopeKind",
+    "RetentionPolicy",
     "SignedGrant",
     "Subject",
     "Workload",

@@ -212,6 +212,8 @@ def test_signing_in_by_token_lands_on_the_overview_with_the_seeded_counts(
 
     recent = page.locator("section[aria-labelledby=recent-dead] li a").all_inner_texts()
     assert sorted(recent) == sorted(seeded.dead)
+    # This server was not given --retain (test_dashboard_retention.py's is).
+    expect(page.locator("#retention-next")).to_contain_text("Retention is off")
     assert offline.outside == []
     assert offline.console_errors == []
 

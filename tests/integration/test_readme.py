@@ -268,6 +268,26 @@ def test_the_dependencies_example_shows_the_waiting_work(tmp_path: Path):
     assert lines[0].startswith("submitted workload_") and "READY" in lines[0]
 
 
+@runs("retention")
+def test_the_retention_snippet_prunes_a_month_on_and_verifies(tmp_path: Path):
+    bash(f"{sys.executable} - <<'EOF'\n{blocks()['library']}\nEOF", tmp_path)
+    out = bash(f"{sys.executable} - <<'EOF'\n{blocks()['retention']}\nEOF", tmp_path)
+    assert out.splitlines() == ["['SUCCEEDED']", "1 False", "True"]
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        assert store.list("acme", "billing") == []
+
+
+@runs("retention-cli")
+def test_the_prune_commands_list_archive_and_prune(tmp_path: Path):
+    bash(f"{sys.executable} - <<'EOF'\n{blocks()['library']}\nEOF", tmp_path)
+    out = bash(blocks()["retention-cli"], tmp_path)
+    assert "would prune 1 finished workloads" in out and "pruned 1 finished workloads" in out
+    archived = (tmp_path / "pruned.jsonl").read_text().splitlines()
+    assert len(archived) == 1 and '"state":"SUCCEEDED"' in archived[0]
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        assert store.list("acme", "billing") == [] and store.audit.verify().ok
+
+
 @runs("workflows")
 def test_the_workflows_example_submits_shows_and_cancels_a_run(tmp_path: Path):
     out = bash(blocks()["workflows"], tmp_path).strip().splitlines()

@@ -57,6 +57,8 @@ API_NAMES = {
     # batch items ("Routing, scope and batches")
     "Completion",
     "Heartbeat",
+    # retention ("Retention")
+    "RetentionPolicy",
     # constants and functions
     "WORKLOAD_CONTRACT_VERSION",
     "DEADLINE_CONTRACT_VERSION",

@@ -15,6 +15,7 @@ from typer.exceptions import TyperException
 from feltdb.cli.audit import audit_app
 from feltdb.cli.grants import auth_app
 from feltdb.cli.migrate import migrate_app
+from feltdb.cli.prune import prune_app
 from feltdb.cli.schedules import schedule_app
 from feltdb.cli.serve import demo, serve
 from feltdb.cli.submit import submit_app
@@ -38,7 +39,16 @@ app = typer.Typer(
 app.command()(demo)
 app.command()(serve)
 # Added without names, so their commands and groups appear at the top level.
-for group in (auth_app, submit_app, work_app, workers_app, audit_app, migrate_app, worker_app):
+for group in (
+    auth_app,
+    submit_app,
+    work_app,
+    workers_app,
+    audit_app,
+    migrate_app,
+    prune_app,
+    worker_app,
+):
     app.add_typer(group)
 app.add_typer(workflow_app, name="workflow")
 app.add_typer(schedule_app, name="schedule")

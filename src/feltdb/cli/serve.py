@@ -16,10 +16,12 @@ import typer
 from rich.console import Console
 
 from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
+from feltdb.cli.prune import RetainOption
 from feltdb.heap import settle_heap
 
 if TYPE_CHECKING:  # what a command runs is imported when it runs, not for --help
     from feltdb.auth import Keyring
+    from feltdb.work.retention import RetentionPolicy
 
 
 def demo(
@@ -109,9 +111,11 @@ def serve(
     sign_ins_per_client: SignInsOption = 30,
     log_json: LogJsonOption = False,
     log_level: LogLevelOption = LogLevel.INFO,
+    retain: RetainOption = None,
 ) -> None:
     """Serve the HTTP API (stops gracefully on SIGTERM or Ctrl-C). Logs go to stderr;
-    GET /metrics answers Prometheus metrics without a token.
+    GET /metrics answers Prometheus metrics without a token. With --retain, the
+    maintenance loop prunes every tenant's finished work past those ages.
     """
     import logging
 
@@ -121,6 +125,7 @@ def serve(
     from feltdb.server.connections import guarded_protocol
     from feltdb.work.store import WorkloadStore
 
+    retention = _retention(retain)
     config = configure_logging(json_lines=log_json, level=log_level)
     log = logging.getLogger("feltdb.server")
     console = Console()
@@ -140,13 +145,9 @@ def serve(
         ring = _server_keyring(db, keyring, say)
         api = create_app(
             store, ring, maintenance_interval_s=maintenance_interval,
-            sign_ins_per_client=sign_ins_per_client,
+            sign_ins_per_client=sign_ins_per_client, retention=retention,
         )  # fmt: skip
-        say(f"feltdb serving {db} at http://{host}:{port}")
-        # Every interface: this machine's own address is one to open.
-        reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        say(f"dashboard at http://{reachable}:{port}/ui/ (sign in with a token, or a link")
-        say(f"  from: feltdb grant issue --admin --login --server http://{reachable}:{port})")
+        _announce(say, db, host, port, retention)
         settle_heap()  # what start-up made, frozen out of the collector's walks
         uvicorn.Server(
             uvicorn.Config(
@@ -157,6 +158,33 @@ def serve(
                 http=guarded_protocol(request_timeout, max_connections),
             )
         ).run(sockets=[listening])
+
+
+def _announce(
+    say: Callable[[str], None], db: str, host: str, port: int, retention: RetentionPolicy | None
+) -> None:
+    """Say where the server serves, its dashboard and how to sign in, and its retention."""
+    say(f"feltdb serving {db} at http://{host}:{port}")
+    if retention is not None:
+        say(f"retention: finished work pruned past {retention.summary()}")
+    # Every interface: this machine's own address is one to open.
+    reachable = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    say(f"dashboard at http://{reachable}:{port}/ui/ (sign in with a token, or a link")
+    say(f"  from: feltdb grant issue --admin --login --server http://{reachable}:{port})")
+
+
+def _retention(items: list[str] | None) -> RetentionPolicy | None:
+    """The policy ``--retain`` gives (``None``: not given); a bad item is a usage error."""
+    if not items:
+        return None
+    from feltdb.errors import WorkloadError
+    from feltdb.work.retention import parse_policy
+
+    try:
+        return parse_policy(items)
+    except WorkloadError as error:
+        typer.echo(f"error: --retain: {error.message}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _server_keyring(db: str, path: Path | None, say: Callable[[str], None]) -> Keyring:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from feltdb.client.batches import CompletionItem, HeartbeatItem
 from feltdb.client.protocol import AuditPage, Page, WorkloadClient
+from feltdb.client.retention import PruneRequest
 from feltdb.client.schedules import ScheduleSpec
 from feltdb.records.summary import WorkloadSummary
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
@@ -32,6 +33,7 @@ __all__ = [
     "LeaseRenewal",
     "LocalClient",
     "Page",
+    "PruneRequest",
     "ScheduleSpec",
     "WorkloadClient",
     "WorkloadSummary",

@@ -5,9 +5,8 @@ or tenant: the server takes them from the verified grant. Answers are the librar
 records (:class:`~feltdb.work.models.Workload`, :class:`~feltdb.work.models.WorkloadClaim`,
 …), parsed from the server's JSON.
 
-Refusals come back as :class:`~feltdb.client.refusals.ClientError`, with the server's
-code, message and details and the HTTP status (see :mod:`feltdb.client.refusals` for the
-answers that are not the server's).
+Refusals come back as :class:`~feltdb.client.refusals.ClientError` (the server's code,
+message, details and HTTP status; :mod:`feltdb.client.refusals` for other answers).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from feltdb.client.http_batches import HttpBatches
 from feltdb.client.http_schedules import HttpSchedules
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url, unanswered
+from feltdb.client.retention import HttpRetention
 from feltdb.client.workflows import HttpWorkflows
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.summary import WorkloadSummary
@@ -51,7 +51,7 @@ def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
     return {"claim_id": claim_id, "fencing_token": fencing_token}
 
 
-class Client(HttpAudit, HttpBatches, HttpSchedules, HttpWorkflows, WorkloadClient):
+class Client(HttpAudit, HttpBatches, HttpRetention, HttpSchedules, HttpWorkflows, WorkloadClient):
     """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
 
     ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).

@@ -35,6 +35,7 @@ from feltdb.client.protocol import (
     WorkloadClient,
     as_submission,
 )
+from feltdb.client.retention import LocalRetention
 from feltdb.client.workflows import LocalWorkflows
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import (
@@ -64,7 +65,7 @@ POLL_S = 0.2
 """How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
 
 
-class LocalClient(LocalBatches, LocalSchedules, LocalWorkflows, WorkloadClient):
+class LocalClient(LocalBatches, LocalRetention, LocalSchedules, LocalWorkflows, WorkloadClient):
     """``subject`` calling ``store`` in ``scope``.
 
     Args:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
+from feltdb.client.retention import RetentionClient
 from feltdb.client.schedules import ScheduleClient
 from feltdb.client.workflow_calls import WorkflowCalls
 from feltdb.errors import WorkloadError
@@ -123,7 +124,7 @@ def as_submission(value: SubmissionLike) -> Request:
     return submission
 
 
-class WorkloadClient(ScheduleClient, WorkflowCalls, Protocol):
+class WorkloadClient(RetentionClient, ScheduleClient, WorkflowCalls, Protocol):
     """The authority's operations, as one caller (a requester, a worker, an operator, an
     approver) makes them. Implemented by :class:`~feltdb.client.Client` (HTTP) and
     :class:`~feltdb.client.LocalClient` (a store in process), which also give

@@ -40,6 +40,7 @@ from feltdb.server.probes import add_probes
 from feltdb.server.routes import ServerState, build_router
 from feltdb.server.ui import add_ui
 from feltdb.server.wakeup import Wakeup
+from feltdb.work.retention import RetentionPolicy
 from feltdb.work.store import WorkloadStore
 
 log = logging.getLogger("feltdb.server")
@@ -64,6 +65,7 @@ def create_app(
     clock: Callable[[], int] | None = None,
     maintenance_interval_s: float | None = 1.0,
     sign_ins_per_client: int = SIGN_INS_PER_CLIENT,
+    retention: RetentionPolicy | None = None,
 ) -> FastAPI:
     """The HTTP API over ``store``, trusting tokens signed by ``keyring``.
 
@@ -76,6 +78,8 @@ def create_app(
             runs none (tests call :meth:`Maintenance.run_once` themselves).
         sign_ins_per_client: dashboard sign-ins a minute one client address may make
             (:mod:`feltdb.server.limits`).
+        retention: the maintenance loop prunes finished work past this policy's ages
+            (``None``: it prunes nothing).
     """
     now = clock if clock is not None else wall_clock
     # The app's own store: its observers see this app's commits, and only them.
@@ -85,7 +89,7 @@ def create_app(
     metrics.bind(own)
     own.observe(metrics.observe)
     own.observe(wakeup.on_commit)
-    maintenance = Maintenance(own, now)
+    maintenance = Maintenance(own, now, retention)
     app = FastAPI(
         title="feltdb",
         version=__version__,

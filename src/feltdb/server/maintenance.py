@@ -1,11 +1,12 @@
 """The server's maintenance loop: deadlines, expired leases and schedules, on a timer.
 
 A pass is :meth:`Maintenance.run_once`, which only calls the store's own
-``enforce_deadlines``, ``recover_expired``, ``schedules.run_due`` and ``seal_audit``; the
-timer around it adds nothing but scheduling. Every decision is the store's and each commit
-is guarded, so several servers on one store may all run the loop: a workload another writer
-settled first is left to it (two sealers seal the same links, two schedulers admit an
-occurrence once).
+``enforce_deadlines``, ``recover_expired``, ``schedules.run_due`` and ``seal_audit`` (and,
+given a retention policy, ``retention.prune``); the timer around it adds nothing but
+scheduling. Every decision is the store's and each commit is guarded, so several servers on
+one store may all run the loop: a workload another writer settled first is left to it (two
+sealers seal the same links, two schedulers admit an occurrence once, and two pruners
+delete each workload once).
 
 What a pass commits reaches whoever observes the store (``WorkloadStore.observe``): the
 server's metrics count its timeouts and recoveries, and its long-polls wake for recovered
@@ -21,21 +22,38 @@ from collections.abc import Callable
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.server.ui import sessions
+from feltdb.work.pruning import PruneReport
+from feltdb.work.retention import RetentionPolicy
 from feltdb.work.store import WorkloadStore
 
 log = logging.getLogger("feltdb.server.maintenance")
 
 SEAL_PER_PASS = 10_000
 """The most log entries one maintenance pass seals into the audit chain."""
+PRUNE_EVERY_S = 60
+"""Seconds between prune passes, unless the last one stopped at its bound (then the next
+pass prunes again: a backlog is drained a bounded pass a second)."""
+RETENTION_ACTOR = "system:retention"
+"""Who the maintenance loop's prune commits name as their actor."""
 
 
 class Maintenance:
     """Runs the maintenance pass every ``interval_s`` seconds on a daemon thread."""
 
-    def __init__(self, store: WorkloadStore, clock: Callable[[], int]) -> None:
-        """Maintain ``store``, reading the time from ``clock`` (unix seconds)."""
+    def __init__(
+        self,
+        store: WorkloadStore,
+        clock: Callable[[], int],
+        retention: RetentionPolicy | None = None,
+    ) -> None:
+        """Maintain ``store``, reading the time from ``clock`` (unix seconds); with a
+        ``retention`` policy, prune finished work past its age (:meth:`prune_if_due`).
+        """
         self.store = store
         self.clock = clock
+        self.retention = retention
+        self._next_prune: int | None = None
+        """When the next prune pass is due (``None``: at the first pass)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -45,8 +63,9 @@ class Maintenance:
         :data:`~feltdb.work.scheduler.MAX_PER_PASS`, the rest next pass), then seal the
         log's final entries into the audit chain (at most :data:`SEAL_PER_PASS`, so that
         a long unsealed log is sealed over several passes),
-        delete the dashboard's sessions and sign-in tickets past their end, and give the
-        planner statistics of a store that never had any (:mod:`feltdb.storage.statistics`).
+        delete the dashboard's sessions and sign-in tickets past their end, give the
+        planner statistics of a store that never had any (:mod:`feltdb.storage.statistics`),
+        and prune finished work past its age when retention is on (:meth:`prune_if_due`).
         Returns ``(timed_out_ids, recovered_ids)``.
 
         Raises:
@@ -59,7 +78,25 @@ class Maintenance:
         self.store.audit.seal(SEAL_PER_PASS)
         sessions.prune_expired(self.store.db, now)
         self.store.db.refresh_statistics()
+        self.prune_if_due(now)
         return timed_out, recovered
+
+    def prune_if_due(self, now: int) -> PruneReport | None:
+        """With a retention policy, one bounded prune pass
+        (:meth:`~feltdb.work.pruning.Retention.prune`, :data:`RETENTION_ACTOR`) when one is
+        due: at the first maintenance pass, :data:`PRUNE_EVERY_S` after the last, or at once
+        after one that stopped at its bound. Its report (``None``: none ran).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        if self.retention is None or (self._next_prune is not None and now < self._next_prune):
+            return None
+        report = self.store.retention.prune(RETENTION_ACTOR, self.retention, now)
+        self._next_prune = now if report.more else now + PRUNE_EVERY_S
+        if report.pruned:
+            log.info("retention pruned %d finished workloads", len(report.pruned))
+        return report
 
     def start(self, interval_s: float = 1.0) -> None:
         """Start the timer thread (once; a second call does nothing)."""

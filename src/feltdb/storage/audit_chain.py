@@ -45,9 +45,11 @@ them; which row a row set aside waits on (:mod:`feltdb.storage.chain_index`). En
 logged before the chain existed have no row hashes: their rows are counted as not covered,
 and a row they wrote that is absent is taken as deleted.
 
-Retention, later: a deletion of old work is itself a commit (an audited entry naming the
-revisions pruned); the pruned entries' links stay in ``audit_chain``, so verification starts
-from the first remaining entry's predecessor link, as it starts from :data:`GENESIS` now.
+Retention (:mod:`feltdb.work.pruning`) deletes rows, not entries: each prune is a commit
+whose entry logs its deletions, so a pruned row is not ``row_missing``. Pruning the log
+itself, later: the pruned entries' links would stay in ``audit_chain``, so verification
+would start from the first remaining entry's predecessor link, as it starts from
+:data:`GENESIS` now.
 """
 
 from __future__ import annotations

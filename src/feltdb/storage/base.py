@@ -52,6 +52,7 @@ from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
 from feltdb.storage.definition_pages import DefinitionPages
 from feltdb.storage.readiness import Readiness
+from feltdb.storage.retention_reads import RetentionReads
 from feltdb.storage.selecting import SelectingCommits
 from feltdb.storage.statistics import PlannerStatistics
 from feltdb.storage.wakeups import Wakeups
@@ -239,6 +240,7 @@ class Database(
     IndexCounts,
     PlannerStatistics,
     Readiness,
+    RetentionReads,
     SelectingCommits,
     Protocol,
 ):

@@ -48,6 +48,7 @@ from feltdb.storage.encoding import (
 from feltdb.storage.index_columns import index_params
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
 from feltdb.storage.readiness import ReadinessQueries
+from feltdb.storage.retention_reads import RetentionQueries
 from feltdb.storage.selecting import SetAside
 from feltdb.storage.selection import Selection
 from feltdb.storage.statistics import StatisticsQueries
@@ -66,7 +67,12 @@ _Dialect = TypeVar("_Dialect", bound=Dialect)
 
 
 class SQLEngine(
-    ChainQueries, DefinitionPageQueries, ReadinessQueries, StatisticsQueries, Generic[_Dialect]
+    ChainQueries,
+    DefinitionPageQueries,
+    ReadinessQueries,
+    RetentionQueries,
+    StatisticsQueries,
+    Generic[_Dialect],
 ):
     """Implements :class:`~feltdb.storage.base.Database` over a :class:`Dialect`."""
 
@@ -77,8 +83,6 @@ class SQLEngine(
         self.target = target
         self._dialect = dialect
         self._queries = dialect.queries
-
-    # --- reads -------------------------------------------------------------------------
 
     def _limit(self, limit: int | None) -> int | None:
         # A negative LIMIT is no limit: SQLite reads it so, PostgreSQL would refuse it.
@@ -237,9 +241,7 @@ class SQLEngine(
     def committed_transactions_after(
         self, revision: int, limit: int | None = None
     ) -> list[CommittedTransaction]:
-        """See :meth:`Database.committed_transactions_after`; at most ``limit`` of them
-        (``None``: all).
-        """
+        """See :meth:`Database.committed_transactions_after` (``limit`` ``None``: all)."""
         params = {"revision": revision, "limit": self._limit(limit)}
         return self._logged("transactions_after", params)
 

@@ -40,6 +40,7 @@ from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.clock import resolved_now as _now
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
 from feltdb.work.models import CreateWorkload
+from feltdb.work.pruning import Retention
 from feltdb.work.rearming import retry_with_dependents
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
 from feltdb.work.schedule_book import Schedules
@@ -86,6 +87,8 @@ class WorkloadStore:
         """The audit: the log read by application, its chain sealed and verified."""
         self.grants = Revocations(db, _now)
         """The grants revoked in this store."""
+        self.retention = Retention(db, _now)
+        """Finished work pruned past its age (:mod:`feltdb.work.pruning`)."""
         self.workflows = Workflows(self.unit, _now)
         """Workloads submitted together with dependencies between them, seen as one run."""
         self.schedules = Schedules(self, _now)  # and the scheduler's pass
@@ -566,15 +569,11 @@ class WorkloadStore:
         return sweeps.enforce_deadlines(self.unit, _now(now))
 
     def recover_expired(self, now: int | None = None) -> builtins.list[str]:
-        """Recover every workload whose lease expired, its worker presumed lost (see
-        :func:`~.sweeps.recover_expired`); the ids this call recovered.
-        """
+        """Recover the work whose lease expired (:func:`~.sweeps.recover_expired`); its ids."""
         return sweeps.recover_expired(self.unit, _now(now))
 
     def rebuild_indexes(self) -> int:
-        """Recompute every workload's scheduling index from its committed document (see
-        :func:`~.sweeps.rebuild_indexes`); how many rows were rewritten.
-        """
+        """Derive each index from its document (:func:`~.sweeps.rebuild_indexes`); rows redone."""
         return sweeps.rebuild_indexes(self.unit)
 
     @classmethod

@@ -1248,6 +1248,9 @@ def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
         "statistics_missing",  # a catalog row, and EXISTS: the first row of any scan
         "gather_statistics",  # ANALYZE
         "write_probe",  # readyz: WHERE false, planned as a one-time filter: no row read
+        # Retention's candidates: the oldest keys of one state, a top-N sort (no index leads
+        # with the state), off the write lock; bench/bench_retention.py measures it.
+        "keys_created_before",
     }
     assert set(QUERIES) == set(PLANS) | unchecked
 

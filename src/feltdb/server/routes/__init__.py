@@ -30,6 +30,7 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``GET /v1/audit`` | ``audit:read`` | ``flow://{app}/workloads/*`` |
 | ``GET /v1/audit/verify`` | ``audit:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/grants/{grant_id}/revoke`` | ``grant:revoke`` | (the tenant and application) |
+| ``POST /v1/retention/prune`` | ``workload:operate`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/workflows`` | ``workload:execute`` | each new workload (by the store) |
 | ``GET /v1/workflows/{id}`` | ``workload:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/workflows/{id}/cancel`` | ``workload:read``, ``workload:cancel`` | |
@@ -72,7 +73,15 @@ read refuses the request (503), never lets it through.
 
 from fastapi import APIRouter
 
-from feltdb.server.routes import lists, operators, requesters, schedules, workers, workflows
+from feltdb.server.routes import (
+    lists,
+    operators,
+    requesters,
+    retention,
+    schedules,
+    workers,
+    workflows,
+)
 from feltdb.server.routes.deps import Caller, ServerState
 
 __all__ = ["Caller", "ServerState", "build_router"]
@@ -83,6 +92,6 @@ def build_router() -> APIRouter:
     request (``app.state.server``).
     """
     router = APIRouter()
-    for audience in (requesters, workers, operators, lists, schedules, workflows):
+    for audience in (requesters, workers, operators, lists, retention, schedules, workflows):
         router.include_router(audience.router)
     return router

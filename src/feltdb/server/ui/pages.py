@@ -37,6 +37,7 @@ from feltdb.records.workload import ApprovalDecision, Workload
 from feltdb.server.ui import overview as dashboard_overview
 from feltdb.server.ui.chart import chart_of
 from feltdb.server.ui.render import UI_HEADERS, page
+from feltdb.server.ui.retention_view import retention_view
 from feltdb.server.ui.routing import PageRoute
 from feltdb.server.ui.viewer import Viewer, server_of, viewer_of
 from feltdb.work import inputs
@@ -95,11 +96,12 @@ def overview(request: Request, viewer: Signed) -> Response:  # noqa: D103
         return RedirectResponse("/ui/approvals", status_code=303, headers=UI_HEADERS)
     grant, store = viewer.caller.grant, server_of(request).store
     now = state.clock()
-    summary = recent = None
+    summary = recent = retention = None
     if offers.workloads:
         summary = dashboard_overview.summarize(
             store.db, grant.tenant_id, grant.application_id, viewer.caller.scope
         )
+        retention = retention_view(request, store, viewer.caller.scope, now)
     if offers.audit or offers.dead_letters:
         recent = dashboard_overview.recent(store.db, grant.tenant_id, grant.application_id, now)
     throughput = recent.throughput if recent is not None and offers.audit else None
@@ -110,7 +112,7 @@ def overview(request: Request, viewer: Signed) -> Response:  # noqa: D103
     return page(
         request, "overview.html", viewer, summary=summary, states=states, now=now,
         throughput=throughput, chart=None if throughput is None else chart_of(throughput),
-        dead_letters=dead, dead_state=WorkloadState.DEAD_LETTER,
+        dead_letters=dead, dead_state=WorkloadState.DEAD_LETTER, retention=retention,
     )  # fmt: skip
 
 

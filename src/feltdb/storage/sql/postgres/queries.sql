@@ -733,3 +733,14 @@ WHERE collection = %(collection)s
   AND priority < %(priority)s::bigint
 ORDER BY priority DESC NULLS LAST, created_at NULLS FIRST, key
 LIMIT %(limit)s::bigint;
+
+-- name: keys_created_before
+-- description: retention: the oldest keys of one state created at or before an instant, after a (created_at, key) position, read from the index rows_by_state (a top-N sort of keys)
+SELECT created_at, key
+FROM rows
+WHERE collection = %(collection)s
+  AND state = %(state)s
+  AND created_at <= %(created_before)s::bigint
+  AND (created_at, key) > (%(after_created_at)s::bigint, %(after_key)s::text)
+ORDER BY created_at, key
+LIMIT %(limit)s::bigint;

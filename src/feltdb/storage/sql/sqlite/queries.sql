@@ -584,3 +584,14 @@ WHERE collection = :collection
   AND priority < :priority
 ORDER BY priority DESC, created_at, key
 LIMIT :limit;
+
+-- name: keys_created_before
+-- description: retention: the oldest keys of one state created at or before an instant, after a (created_at, key) position, read from the index rows_by_state alone (a top-N sort of keys)
+SELECT created_at, key
+FROM rows INDEXED BY rows_by_state
+WHERE collection = :collection
+  AND state = :state
+  AND created_at <= :created_before
+  AND (created_at, key) > (:after_created_at, :after_key)
+ORDER BY created_at, key
+LIMIT :limit;
