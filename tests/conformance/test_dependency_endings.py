@@ -210,3 +210,22 @@ def test_an_operator_narrowed_to_one_environment_re_arms_only_work_of_it(store):
     store.retry(first.workload_id, "human:ops", now=20, reason="fixed", scope=narrowed)
     assert store.get(mine.workload_id).state is WorkloadState.READY
     assert store.get(theirs.workload_id).state is WorkloadState.DEAD_LETTER
+
+
+def test_cancelling_a_dead_lettered_dependency_meets_work_that_awaited_its_cancellation(store):
+    job = store.create(make_request(idempotency_key="job", retry_policy=_once()))
+    cleanup = _after(store, "cleanup", job, required=WorkloadState.CANCELLED)
+    receipt = _after(store, "receipt", job)
+    _dead_letter(store, job, now=10)
+    assert store.claim_many("t", "app", "w", CAPABILITIES, 10, now=11) == []
+    assert store.get(cleanup.workload_id).state is WorkloadState.DEAD_LETTER
+
+    assert store.cancel(job.workload_id, "human:ops", now=20) is WorkloadState.CANCELLED
+    # The cleanup awaited the cancel: it is ready again, and runs.
+    assert store.get(cleanup.workload_id).state is WorkloadState.READY
+    claimed = store.claim_many("t", "app", "w", CAPABILITIES, 10, now=21)
+    assert [c.workload_id for c in claimed] == [cleanup.workload_id]
+    # The receipt awaited success: re-armed, then ended again, saying what ended it now.
+    again = store.get(receipt.workload_id)
+    assert again.state is WorkloadState.DEAD_LETTER
+    assert again.execution_history[-1].evidence["dependency_state"] == "CANCELLED"

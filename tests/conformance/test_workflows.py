@@ -71,8 +71,12 @@ def _run_claimed(store, claim, now):
 
 def test_submitting_it_again_replays_it_and_other_nodes_under_its_key_are_refused(store):
     run, _ = store.workflows.submit("nightly", _etl())
-    again, created = store.workflows.submit("nightly", _etl())
-    assert not created and again == run
+    later = [
+        WorkflowStep(s.name, s.request.model_copy(update={"created_at": 99}), s.after)
+        for s in _etl()
+    ]
+    again, created = store.workflows.submit("nightly", later)
+    assert not created and again == run, "the run as kept (created_at 10), not as re-sent"
     with pytest.raises(WorkloadError) as refused:
         store.workflows.submit("nightly", _etl()[1:2])
     assert refused.value.code == "IDEMPOTENCY_KEY_REUSED"
@@ -95,8 +99,21 @@ def test_submitting_it_again_replays_it_and_other_nodes_under_its_key_are_refuse
             ["b"],
             "one requester in one application",
         ),
+        ([_step("a"), _step("b", "a", "a:CANCELLED")], ["b"], "in two states"),
+        ([_step("a:1"), _step("b/2")], ["a:1", "b/2"], "holds neither ':' nor '/'"),
+        ([_step("a"), _step("b", idempotency_key="node-a")], ["a", "b"], "one workload"),
     ],
-    ids=["cycle", "unknown", "duplicate", "passing-state", "requesters", "applications"],
+    ids=[
+        "cycle",
+        "unknown",
+        "duplicate",
+        "passing-state",
+        "requesters",
+        "applications",
+        "two-states",
+        "marked-names",
+        "one-workload",
+    ],
 )
 def test_a_workflow_that_cannot_run_is_refused_naming_its_nodes_and_writes_nothing(
     store, steps, named, says
@@ -214,3 +231,45 @@ def test_a_workflow_too_large_to_keep_is_refused_and_writes_nothing(store):
     assert refused.value.code == "WORKLOAD_INVALID"
     assert refused.value.details == {"fields": ["nodes"]}
     assert store.db.current_revision() == revision
+
+
+def test_a_node_taken_by_another_writer_meanwhile_undoes_the_submission(store, monkeypatch):
+    import feltdb.work.workflows as workflows
+
+    admit_many = workflows.admitting.admit_many
+    taken = make_request(idempotency_key="node-b", input={"someone": "else"})
+
+    def another_writer_first(unit, requests):
+        store.create(taken)  # between the decision and the commit: node b's key, other input
+        return admit_many(unit, requests)
+
+    monkeypatch.setattr(workflows.admitting, "admit_many", another_writer_first)
+    with pytest.raises(WorkloadError) as refused:
+        store.workflows.submit("w", [_step("a"), _step("b", "a"), _step("c", "b")])
+    assert refused.value.code == "IDEMPOTENCY_KEY_REUSED"
+    assert refused.value.details["node"] == "b"
+    by_key = {w.idempotency_key: w for w in store.list("t", "app")}
+    assert by_key["node-a"].state is WorkloadState.CANCELLED, "what this call admitted"
+    assert by_key["node-b"].input == {"someone": "else"}, "the other writer's is theirs"
+    assert "node-c" not in by_key or by_key["node-c"].state is WorkloadState.CANCELLED
+    with pytest.raises(WorkloadError) as gone:
+        store.workflows.get(workflows.planned("w", [_step("a")]).workflow_id)
+    assert gone.value.code == "WORKLOAD_NOT_FOUND"
+
+
+def test_a_node_s_refused_request_names_the_node(store):
+    from feltdb.client.local import LocalClient
+
+    request = make_request()
+    client = LocalClient(
+        store, Scope("t", "app"), request.requested_by, grant=request.authorization_snapshot
+    )
+    nodes = [
+        {"name": "a", "submission": {"definition_id": "d", "input": {}}},
+        {"name": "b", "after": "a", "submission": {"definition_id": "d", "priority": "high"}},
+    ]
+    with pytest.raises(WorkloadError) as refused:
+        client.submit_workflow("w", nodes)
+    assert refused.value.code == "WORKLOAD_INVALID"
+    assert refused.value.message.startswith("node b: ")
+    assert refused.value.details["node"] == "b"

@@ -1627,6 +1627,8 @@ class WorkloadModel(RuleBasedStateMachine):
             predicted,
             expected,
             lambda: self.store.cancel(work.workload_id, "operator", now=self.now),
+            # A dead letter's cancel re-arms what it ended, as its retry does.
+            self._rearmed_with(work.workload_id) if w.state is S.DEAD_LETTER else None,
         )
         if expected is not None:
             assert answer is expected.state

@@ -14,6 +14,9 @@ from feltdb.fields import Instant, StringSet
 from feltdb.records.base import Record, frozen_members
 
 _GRANT_ID = re.compile(r"grant_([0-9a-f]{16})([0-9a-f]{8})")
+_EARLIER_IDS = re.compile(r"grant_[0-9a-f]{16}|admin-[0-9a-f]{12}")
+"""The ids earlier releases minted, without a check: a grant issued then (``grant issue``,
+the first start's admin grant) is still revoked without ``force``."""
 
 
 def _grant_id_check(random_part: str) -> str:
@@ -29,12 +32,15 @@ def new_grant_id() -> str:
 
 
 def minted_grant_id(grant_id: str) -> bool:
-    """Whether ``grant_id`` has the shape and check of a :func:`new_grant_id`: ``False``
-    for a mistyped or truncated id, a workload id or a token pasted in its place (a
-    one-digit typo passes the check once in four billion).
+    """Whether ``grant_id`` has the shape and check of a :func:`new_grant_id` (or the shape
+    of an id an earlier release minted): ``False`` for a mistyped or truncated id, a
+    workload id or a token pasted in its place (a one-digit typo of a checked id passes
+    once in four billion).
     """
     found = _GRANT_ID.fullmatch(grant_id)
-    return found is not None and found[2] == _grant_id_check(found[1])
+    if found is not None:
+        return found[2] == _grant_id_check(found[1])
+    return _EARLIER_IDS.fullmatch(grant_id) is not None
 
 
 class ResourceScopeKind(enum.StrEnum):

@@ -9,10 +9,9 @@ created with a first administrator token when there is none.
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
-from feltdb.auth.grants import Grant
+from feltdb.auth.grants import Grant, new_grant_id
 from feltdb.auth.policy import ALL_CAPABILITIES, application_grant
 from feltdb.auth.subjects import Subject
 from feltdb.auth.tokens import Keyring
@@ -36,7 +35,7 @@ def admin_grant(now: int) -> Grant:
         ALL_CAPABILITIES,
         issued_at=now,
         expires_at=now + ADMIN_TOKEN_LIFETIME_S,
-        grant_id=f"admin-{secrets.token_hex(6)}",
+        grant_id=new_grant_id(),
     )
 
 

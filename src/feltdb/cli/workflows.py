@@ -116,6 +116,7 @@ def cancel(
 
 def _print(run: WorkflowRun, json_output: bool, said: str | None) -> None:
     """``run`` as JSON, or as a table that fits 80 columns under a line saying ``said``."""
+    from rich.markup import escape
     from rich.table import Table
 
     from feltdb.cli.render import print_json, stdout_console
@@ -125,13 +126,15 @@ def _print(run: WorkflowRun, json_output: bool, said: str | None) -> None:
         return
     console = stdout_console()
     if said is not None:
-        console.print(f"workflow {run.workflow_id}: {said}")
-    table = Table(title=f"{run.key}: {run.state.value}", title_justify="left")
+        console.print(f"workflow {run.workflow_id}: {said}", markup=False)
+    # Names and keys are the submitter's text, never markup.
+    table = Table(title=f"{escape(run.key)}: {run.state.value}", title_justify="left")
     table.add_column("node", overflow="fold")
     table.add_column("state", no_wrap=True)
     table.add_column("after", overflow="fold")
     table.add_column("workload", no_wrap=True)
     for node in run.nodes:
         state = node.state.value if node.state is not None else "not admitted"
-        table.add_row(node.name, state, ", ".join(node.after) or "-", node.workload_id)
+        after = ", ".join(node.after) or "-"
+        table.add_row(escape(node.name), state, escape(after), node.workload_id)
     console.print(table)

@@ -25,7 +25,7 @@ from feltdb.work import workflow_access
 from feltdb.work.authority import Authority
 from feltdb.work.models import CreateWorkload
 from feltdb.work.submission import submission_fields
-from feltdb.work.workflow_graph import WorkflowStep, node_fields
+from feltdb.work.workflow_graph import WorkflowStep, node_fields, node_refusal
 
 
 def _parts(node: WorkflowNodeLike, place: int) -> tuple[str, list[str], SubmissionLike]:
@@ -40,7 +40,9 @@ def _parts(node: WorkflowNodeLike, place: int) -> tuple[str, list[str], Submissi
             f"nodes.{place}: a node is a mapping with a name, after and a submission",
             {"fields": [f"nodes.{place}"]},
         )
-    after = node.get("after", [])
+    after = node.get("after") or []
+    if isinstance(after, str):
+        after = [after]
     return str(node.get("name", "")), [str(name) for name in after], node["submission"]
 
 
@@ -99,8 +101,12 @@ class LocalWorkflows:
         steps = []
         for place, node in enumerate(nodes):
             name, after, submission = _parts(node, place)
-            fields = node_fields(key, name, submission_fields(as_submission(submission)))
-            steps.append(WorkflowStep(name, self._request(fields), after))
+            try:
+                fields = node_fields(key, name, submission_fields(as_submission(submission)))
+                request = self._request(fields)
+            except WorkloadError as refusal:
+                raise node_refusal(name, refusal) from None
+            steps.append(WorkflowStep(name, request, after))
         return workflow_access.submit(self.acting, key, steps)
 
     def workflow(self, workflow_id: str) -> WorkflowRun:

@@ -41,7 +41,7 @@ from feltdb.work.clock import resolved_now as _now
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
 from feltdb.work.models import CreateWorkload
 from feltdb.work.pruning import Retention
-from feltdb.work.rearming import retry_with_dependents
+from feltdb.work.rearming import cancel_with_dependents, retry_with_dependents
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
 from feltdb.work.schedule_book import Schedules
 from feltdb.work.states import ApprovalOutcome, WorkloadState
@@ -183,13 +183,13 @@ class WorkloadStore:
     def cancel(
         self, workload_id: str, actor: str, now: int | None = None, *, scope: Scope | None = None
     ) -> WorkloadState:
-        """Cancel: at once when no worker holds it, otherwise by request to its worker.
+        """Cancel: at once when no worker holds it, otherwise by request to its worker (a
+        dead letter's cancel re-arms what it ended: :func:`.cancel_with_dependents`).
 
         Raises:
             WorkloadError: ``WORKLOAD_TRANSITION_DENIED`` for finished work.
         """
-        at = _now(now)
-        return self.unit.run(scope, lambda load: operator.cancel(workload_id, actor, at, load))
+        return cancel_with_dependents(self.unit, workload_id, actor, _now(now), scope)
 
     def claim(
         self,

@@ -68,6 +68,13 @@ def node_fields(key: str, name: str, fields: dict[str, Any]) -> dict[str, Any]:
     return {**fields, "idempotency_key": named}
 
 
+def node_refusal(name: str, refusal: WorkloadError) -> WorkloadError:
+    """``refusal`` of node ``name``'s request or admission, saying which node it was."""
+    return WorkloadError(
+        refusal.code, f"node {name}: {refusal.message}", {**(refusal.details or {}), "node": name}
+    )
+
+
 def workflow_id_for(request: CreateWorkload, key: str) -> str:
     """The id of the workflow ``key`` of ``request``'s requester in its application."""
     scope = idempotency_scope(
@@ -90,14 +97,13 @@ def planned(key: str, steps: Sequence[WorkflowStep]) -> Plan:
     names = [inputs.identifier(step.name, f"nodes.{n}.name") for n, step in enumerate(steps)]
     ids = {step.name: workload_id_of(step.request) for step in steps}
     _one_each(names, steps, ids)
-    after = {step.name: [_edge(step, text, ids) for text in step.after] for step in steps}
+    after = {step.name: _edges(step, ids) for step in steps}
     order = _ordered(names, after, ids)
     by_name = {step.name: step for step in steps}
     requests = []
     for name in order:
         request = by_name[name].request
-        edges = dict.fromkeys(after[name])  # an edge given twice is one
-        waits = [WorkloadDependency(workload_id=ids[on], required_state=s) for on, s in edges]
+        waits = [WorkloadDependency(workload_id=ids[on], required_state=s) for on, s in after[name]]
         requests.append(
             request.model_copy(update={"dependencies": [*request.dependencies, *waits]})
         )
@@ -133,6 +139,24 @@ def _one_each(names: list[str], steps: Sequence[WorkflowStep], ids: dict[str, st
         raise _refused(
             f"node names must differ: {', '.join(twice)} given twice", twice, ids, "name"
         )
+    marked = [name for name in names if ":" in name or "/" in name]
+    if marked:
+        raise _refused(
+            f"a node's name holds neither ':' nor '/' (after names NODE:STATE, a key"
+            f" KEY/NODE): {', '.join(marked)}",
+            marked,
+            ids,
+            "name",
+        )
+    shared = Counter(ids.values())
+    one_work = [step.name for step in steps if shared[ids[step.name]] > 1]
+    if one_work:
+        raise _refused(
+            f"two nodes would be one workload (the same idempotency key): {', '.join(one_work)}",
+            one_work,
+            ids,
+            "request",
+        )
     first = steps[0].request
     owner = (first.tenant_id, first.application_id, first.requested_by)
     others = [
@@ -148,6 +172,26 @@ def _one_each(names: list[str], steps: Sequence[WorkflowStep], ids: dict[str, st
             ids,
             "request",
         )
+
+
+def _edges(step: WorkflowStep, ids: dict[str, str]) -> list[tuple[str, WorkloadState]]:
+    """``step``'s ``after`` entries as ``(node, awaited state)``, each edge once.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` for a node awaited in two states (it could
+            never run), and as :func:`_edge`.
+    """
+    if isinstance(step.after, str):
+        raise _refused(f"node {step.name}: after is a list of names", [step.name], ids)
+    edges = list(dict.fromkeys(_edge(step, text, ids) for text in step.after))
+    twice = sorted({name for name, count in Counter(n for n, _ in edges).items() if count > 1})
+    if twice:
+        raise _refused(
+            f"node {step.name} runs after {', '.join(twice)} in two states: it could never run",
+            [step.name],
+            ids,
+        )
+    return edges
 
 
 def _edge(step: WorkflowStep, text: str, ids: dict[str, str]) -> tuple[str, WorkloadState]:

@@ -17,10 +17,11 @@ dead-letters them, naming the failed node), and an operator's retry of it re-arm
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
@@ -37,7 +38,7 @@ from feltdb.storage.canonical import canonical_json
 from feltdb.work import admitting, operator_commands
 from feltdb.work.scheduling import AWAITED_STATES
 from feltdb.work.unit import UnitOfWork, in_scope
-from feltdb.work.workflow_graph import Plan, WorkflowStep, planned, run_state
+from feltdb.work.workflow_graph import Plan, WorkflowStep, node_refusal, planned, run_state
 
 MAX_WORKFLOW_CHARS: Final = 1024 * 1024
 """The most characters of JSON a stored workflow (its names, workload ids and edges) has;
@@ -71,12 +72,15 @@ class Workflows:
             created_at=first.created_at,
             nodes=plan.nodes,
         )
-        created = self._kept(workflow)
+        kept, created = self._kept(workflow)
         answers = admitting.admit_many(self._unit, plan.requests)
         for node, answer in zip(plan.nodes, answers, strict=True):
             if isinstance(answer, WorkloadError):
-                raise _of_node(node.name, answer)
-        return self._run(workflow, None), created
+                # Another writer changed what was decided (took a node's key with other
+                # content, say) since: undo what this call made, and refuse.
+                self._undone(workflow, answers, created)
+                raise node_refusal(node.name, answer)
+        return self._run(kept, None), created
 
     def get(self, workflow_id: str, *, scope: Scope | None = None) -> WorkflowRun:
         """The run of ``workflow_id``, if ``scope`` admits every node of it.
@@ -104,8 +108,10 @@ class Workflows:
             cancel = partial(operator_commands.cancel, node.workload_id, actor, at)
             try:
                 self._unit.run(scope, cancel)
-            except WorkloadError:
-                continue  # it came to rest meanwhile: nothing left to cancel
+            except WorkloadError as refusal:
+                if refusal.code != ErrorCode.WORKLOAD_TRANSITION_DENIED.value:
+                    raise
+                # It came to rest meanwhile: nothing left to cancel.
         return self.get(workflow_id, scope=scope)
 
     # ---------------------------------------------------------------- parts
@@ -117,12 +123,33 @@ class Workflows:
             try:
                 step = admitting.admission_step(self._unit, request, admitted)
             except WorkloadError as refusal:
-                raise _of_node(node.name, refusal) from None
+                raise node_refusal(node.name, refusal) from None
             if step.loaded is not None:
                 admitted[node.workload_id] = step.loaded.workload
 
-    def _kept(self, workflow: Workflow) -> bool:
-        """Write ``workflow``'s row unless it is there: ``True`` when this call wrote it.
+    def _undone(self, workflow: Workflow, answers: Sequence[Any], created: bool) -> None:
+        """Cancel the nodes this call admitted, and delete the row it wrote (``created``),
+        after a node was refused at its commit; a failure to undo is left to an operator
+        (the run shows what was admitted).
+        """
+        actor = workflow.requested_by
+        for answer in answers:
+            if isinstance(answer, tuple) and answer[1]:
+                at = workflow.created_at
+                cancel = partial(operator_commands.cancel, answer[0].workload_id, actor, at)
+                with contextlib.suppress(WorkloadError):
+                    self._unit.run(None, cancel)
+        if created:
+            key = workflow.workflow_id
+            guard = Precondition(WORKFLOWS_COLLECTION, key, expected_version=1)
+            gone = Mutation(WORKFLOWS_COLLECTION, key, None)
+            audit = {**_audit(workflow), "kind": "workflow.withdrawn"}
+            with contextlib.suppress(WorkloadError, StorageConflict):
+                self._unit.db.commit(audit["operation_id"], [gone], [guard], audit)
+
+    def _kept(self, workflow: Workflow) -> tuple[Workflow, bool]:
+        """Write ``workflow``'s row unless it is there: the workflow kept, and ``True``
+        when this call wrote it.
 
         Raises:
             WorkloadError: ``IDEMPOTENCY_KEY_REUSED`` when the row holds other nodes.
@@ -136,15 +163,7 @@ class Workflows:
                 " characters of JSON: shorten its names, or split it into workflows",
                 {"fields": ["nodes"]},
             )
-        audit = {
-            "kind": "workflow.submitted",
-            "subject": workflow.requested_by,
-            "actor": workflow.requested_by,
-            "tenant": workflow.tenant_id,
-            "application": workflow.application_id,
-            "workflow_id": key,
-            "operation_id": "workflow_tx_" + secrets.token_hex(12),
-        }
+        audit = _audit(workflow)
         try:
             db.commit(
                 audit["operation_id"],
@@ -152,7 +171,7 @@ class Workflows:
                 [Precondition(WORKFLOWS_COLLECTION, key, require_absent=True)],
                 audit,
             )
-            return True
+            return workflow, True
         except StorageConflict:
             pass
         kept = self._stored(key)
@@ -162,7 +181,7 @@ class Workflows:
                 f"workflow key {workflow.key!r} was used for a workflow of other nodes",
                 {"workflow_id": key},
             )
-        return False
+        return kept, False
 
     def _stored(self, workflow_id: str) -> Workflow | None:
         row = self._unit.db.get_row(WORKFLOWS_COLLECTION, workflow_id)
@@ -210,10 +229,14 @@ class Workflows:
         return WorkflowRun(**identity, state=run_state([n.state for n in nodes]), nodes=nodes)
 
 
-def _of_node(name: str, refusal: WorkloadError) -> WorkloadError:
-    """``refusal`` of the admission of node ``name``, saying so."""
-    return WorkloadError(
-        refusal.code,
-        f"node {name}: {refusal.message}",
-        {**(refusal.details or {}), "node": name},
-    )
+def _audit(workflow: Workflow) -> dict[str, str]:
+    """The log entry of a commit of ``workflow``'s row (``kind``: submitted)."""
+    return {
+        "kind": "workflow.submitted",
+        "subject": workflow.requested_by,
+        "actor": workflow.requested_by,
+        "tenant": workflow.tenant_id,
+        "application": workflow.application_id,
+        "workflow_id": workflow.workflow_id,
+        "operation_id": "workflow_tx_" + secrets.token_hex(12),
+    }

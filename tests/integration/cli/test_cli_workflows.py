@@ -72,3 +72,14 @@ def test_a_workflow_that_cannot_run_is_one_line_and_admits_nothing(tmp_path: Pat
     broken.write_text("{not json")
     usage = feltdb("workflow", "submit", str(broken), *target)
     assert usage.returncode == 2 and "is not JSON" in usage.stderr
+
+
+def test_names_that_look_like_markup_are_shown_as_written(tmp_path: Path):
+    target = ["--db", str(tmp_path / "work.db")]
+    odd = {
+        "key": "[bold]k[/]",
+        "nodes": [{"name": "[red]x", "submission": {"definition_id": "d", "input": {}}}],
+    }
+    shown = feltdb("workflow", "submit", _file(tmp_path, odd), *target, columns=80)
+    assert shown.returncode == 0, shown.stderr
+    assert "[bold]k[/]: RUNNING" in shown.stdout and "│ [red]x" in shown.stdout

@@ -40,3 +40,12 @@ def test_what_is_pasted_in_an_id_s_place_is_not_one():
         "",
     ):
         assert not minted_grant_id(pasted), pasted
+
+
+def test_ids_an_earlier_release_minted_are_still_ids_feltdb_minted():
+    # Without a check: ``grant issue`` made grant_ and 16 hex digits, the first start's
+    # admin grant admin- and 12; a leaked one of them is revoked without force.
+    assert minted_grant_id("grant_0123456789abcdef")
+    assert minted_grant_id("admin-0123456789ab")
+    assert not minted_grant_id("grant_0123456789abcde")
+    assert not minted_grant_id("admin-0123456789abc")

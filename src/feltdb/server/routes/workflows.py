@@ -10,6 +10,7 @@ from fastapi import APIRouter, Body, Path
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from feltdb.errors import WorkloadError
 from feltdb.fields import MAX_ID_CHARS
 from feltdb.records.workflow import WorkflowRun
 from feltdb.server.bodies import EmptyBody
@@ -20,7 +21,12 @@ from feltdb.server.routes.deps import PREFIX, Acting, Auth, Now, State
 from feltdb.server.routes.requesters import admission
 from feltdb.work import workflow_access
 from feltdb.work.models import invalid_input
-from feltdb.work.workflow_graph import MAX_WORKFLOW_NODES, WorkflowStep, node_fields
+from feltdb.work.workflow_graph import (
+    MAX_WORKFLOW_NODES,
+    WorkflowStep,
+    node_fields,
+    node_refusal,
+)
 
 router = APIRouter(prefix=PREFIX)
 
@@ -96,14 +102,14 @@ def submit(  # noqa: D103
         body = WorkflowBody.model_validate(sent)
     except ValidationError as error:
         raise invalid_input("WorkflowBody", error) from None
-    steps = [
-        WorkflowStep(
-            node.name,
-            admission(caller, state, now, node_fields(body.key, node.name, node.submission)),
-            node.after,
-        )
-        for node in body.nodes
-    ]
+    steps = []
+    for node in body.nodes:
+        try:
+            fields = node_fields(body.key, node.name, node.submission)
+            request = admission(caller, state, now, fields)
+        except WorkloadError as refusal:
+            raise node_refusal(node.name, refusal) from None
+        steps.append(WorkflowStep(node.name, request, node.after))
     run, created = workflow_access.submit(acting, body.key, steps)
     return _answer(run, 201 if created else 200)
 
