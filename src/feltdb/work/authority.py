@@ -105,8 +105,7 @@ class Authority:
         """Who an operator's transition records as acting: the subject."""
         return str(self.subject)
 
-    def may(self, capability: str, workload_id: str) -> None:
-        """Refuse (``WORKLOAD_UNAUTHORIZED``) unless the caller holds ``capability`` on it."""
+    def _may(self, capability: str, workload_id: str) -> None:
         if (rules := self._rules) is not None:
             authorize_workload(rules, capability, workload_id)
 
@@ -221,14 +220,14 @@ class Authority:
 
     def cancel(self, workload_id: str, now: int | None) -> WorkloadState:
         """Cancel, or request cancellation of, the work (``workload:cancel``)."""
-        self.may(CANCEL, workload_id)
+        self._may(CANCEL, workload_id)
         return self.store.cancel(workload_id, self.actor, now, scope=self.scope)
 
     # ---------------------------------------------------------------- operators and approvers
 
     def retry(self, workload_id: str, reason: str | None, now: int | None) -> Workload:
         """Re-arm the work (``workload:operate``); the workload as the retry left it."""
-        self.may(OPERATE, workload_id)
+        self._may(OPERATE, workload_id)
         self.store.retry(workload_id, self.actor, now, reason, scope=self.scope)
         return self.store.get(workload_id, scope=self.scope)
 
@@ -247,7 +246,7 @@ class Authority:
             WorkloadError: ``WORKLOAD_UNAUTHORIZED`` for a caller with no grant to name;
                 the store's refusals of ``decide``.
         """
-        self.may(APPROVE, workload_id)
+        self._may(APPROVE, workload_id)
         grant = self.evidence("a decision")
         return self.store.decide(
             workload_id, self.subject, outcome, reason, grant.id, input_hash, now,

@@ -14,8 +14,9 @@ A re-arm is not an operator retry of the dependent: it spends none of its retrie
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
+from typing import TypeVar
 
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
@@ -23,10 +24,12 @@ from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.work import operator_commands
 from feltdb.work.batches import Step
 from feltdb.work.changes import Operation
-from feltdb.work.rows import workload_of
+from feltdb.work.rows import LoadedWorkload, workload_of
 from feltdb.work.states import WorkloadState
 from feltdb.work.transitions import transition
-from feltdb.work.unit import Load, UnitOfWork, is_identifier
+from feltdb.work.unit import Load, UnitOfWork
+
+T = TypeVar("T")
 
 MAX_DEAD_LETTERS_READ = 10_000
 """The most dead letters of an application one retry reads to find the work it re-arms;
@@ -64,16 +67,14 @@ def rearmed(workload: Workload, dependency_id: str, actor: str, now: int) -> Wor
 
 
 def rearm_dependents(
-    unit: UnitOfWork, workload_id: str, actor: str, now: int, scope: Scope | None
+    unit: UnitOfWork, origin: Workload, actor: str, now: int, scope: Scope | None
 ) -> list[str]:
-    """Re-arm what the retried ``workload_id`` had ended (read within ``scope``, so a
-    narrowed operator re-arms only work it may act on), down the chain; the ids re-armed,
-    in order. A dependent changed meanwhile, or out of scope, is passed over.
+    """Re-arm what ``origin`` (retried or cancelled, as its command read it) had ended (read
+    within ``scope``, so a narrowed operator re-arms only work it may act on), down the
+    chain; the ids re-armed, in order. A dependent changed meanwhile, or out of scope, is
+    passed over.
     """
-    retried = unit.db.get_row(DURABLE_WORK_COLLECTION, workload_id)
-    if retried is None:
-        return []
-    origin = workload_of(retried)
+    workload_id = origin.workload_id
     done: list[str] = []
     armed = {workload_id}
     for dependency_id, dependent_id in _chain(unit, origin, workload_id):
@@ -100,8 +101,9 @@ def retry_with_dependents(
     """An operator's retry of ``workload_id`` (:func:`~feltdb.work.operator_commands.retry`),
     then :func:`rearm_dependents`: the ids of the work re-armed after it.
     """
-    unit.run(scope, lambda load: operator_commands.retry(workload_id, actor, reason, now, load))
-    return rearm_dependents(unit, workload_id, actor, now, scope)
+    retry = partial(operator_commands.retry, workload_id, actor, reason, now)
+    _, retried = _run_seeing(unit, scope, retry)
+    return rearm_dependents(unit, retried, actor, now, scope)
 
 
 def cancel_with_dependents(
@@ -112,11 +114,31 @@ def cancel_with_dependents(
     another state than ``DEAD_LETTER`` (``CANCELLED``, say) may now be met, and work that
     awaited ``SUCCEEDED`` is ended again, saying ``CANCELLED``. The state it was left in.
     """
-    before = unit.read(workload_id) if is_identifier(workload_id) else None
-    state = unit.run(scope, partial(operator_commands.cancel, workload_id, actor, now))
-    if before is not None and before.workload.state is WorkloadState.DEAD_LETTER:
-        rearm_dependents(unit, workload_id, actor, now, scope)
+    cancel = partial(operator_commands.cancel, workload_id, actor, now)
+    state, before = _run_seeing(unit, scope, cancel)
+    if before.state is WorkloadState.DEAD_LETTER:
+        rearm_dependents(unit, before, actor, now, scope)
     return state
+
+
+def _run_seeing(
+    unit: UnitOfWork, scope: Scope | None, command: Callable[[Load], Step[T]]
+) -> tuple[T, Workload]:
+    """Run ``command`` on one workload (:meth:`UnitOfWork.run`): its answer, and the
+    workload as the decision that committed read it (no read of its own to learn it).
+    """
+    seen: list[Workload] = []
+
+    def decide(load: Load) -> Step[T]:
+        def seeing(workload_id: str) -> LoadedWorkload:
+            loaded = load(workload_id)
+            seen.append(loaded.workload)
+            return loaded
+
+        return command(seeing)
+
+    answer = unit.run(scope, decide)
+    return answer, seen[-1]
 
 
 def _rearm_step(
