@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from typer.exceptions import TyperException
 
+from feltdb.cli import log_pruning  # noqa: F401  (adds prune-log, check-export to audit)
 from feltdb.cli.audit import audit_app
 from feltdb.cli.grants import auth_app
 from feltdb.cli.migrate import migrate_app

@@ -353,6 +353,11 @@ def verify_lines(report: ChainReport) -> list[str]:
         if report.head_revision
         else "  head: none sealed yet",
     ]
+    if report.pruned_through:
+        lines.append(
+            f"  pruned: through revision {report.pruned_through}, {report.pruned:,} links "
+            "walked without their transactions (exported)"
+        )
     if report.rows_pending:
         lines.append(f"  rows pending: {report.rows_pending:,} (their transactions not final yet)")
     problem = report.problem

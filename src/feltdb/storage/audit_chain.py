@@ -47,9 +47,13 @@ and a row they wrote that is absent is taken as deleted.
 
 Retention (:mod:`feltdb.work.pruning`) deletes rows, not entries: each prune is a commit
 whose entry logs its deletions, so a pruned row is not ``row_missing``. Pruning the log
-itself, later: the pruned entries' links would stay in ``audit_chain``, so verification
-would start from the first remaining entry's predecessor link, as it starts from
-:data:`GENESIS` now.
+itself (:mod:`feltdb.work.log_pruning`) deletes the entries up to a sealed revision, after
+exporting them and writing again every row they were the last to write; their links stay.
+So :func:`verify`, told that revision (``pruned_through``), walks the links there without
+entries, each still following from the one before (``removed``, ``chain_altered``,
+``anchor_mismatch`` hold there as elsewhere), and a row naming a pruned revision is
+``row_unlogged``. What it no longer has there: the entries' content, which the export
+keeps (:mod:`feltdb.work.log_export` checks an export against its links).
 """
 
 from __future__ import annotations
@@ -60,9 +64,10 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict
 
 from feltdb.storage.canonical import sha256_hex
-from feltdb.storage.chain_index import IndexOf, index_problem
-from feltdb.storage.chain_log import ChainLink, ChainLog, LogEntry, RawRow
+from feltdb.storage.chain_index import IndexOf
+from feltdb.storage.chain_log import ChainLink, ChainLog, LogEntry
 from feltdb.storage.chain_problems import ChainProblem, ProblemKind
+from feltdb.storage.chain_rows import check_rows, row_hash
 from feltdb.storage.chain_writes import LogWrites
 
 __all__ = [
@@ -108,15 +113,12 @@ class ChainReport(BaseModel):
     """The revision of the last entry sealed (0: none); with ``head_link``, an anchor."""
     head_link: str
     problem: ChainProblem | None = None
-
-
-def row_hash(address: str, version: int, document: str) -> str:
-    """SHA-256 (hex) of a row as written: ``"collection/key"``, version, stored text.
-
-    The address is length-prefixed, so no two rows' fields run together alike.
-    """
-    text = f"{len(address)}:{address}:{version}:{document}"
-    return sha256_hex(text)
+    pruned_through: int = 0
+    """The log was pruned up to this revision (0: never): its entries there were exported,
+    then deleted; their links stay."""
+    pruned: int = 0
+    """Links walked there whose entries are gone (each checked against the link before
+    it, not against an entry)."""
 
 
 def entry_digest(entry: LogEntry) -> str:
@@ -171,6 +173,7 @@ def verify(
     *,
     anchor: tuple[int, str] | None = None,
     indexes: Mapping[str, IndexOf] | None = None,
+    pruned_through: int = 0,
 ) -> ChainReport:
     """Seal what is final, then walk the whole chain, check every row, and every row the
     log wrote against the rows; the first problem found (see the module's docstring), with
@@ -179,18 +182,21 @@ def verify(
     ``anchor``: a ``(revision, link)`` noted from an earlier report's head: the chain must
     still have that link there. ``indexes``: by collection, what a row's document implies
     of its index columns (:mod:`feltdb.storage.chain_index`); the index columns of the
-    rows of other collections are not checked. Memory stays bounded however long the log
-    (:mod:`feltdb.storage.chain_writes`).
+    rows of other collections are not checked. ``pruned_through``: the revision up to which
+    the log was pruned (see the module's docstring). Memory stays bounded however long the
+    log (:mod:`feltdb.storage.chain_writes`).
     """
     seal(db)
     writes = LogWrites(db, PAGE)
-    walk = _Walk(db, anchor, writes)
+    walk = _Walk(db, anchor, writes, pruned_through)
     problem = walk.log()
     if problem is None and anchor is not None:
         problem = walk.anchored(*anchor)
     rows = not_covered = pending = 0
     if problem is None:
-        rows, not_covered, pending, problem = _check_rows(db, walk.revision, indexes or {})
+        rows, not_covered, pending, problem = check_rows(
+            db, walk.revision, indexes or {}, pruned_through
+        )
     if problem is None:
         gone, problem = writes.finish(walk.revision)
         pending += gone
@@ -204,14 +210,21 @@ def verify(
         head_revision=walk.sealed_revision,
         head_link=walk.sealed_link,
         problem=problem,
+        pruned_through=pruned_through,
+        pruned=walk.pruned,
     )
 
 
 class _Walk:
     """The log and the chain read side by side, in revision order, a page at a time."""
 
-    def __init__(self, db: ChainLog, anchor: tuple[int, str] | None, writes: LogWrites) -> None:
+    def __init__(
+        self, db: ChainLog, anchor: tuple[int, str] | None, writes: LogWrites, pruned_through: int
+    ) -> None:
         self.db = db
+        self.pruned_through = pruned_through
+        self.pruned = 0
+        """Links walked whose entries were pruned."""
         self.writes = writes
         """Given each page walked, to compare with the rows it wrote."""
         self.entries = 0
@@ -232,20 +245,24 @@ class _Walk:
         """Walk every entry and link; the first problem."""
         while True:
             entries = self.db.chain_entries_after(self.revision, PAGE)
-            through = entries[-1].commit_revision if len(entries) == PAGE else max(
+            full = len(entries) == PAGE
+            through = entries[-1].commit_revision if full else max(
                 self.head, entries[-1].commit_revision if entries else 0
             )  # fmt: skip
-            links = {
-                link.commit_revision: link
-                for link in self.db.chain_links_between(self.revision, through)
-            }
+            read = self.db.chain_links_between(self.revision, through, PAGE)
+            if len(read) == PAGE and read[-1].commit_revision < through:
+                # More links than entries here (the log was pruned): walk up to the last
+                # link read, and the entries after it with the next page.
+                through, full = read[-1].commit_revision, True
+                entries = [entry for entry in entries if entry.commit_revision <= through]
+            links = {link.commit_revision: link for link in read}
             by_revision = {entry.commit_revision: entry for entry in entries}
             for revision in sorted({*links, *by_revision}):
                 problem = self._step(revision, by_revision.get(revision), links.get(revision))
                 if problem is not None:
                     return problem
             self.writes.page(entries)
-            if len(entries) < PAGE:
+            if not full:
                 return None
 
     def _step(
@@ -254,6 +271,8 @@ class _Walk:
         entry: LogEntry | None,
         link: ChainLink | None,
     ) -> ChainProblem | None:
+        if entry is None and link is not None and revision <= self.pruned_through:
+            return self._pruned(link)
         if entry is None:
             assert link is not None
             return ChainProblem(
@@ -282,6 +301,29 @@ class _Walk:
             if revision == self.anchor_revision:
                 self.anchor_link = link.link
         self.entries += 1
+        self.revision = revision
+        return None
+
+    def _pruned(self, link: ChainLink) -> ChainProblem | None:
+        """Walk the link of an entry pruned from the log: it must follow from the one before."""
+        revision = link.commit_revision
+        if link.previous_revision != self.revision:
+            message = (
+                f"the link sealed before revision {revision} (at revision "
+                f"{link.previous_revision}) is missing from the audit chain"
+            )
+            return ChainProblem(kind="removed", revision=revision, message=message)
+        if link.link != next_link(self.link, revision, link.digest):
+            message = (
+                f"the audit chain's link at revision {revision} (its entry pruned) does not "
+                "follow from the link before it: the chain itself was altered"
+            )
+            return ChainProblem(kind="chain_altered", revision=revision, message=message)
+        self.link = link.link
+        self.pruned += 1
+        self.sealed_revision, self.sealed_link = revision, link.link
+        if revision == self.anchor_revision:
+            self.anchor_link = link.link
         self.revision = revision
         return None
 
@@ -332,65 +374,3 @@ def _entry_problem(kind: ProblemKind, entry: LogEntry, message: str) -> ChainPro
         transaction_id=str(entry.transaction_id),
         message=message,
     )
-
-
-def _check_rows(
-    db: ChainLog, walked: int, indexes: Mapping[str, IndexOf]
-) -> tuple[int, int, int, ChainProblem | None]:
-    """Check every row against the entry at its revision, and its index columns against its
-    document where ``indexes`` says what it implies, a page at a time: the rows checked,
-    those not covered (their writer logged no row hashes), those pending (their writer is
-    above ``walked``, the last entry walked, and not final yet), and the first problem. A
-    row's writer is trusted only if the walk verified it: one at a revision the walk did not
-    reach must be a live transaction's, or the row is unlogged.
-    """
-    checked = not_covered = pending = 0
-    collection = key = ""
-    while rows := db.rows_indexed_after(collection, key, PAGE):
-        writers = db.chain_entries_at({row.revision for row in rows if 0 < row.revision})
-        for row in rows:
-            checked += 1
-            entry = writers.get(row.revision) if 0 < row.revision else None
-            covered, problem = _check_row(row, entry, walked)
-            index_of = indexes.get(row.collection)
-            if problem is None and index_of is not None:
-                problem = index_problem(row, index_of)
-            if problem is not None:
-                return checked, not_covered, pending, problem
-            not_covered += covered == "not covered"
-            pending += covered == "pending"
-        collection, key = rows[-1].collection, rows[-1].key
-    return checked, not_covered, pending, None
-
-
-def _check_row(row: RawRow, entry: LogEntry | None, walked: int) -> tuple[str, ChainProblem | None]:
-    """Whether ``row`` is ``"covered"`` by its writer ``entry`` (the entry at its revision),
-    ``"not covered"`` (logged without row hashes) or ``"pending"`` (above ``walked``, not
-    final yet); and the problem, if it is not what that entry wrote.
-    """
-    address = f"{row.collection}/{row.key}"
-    if entry is not None and row.revision > walked and address in entry.keys:
-        return "pending", None  # logged by a transaction the walk could not see end
-    if entry is None or address not in entry.keys:
-        return "unlogged", ChainProblem(
-            kind="row_unlogged",
-            revision=row.revision,
-            transaction_id=None if entry is None else str(entry.transaction_id),
-            address=address,
-            message=f"row {address} names revision {row.revision}, whose "
-            "transaction did not write it",
-        )
-    if entry.row_hashes is None:
-        return "not covered", None
-    place = entry.keys.index(address)
-    written = entry.row_hashes[place] if place < len(entry.row_hashes) else None
-    if written != row_hash(address, row.version, row.document):
-        return "altered", ChainProblem(
-            kind="row_altered",
-            revision=row.revision,
-            transaction_id=str(entry.transaction_id),
-            address=address,
-            message=f"row {address} (version {row.version}) is not what the "
-            f"transaction at revision {row.revision} wrote",
-        )
-    return "covered", None

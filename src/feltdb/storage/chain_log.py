@@ -85,8 +85,10 @@ class ChainLog(Protocol):
         """The last sealed link; ``None`` before the first seal."""
         ...
 
-    def chain_links_between(self, after: int, through: int) -> list[ChainLink]:
-        """Sealed links with ``after < commit_revision <= through``, in revision order."""
+    def chain_links_between(self, after: int, through: int, limit: int) -> list[ChainLink]:
+        """Sealed links with ``after < commit_revision <= through``, in revision order, at
+        most ``limit``.
+        """
         ...
 
     def seal_chain(self, links: Sequence[ChainLink]) -> None:
@@ -115,6 +117,13 @@ class ChainLog(Protocol):
         """
         ...
 
+    def delete_log_through(self, through: int, limit: int) -> int:
+        """Delete the oldest log entries at or below revision ``through``, at most
+        ``limit``, in one transaction; how many were deleted. Their links stay in the
+        chain (:mod:`feltdb.work.log_pruning` says when an entry may go).
+        """
+        ...
+
 
 class ChainQueries:
     """:class:`ChainLog` over a dialect's named statements (a base of ``SQLEngine``)."""
@@ -140,9 +149,9 @@ class ChainQueries:
         found = self._read("chain_head", {})
         return ChainLink(*found[0]) if found else None
 
-    def chain_links_between(self, after: int, through: int) -> list[ChainLink]:
+    def chain_links_between(self, after: int, through: int, limit: int) -> list[ChainLink]:
         """See :meth:`ChainLog.chain_links_between`."""
-        params = {"after": after, "through": through}
+        params = {"after": after, "through": through, "limit": limit}
         return [ChainLink(*row) for row in self._read("chain_links_between", params)]
 
     def seal_chain(self, links: Sequence[ChainLink]) -> None:
@@ -184,6 +193,17 @@ class ChainQueries:
         params = {"revision": revision, "limit": limit}
         fetched = self._read("chain_keys_after", params)
         return [(int(done), self._list(keys)) for done, keys in fetched]
+
+    def delete_log_through(self, through: int, limit: int) -> int:
+        """See :meth:`ChainLog.delete_log_through`."""
+        self._dialect.ensure_open()
+        query = self._queries["delete_log_through"]
+        params = {"through": through, "limit": limit}
+
+        def delete(session: Session) -> int:
+            return len(session.execute(query, params).fetchall())
+
+        return self._dialect.transact("prune the log", delete)
 
     def _read(self, name: str, params: Mapping[str, Any]) -> list[Any]:
         return self._dialect.read(self._queries[name], params)

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from feltdb.records.codec import stored_workload
@@ -20,7 +23,9 @@ from feltdb.storage import audit_chain
 from feltdb.storage.audit_chain import ChainReport
 from feltdb.storage.base import CommittedTransaction, Database
 from feltdb.storage.canonical import sha256_hex
-from feltdb.work import inputs
+from feltdb.work import inputs, log_pruning
+from feltdb.work.log_export import ExportSummary, check_export
+from feltdb.work.log_pruning import LogPruneReport, pruned_mark
 from feltdb.work.scheduling import row_index
 
 AUDIT_SCAN = 1000
@@ -136,8 +141,9 @@ class AuditTrail:
     application at a bounded cost per call, and its hash chain sealed and verified.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, clock: Callable[[int | None], int]) -> None:
         self._db = db
+        self._clock = clock
 
     def after(
         self,
@@ -236,6 +242,65 @@ class AuditTrail:
         """
         return audit_chain.seal(self._db, limit=limit)
 
+    def _verified(self, anchor: tuple[int, str] | None) -> ChainReport:
+        """The whole chain verified as far as the log was pruned (the mark read first)."""
+        indexes = {DURABLE_WORK_COLLECTION: lambda key, text: row_index(stored_workload(key, text))}
+        for _ in range(3):
+            mark = pruned_mark(self._db)
+            report = audit_chain.verify(
+                self._db, anchor=anchor, indexes=indexes, pruned_through=mark.through
+            )
+            problem = report.problem
+            # A pruning that committed its mark and deleted entries during the walk: the
+            # entries it deleted are not missing. Walk again, knowing its mark.
+            if problem is None or problem.kind != "removed" or pruned_mark(self._db) == mark:
+                return report
+        return report
+
+    def prune_log(
+        self,
+        export: Path,
+        through: int,
+        *,
+        actor: str,
+        now: int | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> LogPruneReport:
+        """Prune the log up to revision ``through``, exporting its entries to the new file
+        ``export`` first (:func:`feltdb.work.log_pruning.prune_log` says how, and what
+        stays provable); ``actor`` (``KIND:ID``) is named in its audit records; ``progress``
+        is told each step as it ends.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``, ``WORKLOAD_CONFLICT``,
+                ``WORKLOAD_STORAGE_FAILURE``, as :func:`~feltdb.work.log_pruning.prune_log`.
+        """
+        actor, at = inputs.actor(actor), self._clock(now)
+        verify = partial(self._verified, None)
+        return log_pruning.prune_log(
+            self._db, verify, export, through, actor=actor, now=at, progress=progress
+        )
+
+    def check_export(self, export: Path) -> ExportSummary:
+        """Check an export of the log (:func:`feltdb.work.log_export.check_export`) and that
+        its last link is this store's chain's there: the file holds this log's history.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` for an export that fails its check, or whose
+                last link this chain does not have; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        summary = check_export(export)
+        last = summary.last_revision
+        links = self._db.chain_links_between(last - 1, last, 1)
+        if summary.entries and [link.link for link in links] != [summary.through_link]:
+            raise inputs.invalid(
+                "export",
+                f"{export} ends with a link this store's audit chain does not have at its "
+                "last revision: it is another store's history, or altered with every hash "
+                "recomputed",
+            )
+        return summary
+
     def verify(
         self,
         tenant_id: str | None = None,
@@ -262,8 +327,7 @@ class AuditTrail:
         if tenant_id is not None or application_id is not None:
             tenant_id = inputs.identifier(tenant_id, "tenant_id")
             application_id = inputs.identifier(application_id, "application_id")
-        indexes = {DURABLE_WORK_COLLECTION: lambda key, text: row_index(stored_workload(key, text))}
-        report = audit_chain.verify(self._db, anchor=anchor, indexes=indexes)
+        report = self._verified(anchor)
         problem = report.problem
         if problem is None or tenant_id is None:
             return report

@@ -83,7 +83,7 @@ class WorkloadStore:
         self.db = db
         self.max_lease_ms = inputs.integer(max_lease_ms, "max_lease_ms", 1000)
         self.unit = UnitOfWork(db, group_commit=group_commit)
-        self.audit = AuditTrail(db)
+        self.audit = AuditTrail(db, _now)
         """The audit: the log read by application, its chain sealed and verified."""
         self.grants = Revocations(db, _now)
         """The grants revoked in this store."""

@@ -90,7 +90,7 @@ def test_the_chain_links_each_entry_to_the_one_before_from_genesis(
     drive(store, 2)
     store.audit.seal()
     entries = store.db.chain_entries_after(0, 1000)
-    links = store.db.chain_links_between(0, entries[-1].commit_revision)
+    links = store.db.chain_links_between(0, entries[-1].commit_revision, 1000)
     assert [link.commit_revision for link in links] == [e.commit_revision for e in entries]
     previous_revision, previous_link = 0, GENESIS
     for entry, link in zip(entries, links, strict=True):
@@ -360,7 +360,7 @@ def test_concurrent_writers_and_sealers_make_one_chain_in_revision_order(
     logged = revisions(store)
     assert report.ok, report.problem
     assert report.transactions == report.sealed == len(logged) == 3 * 15 * 7
-    links = store.db.chain_links_between(0, logged[-1])
+    links = store.db.chain_links_between(0, logged[-1], 1000)
     assert [link.commit_revision for link in links] == logged
     assert [link.previous_revision for link in links] == [0, *logged[:-1]]
 

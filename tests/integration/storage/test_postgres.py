@@ -1063,6 +1063,7 @@ PLANS: dict[str, str | tuple[str, ...]] = {
     "chain_entries_at": "transactions_pkey",
     "chain_head": "audit_chain_pkey",
     "chain_links_between": "audit_chain_pkey",
+    "delete_log_through": "transactions_pkey",
     "rows_after": "rows_pkey",
     "row_version_held": "rows_pkey",
 }

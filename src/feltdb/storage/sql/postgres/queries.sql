@@ -589,11 +589,24 @@ ORDER BY commit_revision DESC
 LIMIT 1;
 
 -- name: chain_links_between
--- description: the audit chain: the sealed links after one revision up to another, in revision order
+-- description: the audit chain: the sealed links after one revision up to another, in revision order, at most a number of them
 SELECT commit_revision, previous_revision, digest, link
 FROM audit_chain
 WHERE commit_revision > %(after)s::bigint AND commit_revision <= %(through)s::bigint
-ORDER BY commit_revision;
+ORDER BY commit_revision
+LIMIT %(limit)s::bigint;
+
+-- name: delete_log_through
+-- description: pruning the log (feltdb/work/log_pruning.py): delete the oldest logged commits up to a revision, at most a number of them (one range of the primary key); their links stay in audit_chain
+DELETE FROM transactions
+WHERE commit_revision <= COALESCE(
+    (SELECT commit_revision FROM transactions
+     WHERE commit_revision <= %(through)s::bigint
+     ORDER BY commit_revision
+     LIMIT 1 OFFSET %(limit)s::bigint - 1),
+    %(through)s::bigint
+)
+RETURNING commit_revision;
 
 -- name: seal_chain
 -- description: the audit chain: add the links of a JSON array of objects; a link already sealed (by a concurrent sealer, which computes the same one) stays as it is
