@@ -1,6 +1,7 @@
 """Two processes prune one store at once (a SQLite file shared by both, one PostgreSQL
 database): each finished workload is deleted exactly once, by one of them, logged once,
-nothing fails, and the audit chain verifies afterwards.
+nothing fails, and the audit chain verifies afterwards. Two processes prune the log itself
+at once, while a third writes: one chain, every deleted entry exported.
 
 Each child opens its own ``WorkloadStore``, so the race is decided by the guarded
 deletions alone. Both read the same first :data:`LIMIT` due workloads, wait for each other,
@@ -10,15 +11,18 @@ prune small passes until none is due.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 from support import prune_children
 from support.finished import finish_many
 
 from feltdb import WorkloadStore
 from feltdb.records.workload import DURABLE_WORK_COLLECTION as WORK
+from feltdb.work.log_export import check_export
 from feltdb.work.pruning import PRUNED
 from feltdb.work.retention import DAY
 
@@ -67,3 +71,49 @@ def test_two_processes_pruning_one_store_delete_each_workload_once(
         assert all(store.db.get_row(WORK, workload_id) for workload_id in kept)
         report = store.audit.verify()
         assert report.ok, report.problem
+
+
+def test_two_processes_pruning_the_log_while_work_goes_on_leave_one_chain(
+    new_target: Callable[..., str], tmp_path: Path
+) -> None:
+    target = new_target()
+    with WorkloadStore.open(target) as store:
+        finish_many(store, 300, FINISHED_AT)
+        report = store.audit.verify()
+        through = report.head_revision
+        logged = [e.commit_revision for e in store.db.committed_transactions_after(0)]
+    barrier, answers = CTX.Barrier(3), CTX.Queue()
+    children = [
+        CTX.Process(
+            target=prune_children.prune_log_once,
+            args=(target, through, str(tmp_path / f"{place}.jsonl"), barrier, answers),
+        )
+        for place in range(2)
+    ]
+    for child in children:
+        child.start()
+    with WorkloadStore.open(target) as store:
+        barrier.wait(ROUND_TIMEOUT_S)
+        # Work goes on meanwhile: rows the pruners write again are written by this too.
+        finish_many(store, 200, FINISHED_AT + 1, prefix="during")
+    outcomes = [answers.get(timeout=ROUND_TIMEOUT_S) for _ in children]
+    for child in children:
+        child.join(ROUND_TIMEOUT_S)
+        assert child.exitcode == 0
+    assert any(kind == "pruned" for kind, _, _ in outcomes), outcomes
+    assert all(kind == "pruned" or code == "WORKLOAD_CONFLICT" for kind, code, _ in outcomes), (
+        outcomes
+    )
+    exported: set[int] = set()
+    for place in range(2):
+        export = tmp_path / f"{place}.jsonl"
+        if export.exists():
+            check_export(export)
+            lines = export.read_text().splitlines()[1:-1]
+            exported |= {json.loads(line)["revision"] for line in lines}
+    assert exported == set(logged)  # every entry deleted is in an export
+    with WorkloadStore.open(target) as store:
+        report = store.audit.verify()
+        assert report.ok, report.problem
+        assert report.pruned_through == through
+        assert min(e.commit_revision for e in store.db.committed_transactions_after(0)) > through

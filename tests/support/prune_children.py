@@ -36,3 +36,22 @@ def prune_until_done(target: str, now: int, limit: int, barrier: Any, answers: A
             if not report.more:
                 answers.put((pruned, changed))
                 return
+
+
+def prune_log_once(target: str, through: int, export: str, barrier: Any, answers: Any) -> None:
+    """Open the store at ``target``, wait at ``barrier``, prune its log up to ``through``
+    exporting to ``export``; put on ``answers`` the report's JSON, or the refusal's code
+    and message.
+    """
+    from pathlib import Path
+
+    from feltdb import WorkloadError
+
+    with WorkloadStore.open(target) as store:
+        barrier.wait(BARRIER_TIMEOUT_S)
+        try:
+            report = store.audit.prune_log(Path(export), through, actor=f"human:p{os.getpid()}")
+        except WorkloadError as error:
+            answers.put(("refused", error.code, error.message))
+            return
+        answers.put(("pruned", report.to_json(), ""))

@@ -68,9 +68,9 @@ def prune_log(
     if done is None:
         typer.echo("  export: none (the log was already pruned that far)")
     else:
-        typer.echo(f"  export: {export} ({done.entries:,} transactions, {done.size:,} bytes)")
+        typer.echo(f"  exported: {done.entries:,} transactions, {done.size:,} bytes")
         typer.echo(f"  sha256: {done.sha256}")
-        typer.echo(f"  last link: {done.last_revision}:{done.through_link}")
+        typer.echo(f"  link: {done.last_revision}:{done.through_link}")
 
 
 def _progress(line: str) -> None:
@@ -105,5 +105,5 @@ def check_export(
         return
     typer.echo(f"export: ok ({summary.entries:,} transactions)")
     typer.echo(f"  revisions: after {summary.after_revision} through {summary.through_revision}")
-    typer.echo(f"  last link: {summary.last_revision}:{summary.through_link}")
+    typer.echo(f"  link: {summary.last_revision}:{summary.through_link}")
     typer.echo(f"  sha256: {summary.sha256}")

@@ -178,7 +178,7 @@ def prune_log(
     said(f"wrote again {carried:,} rows last written at revision {through} or before")
     # The mark's row may have been written again with the rest: guard on its new version.
     mark = replace(mark, version=pruned_mark(db).version)
-    summary = write_export(db, export, (mark.through, mark.link), through, now)
+    summary = _exported(db, export, mark, through, now)
     said(f"exported {summary.entries:,} transactions to {export}")
     _mark(db, mark, summary, export, actor, now)
     return LogPruneReport(through, carried, _delete(db, through), summary, str(export))
@@ -227,6 +227,25 @@ def _again(row: RawRow) -> Mutation:
     return Mutation(
         row.collection, row.key, None, replace(index, waits_on=None, waits_for=None), row.document
     )
+
+
+def _exported(
+    db: Database, export: Path, mark: PrunedMark, through: int, now: int
+) -> ExportSummary:
+    """The export of the entries after ``mark`` up to ``through``; a pruning that committed
+    its mark meanwhile (and deleted entries this one had to export) is a conflict.
+    """
+    try:
+        return write_export(db, export, (mark.through, mark.link), through, now)
+    except WorkloadError:
+        moved = pruned_mark(db).through
+        if moved == mark.through:
+            raise
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_CONFLICT,
+            f"another pruning of the log (through revision {moved}) deleted entries while "
+            "this one exported them: nothing was deleted by this one; its export holds them",
+        ) from None
 
 
 def _mark(
