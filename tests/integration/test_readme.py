@@ -404,3 +404,17 @@ def test_the_client_snippet_claims_and_completes(tmp_path: Path, serving: Callab
         "api",
     )
     assert read["capability_snapshot"] == [] and read["idempotency_key"] == "invoice-42"
+
+
+@runs("log-pruning")
+def test_the_log_pruning_block_prunes_verifies_and_checks_the_export(tmp_path: Path):
+    bash(f"{sys.executable} - <<'EOF'\n{blocks()['library']}\nEOF", tmp_path)
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        logged = len(store.db.committed_transactions_after(0))
+    out = bash(blocks()["log-pruning"], tmp_path)
+    assert f"transactions deleted: {logged}" in out
+    assert "pruned: through revision" in out and f"export: ok ({logged} transactions)" in out
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        assert store.audit.verify().ok
+        kinds = {e.audit["kind"] for e in store.db.committed_transactions_after(0)}
+        assert kinds == {"audit.carried_forward", "audit.log_pruned"}

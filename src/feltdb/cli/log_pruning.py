@@ -22,12 +22,11 @@ from feltdb.cli.targets import Target, connected, refusals, targeted, usage_erro
 @targeted
 def prune_log(
     through: Annotated[
-        int,
+        str,
         typer.Option(
             metavar="REVISION",
-            min=1,
             help="Prune the transactions up to this revision (sealed: at most the head "
-            "`feltdb audit verify` prints).",
+            "`feltdb audit verify` prints), or `head` for all that are sealed.",
         ),
     ],
     export: Annotated[
@@ -52,11 +51,12 @@ def prune_log(
     if not target.db:
         raise usage_error("prune-log works on the store itself: give --db (the log is every "
                           "tenant's, and a server writes no file a caller names)")  # fmt: skip
+    upto = None if through == "head" else _revision(through)
     with connected(target, needs=(AUDIT,)) as client:
         assert isinstance(client, LocalClient)  # --db: the store in process
         said = None if json_output else _progress
         report = client.store.audit.prune_log(
-            export, through, actor=client.acting.actor, progress=said
+            export, upto, actor=client.acting.actor, progress=said
         )
     if json_output:
         print_json(report.to_json())
@@ -71,6 +71,12 @@ def prune_log(
         typer.echo(f"  exported: {done.entries:,} transactions, {done.size:,} bytes")
         typer.echo(f"  sha256: {done.sha256}")
         typer.echo(f"  link: {done.last_revision}:{done.through_link}")
+
+
+def _revision(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise usage_error(f"--through {text!r}: a revision (1 or more), or head")
+    return int(text)
 
 
 def _progress(line: str) -> None:

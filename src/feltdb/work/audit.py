@@ -260,16 +260,16 @@ class AuditTrail:
     def prune_log(
         self,
         export: Path,
-        through: int,
+        through: int | None = None,
         *,
         actor: str,
         now: int | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> LogPruneReport:
-        """Prune the log up to revision ``through``, exporting its entries to the new file
-        ``export`` first (:func:`feltdb.work.log_pruning.prune_log` says how, and what
-        stays provable); ``actor`` (``KIND:ID``) is named in its audit records; ``progress``
-        is told each step as it ends.
+        """Prune the log up to revision ``through`` (``None``: the chain's head), exporting
+        its entries to the new file ``export`` first (:func:`feltdb.work.log_pruning.prune_log`
+        says how, and what stays provable); ``actor`` (``KIND:ID``) is named in its audit
+        records; ``progress`` is told each step as it ends.
 
         Raises:
             WorkloadError: ``WORKLOAD_INVALID``, ``WORKLOAD_CONFLICT``,

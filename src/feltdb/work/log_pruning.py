@@ -137,13 +137,14 @@ def prune_log(
     db: Database,
     verify: Callable[[], ChainReport],
     export: Path,
-    through: int,
+    through: int | None,
     *,
     actor: str,
     now: int,
     progress: Callable[[str], None] | None = None,
 ) -> LogPruneReport:
-    """Prune the log up to revision ``through`` as the module says, exporting to ``export``
+    """Prune the log up to revision ``through`` (``None``: the chain's head, once sealed)
+    as the module says, exporting to ``export``
     (``verify``: the whole chain's check, with the mark read); what was done. ``progress``
     is told each step as it ends (a line of text).
 
@@ -153,7 +154,8 @@ def prune_log(
             (nothing is pruned), rows kept changing, or another pruning committed a mark
             short of ``through`` first; ``WORKLOAD_STORAGE_FAILURE``.
     """
-    through = inputs.integer(through, "through", 1)
+    if through is not None:
+        through = inputs.integer(through, "through", 1)
     if export.exists():  # refused before anything is written
         raise inputs.invalid("export", f"{export} exists: an export is never overwritten")
     said = progress or (lambda _: None)
@@ -165,11 +167,15 @@ def prune_log(
             f"the audit chain fails its check ({report.problem.message}): the log is the "
             "evidence, and nothing was pruned",
         )
-    if through > report.head_revision:
+    if through is None:
+        through = report.head_revision
+    if not 0 < through <= report.head_revision:
         raise inputs.invalid(
             "through",
             f"revision {through} is not sealed yet: the chain's head is revision "
-            f"{report.head_revision}",
+            f"{report.head_revision}"
+            if through
+            else "nothing is sealed yet: the log is empty",
         )
     mark = pruned_mark(db)
     if through <= mark.through:  # nothing new: finish a pruning that stopped, if one did
