@@ -237,8 +237,11 @@ def test_a_pruning_stopped_before_its_deletions_is_finished_by_the_next(
         (lambda lines: lines[:-1], "cut short"),
         (lambda lines: [lines[0], lines[1].replace('"keys":["', '"keys":["x'), *lines[2:]],
          "not the one linked"),
+        (lambda lines: [lines[0], "[" * 100_000, *lines[1:]], "line 2: not JSON"),
+        (lambda lines: [lines[0], '{"entry": [1], "revision": {}}', *lines[1:]],
+         "line 2: not an entry with its link"),
     ],
-    ids=["dropped", "reordered", "cut", "edited"],
+    ids=["dropped", "reordered", "cut", "edited", "nested", "mistyped"],
 )  # fmt: skip
 def test_an_export_edited_fails_its_check(
     store, tmp_path: Path, edit: Callable[[list[str]], list[str]], found: str

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from feltdb.errors import WorkloadError
 from feltdb.storage.audit_chain import GENESIS, entry_digest, next_link
 from feltdb.storage.base import Database, storage_failure
 from feltdb.storage.chain_log import ChainLink, LogEntry
@@ -36,6 +37,9 @@ EXPORT_FORMAT: Final = 1
 """The header's ``feltdb_audit_export``: the format this release writes and reads."""
 PAGE: Final = 1000
 """Links (and their entries) read per statement while exporting."""
+MAX_LINE: Final = 64 * 1024 * 1024
+"""The longest line :func:`check_export` reads (an entry's line is far shorter: a commit
+writes at most a few thousand rows), so a hostile file cannot make it hold more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +164,11 @@ def check_export(path: Path) -> ExportSummary:
     try:
         with open(path, "rb") as file:
             check = _Check(path)
-            for number, raw in enumerate(file, start=1):
+            number = 0
+            while raw := file.readline(MAX_LINE + 1):
+                number += 1
+                if len(raw) > MAX_LINE:
+                    raise check.bad(number, f"longer than {MAX_LINE:,} bytes: not an export's")
                 digest.update(raw)
                 size += len(raw)
                 check.line(number, raw)
@@ -182,13 +190,13 @@ class _Check:
         self.entries = 0
         self.ended = False
 
-    def bad(self, number: int, what: str) -> Exception:
+    def bad(self, number: int, what: str) -> WorkloadError:
         return inputs.invalid("export", f"{self.path}, line {number}: {what}")
 
     def line(self, number: int, raw: bytes) -> None:
         try:
             line = json.loads(raw)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise self.bad(number, "not JSON") from error
         if not isinstance(line, dict) or self.ended:
             raise self.bad(number, "not a line of an export here")
