@@ -65,6 +65,15 @@ Priority = Annotated[
 ]
 """A priority: a signed 32-bit integer, as in the reference; higher runs first."""
 
+MAX_CONCURRENCY_LIMIT = 10_000
+"""The largest concurrency limit a workload may name (each claim of limited work reads the
+rows of the key's live claims: at most this many)."""
+
+ConcurrencyLimit = Annotated[
+    StrictInt, Ge(1), Le(MAX_CONCURRENCY_LIMIT), msgspec.Meta(ge=1, le=MAX_CONCURRENCY_LIMIT)
+]
+"""How many workloads of one concurrency key may hold a live claim at once."""
+
 MAX_ID_CHARS = 256
 """The longest identifier, in characters: ids, keys, names, kinds, capabilities, tenants,
 applications, environments, definitions, subjects, workers, result ids."""

@@ -17,7 +17,7 @@ import msgspec
 
 from feltdb.auth.grants import SignedGrant
 from feltdb.auth.subjects import Subject, SubjectSet
-from feltdb.fields import Count, Instant, Priority, StringSet
+from feltdb.fields import ConcurrencyLimit, Count, Instant, Priority, StringSet
 from feltdb.records.base import Record, frozen_members
 from feltdb.work.states import ApprovalOutcome, AttemptStatus, BackoffPolicy, WorkloadState
 
@@ -254,7 +254,11 @@ class Workload(  # type: ignore[misc]
     fencing_token: Count
     dependencies: list[WorkloadDependency]
     approval: WorkloadApproval | None = None
-    """Left out of the document when ``None`` (the only field this record omits)."""
+    """Left out of the document when ``None``, as are the two below."""
+    concurrency_key: str | None = None
+    """Work of one key (of its tenant's application) that holds a live claim at once is at
+    most :attr:`concurrency_limit` (:mod:`feltdb.work.concurrency`); ``None``: no limit."""
+    concurrency_limit: ConcurrencyLimit | None = None
 
     def is_eligible_at(self, now: int) -> bool:
         """Whether the eligibility instant has arrived (the temporal half of claimability;

@@ -18,6 +18,7 @@ from feltdb.records.workload import (
 )
 from feltdb.storage.canonical import canonical_json, content_hash
 from feltdb.work.approvals import validate_approval_policy
+from feltdb.work.inputs import invalid
 from feltdb.work.models import CreateWorkload
 from feltdb.work.safety import ensure_safe, ensure_safe_text, sensitive_text
 from feltdb.work.states import WorkloadState
@@ -26,7 +27,7 @@ from feltdb.work.transitions import transition
 ADMISSION_ACTOR = "feltdb"
 
 _REQUIRED_TEXT = ("tenant_id", "application_id", "environment", "definition_id", "idempotency_key")
-_BOUNDED_TEXT = (*_REQUIRED_TEXT, "definition_revision", "trigger", "session_id")
+_BOUNDED_TEXT = (*_REQUIRED_TEXT, "definition_revision", "trigger", "session_id", "concurrency_key")
 _BOUNDED_LISTS = (
     "capability_snapshot",
     "connection_scopes",
@@ -82,6 +83,7 @@ def validate_admission(request: CreateWorkload) -> None:
         )
     if request.approval is not None:
         validate_approval_policy(request.approval)
+    _check_concurrency(request)
     grant = request.authorization_snapshot.grant
     if (
         grant.subject != request.requested_by
@@ -92,6 +94,20 @@ def validate_admission(request: CreateWorkload) -> None:
             ErrorCode.WORKLOAD_UNAUTHORIZED, "authorization snapshot does not bind the requester"
         )
     ensure_within_constraints(grant, request.environment, request.definition_id)
+
+
+def _check_concurrency(request: CreateWorkload) -> None:
+    """Refuse a concurrency key without a limit, a limit without a key, a blank key."""
+    key, limit = request.concurrency_key, request.concurrency_limit
+    if key is not None and not key.strip():
+        raise invalid("concurrency_key", "must not be blank")
+    if (key is None) != (limit is None):
+        missing, given = (
+            ("concurrency_key", "concurrency_limit")
+            if key is None
+            else ("concurrency_limit", "concurrency_key")
+        )
+        raise invalid(missing, f"required with {given}")
 
 
 def _text_fields(request: CreateWorkload) -> Iterator[tuple[str, str]]:
@@ -194,6 +210,8 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         approval=(
             WorkloadApproval(policy=request.approval) if request.approval is not None else None
         ),
+        concurrency_key=request.concurrency_key,
+        concurrency_limit=request.concurrency_limit,
     )
     # The history records the eligibility the work was admitted with, so "why was this
     # Ready and unclaimed for an hour" is answerable from the workload itself.
@@ -308,6 +326,9 @@ def replay(existing: Workload, request: CreateWorkload) -> tuple[Workload, bool]
     ]
     if existing.requested_by != request.requested_by:
         conflicting.insert(0, "requested_by")
+    for name in ("concurrency_key", "concurrency_limit"):
+        if getattr(existing, name) != getattr(request, name):
+            conflicting.append(name)
     if not conflicting:
         return existing, False
     raise WorkloadError(

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import Workload
-from feltdb.storage.base import Database, PlannedCommit, Precondition, StorageConflict
+from feltdb.storage.base import Database, Mutation, PlannedCommit, Precondition, StorageConflict
 from feltdb.work.changes import Operation
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, holding, planned_commit
@@ -64,8 +64,11 @@ class Step(Generic[T]):
     """The workload whose commit in this batch the answer stands on (an item repeating an
     earlier item's admission key is answered by that admission, if it commits)."""
     held: tuple[Precondition, ...] = ()
-    """Guards of rows the decision read besides the workload (its dependencies), at the
-    versions read: the change commits only while each is as read."""
+    """Guards of rows the decision read besides the workload (its dependencies, a
+    concurrency slot), at the versions read: the change commits only while each is as read."""
+    also: tuple[Mutation, ...] = ()
+    """Rows the change writes besides the workload (a concurrency slot; guarded in
+    :attr:`held`)."""
 
 
 Prepared = TypeVar("Prepared")
@@ -193,6 +196,5 @@ def _plan(step: Step[Any]) -> PlannedCommit:
     operation = None if step.operation is None else step.operation.value
     if step.operation is Operation.ADMIT:
         return planned_commit(step.loaded.workload, CREATED, None, operation)
-    return holding(
-        planned_commit(step.loaded.workload, MUTATED, step.loaded.version, operation), step.held
-    )
+    planned = planned_commit(step.loaded.workload, MUTATED, step.loaded.version, operation)
+    return holding(planned, step.held, step.also)

@@ -14,6 +14,7 @@ from feltdb.storage.base import StorageConflict
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork
 from feltdb.work.claiming import CandidateChoice
+from feltdb.work.concurrency import at_limit
 from feltdb.work.revocations import grant_in_force
 from feltdb.work.states import WorkloadState
 from feltdb.work.unit import UnitOfWork
@@ -77,6 +78,8 @@ def claim_up_to(
     """
     tenant_id = inputs.identifier(tenant_id, "tenant_id")
     application_id = inputs.identifier(application_id, "application_id")
+    choice.scope = (tenant_id, application_id)
+    choice.saturated = partial(at_limit, unit.db)
     wanted, offset = choice.wanted, 0
     granted: list[ClaimedWork] = []
     # Only as many candidates as it may take are read (and, on PostgreSQL, locked) until

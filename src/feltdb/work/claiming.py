@@ -25,9 +25,10 @@ from feltdb.storage.partitions import ClaimPartitions, GroupSample
 from feltdb.storage.selecting import SetAside
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
+from feltdb.work.concurrency import SATURATION, SlotRows, slot_key, take_slot
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
-from feltdb.work.partitions import group_accepted
+from feltdb.work.partitions import group_accepted, group_concurrency
 from feltdb.work.rows import (
     MUTATED,
     LoadedWorkload,
@@ -75,6 +76,13 @@ class CandidateChoice:
     dependency_rows: dict[tuple[str, str, str], StoredRow | None] = field(default_factory=dict)
     """The dependencies' rows read in this batch's transaction: many candidates waiting on
     one workload read it once."""
+    slots: SlotRows = field(default_factory=dict)
+    """The concurrency slots this batch's transaction took (:func:`take_slot`)."""
+    scope: tuple[str, str] = ("", "")
+    """The tenant and application claimed from (set by the claim loop)."""
+    saturated: Callable[[str, int], bool] | None = None
+    """Whether a concurrency key (a slot row's key) is at a limit, as committed now: asked,
+    outside the transaction, of keys a claim lately found full (:data:`SATURATION`)."""
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
@@ -82,6 +90,7 @@ class CandidateChoice:
         """
         self.examined, self.aside, self.chosen = 0, 0, []
         self.dependency_rows.clear()
+        self.slots.clear()
 
     def partitions(self) -> ClaimPartitions:
         """The ready work's partitions this claim reads: of its definitions, only the
@@ -90,7 +99,20 @@ class CandidateChoice:
         return ClaimPartitions(self._accepts, self.definitions, self.after)
 
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
-        return group_accepted(group, sample, self.held, self.environments)
+        if not group_accepted(group, sample, self.held, self.environments):
+            return False
+        concurrency = group_concurrency(group, sample)
+        if concurrency is None or self.saturated is None:
+            return True
+        # A key found at its limit lately is checked before its backlog is read: passed
+        # over while still full (a hint: the choice decides on the rows it holds).
+        key = slot_key(*self.scope, concurrency[0])
+        if not SATURATION.suspected(key):
+            return True
+        if self.saturated(key, concurrency[1]):
+            return False
+        SATURATION.forget(key)
+        return True
 
     def choose(self, rows: Sequence[StoredRow], read: RowReader) -> list[PlannedCommit | SetAside]:
         """The commits of the first candidates this worker may run, claimed, until
@@ -135,6 +157,12 @@ class CandidateChoice:
                 # fail the whole search for one candidate.
                 log.warning("claim: %s skipped: %s", row.key, error.message)
                 continue
+            if granted is not None and decided.concurrency_key is not None:
+                slot = take_slot(decided, granted.claim_id, read, self.slots)
+                if slot is None:  # its key is at its limit: other work, if any
+                    SATURATION.note(slot_key(*self.scope, decided.concurrency_key))
+                    continue
+                plan = holding(plan, [slot.guard], [slot.mutation])
             claimed += granted is not None
             self.chosen.append((loaded.decided(decided), operation, granted, plan))
             plans.append(plan)

@@ -15,7 +15,7 @@ from pydantic._internal._model_construction import ModelMetaclass
 
 from feltdb.auth import SignedGrant, Subject
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import Instant, Priority, StringSet
+from feltdb.fields import ConcurrencyLimit, Instant, Priority, StringSet
 from feltdb.records.workload import (
     ApprovalPolicy,
     WorkloadDependency,
@@ -120,5 +120,11 @@ class CreateWorkload(Request):
     created_at: Instant
     approval: ApprovalPolicy | None = Field(default=None, exclude_if=lambda value: value is None)
     """Require an approval decision before the work may be claimed."""
+    concurrency_key: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """With ``concurrency_limit``: at most that many workloads of this key (in the tenant's
+    application) hold a live claim at once; a claim skips to other work meanwhile."""
+    concurrency_limit: ConcurrencyLimit | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
 
     _validate_input = field_validator("input")(classmethod(lambda cls, value: _require_json(value)))

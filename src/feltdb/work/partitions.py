@@ -1,7 +1,8 @@
-"""What a claim partitions ready work by: its environment and the capabilities it needs.
+"""What a claim partitions ready work by: its environment, the capabilities it needs, and
+its concurrency key and limit (:mod:`feltdb.work.concurrency`).
 
-Every ready workload's index carries a *claim group* (:func:`claim_group`), a digest of its
-environment and capability set, so the ready work of one definition that needs the same
+Every ready workload's index carries a *claim group* (:func:`claim_group`), a digest of
+these, so the ready work of one definition that needs the same
 things is one index range (:mod:`feltdb.storage.partitions`). A claim walks the groups and
 reads only those whose needs the worker meets (:func:`group_accepted`): a backlog of work
 nobody may take costs it one index seek per group, however large the backlog.
@@ -30,17 +31,25 @@ GROUP_PREFIX: Final = "c1:"
 MAX_GROUPS_REMEMBERED: Final = 4096
 """The most group digests a process remembers the needs of (each a few hundred bytes)."""
 
-Needs = tuple[str, frozenset[str]]
-"""What a group's work needs of a claim: its environment and its capability set."""
+Concurrency = tuple[str, int] | None
+"""A group's concurrency key and limit (``None``: none)."""
+Needs = tuple[str, frozenset[str], Concurrency]
+"""What a group's work needs of a claim: its environment and its capability set; and its
+concurrency key and limit."""
 
 
-def claim_group(environment: str, capabilities: Collection[str]) -> str:
-    """The claim group of work of ``environment`` needing ``capabilities``: a prefix and
-    the first 128 bits of a SHA-256 of both, so an index entry stays small whatever they
-    are. A collision would only make a claim read a range it cannot take from: every
-    candidate is still checked.
+def claim_group(
+    environment: str, capabilities: Collection[str], concurrency: Concurrency = None
+) -> str:
+    """The claim group of work of ``environment`` needing ``capabilities`` (under the
+    ``concurrency`` key and limit, if any): a prefix and the first 128 bits of a SHA-256 of
+    them, so an index entry stays small whatever they are. A collision would only make a
+    claim read a range it cannot take from: every candidate is still checked.
     """
-    digest = hashlib.sha256(orjson.dumps([environment, sorted(capabilities)])).hexdigest()
+    named: list[object] = [environment, sorted(capabilities)]
+    if concurrency is not None:  # unlimited work keeps the groups it had
+        named.append(list(concurrency))
+    digest = hashlib.sha256(orjson.dumps(named)).hexdigest()
     return GROUP_PREFIX + digest[:32]
 
 
@@ -70,9 +79,11 @@ class _Remembered:
         environment, capabilities = document.get("environment"), document.get("capability_snapshot")
         if not isinstance(environment, str) or not isinstance(capabilities, list):
             return None
-        if claim_group(environment, capabilities) != group:
+        key, limit = document.get("concurrency_key"), document.get("concurrency_limit")
+        concurrency = (key, limit) if isinstance(key, str) and type(limit) is int else None
+        if claim_group(environment, capabilities, concurrency) != group:
             return None  # its index is stale: the choice checks it
-        needs = (environment, frozenset(capabilities))
+        needs = (environment, frozenset(capabilities), concurrency)
         with self._lock:
             self._needs[group] = needs
             while len(self._needs) > MAX_GROUPS_REMEMBERED:
@@ -96,5 +107,11 @@ def group_accepted(
     needs = _REMEMBERED.needs(group, sample)
     if needs is None:
         return True
-    environment, capabilities = needs
+    environment, capabilities, _ = needs
     return capabilities <= held and (environments is None or environment in environments)
+
+
+def group_concurrency(group: str, sample: GroupSample) -> Concurrency:
+    """The concurrency key and limit of ``group``'s work (``None``: none, or not known)."""
+    needs = _REMEMBERED.needs(group, sample)
+    return None if needs is None else needs[2]

@@ -164,13 +164,20 @@ def same_application(
     )
 
 
-def holding(plan: PlannedCommit, held: Sequence[Precondition]) -> PlannedCommit:
-    """``plan``, committing only while each row ``held`` guards (rows its decision read and
-    it does not write) is as the guard requires.
+def holding(
+    plan: PlannedCommit, held: Sequence[Precondition], also: Sequence[Mutation] = ()
+) -> PlannedCommit:
+    """``plan``, committing only while each row ``held`` guards (rows its decision read:
+    its dependencies, and the rows ``also`` writes) is as the guard requires, and writing
+    the rows of ``also`` besides (a concurrency slot).
     """
-    if not held:
+    if not held and not also:
         return plan
-    return replace(plan, preconditions=[*plan.preconditions, *held])
+    return replace(
+        plan,
+        mutations=[*plan.mutations, *also],
+        preconditions=[*plan.preconditions, *held],
+    )
 
 
 def dependency_row(

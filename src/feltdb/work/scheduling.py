@@ -41,8 +41,13 @@ def row_index(workload: Workload) -> RowIndex:
         definition_id=workload.definition_id,
         environment=workload.environment,
         claim_group=(
-            claim_group(workload.environment, workload.capability_snapshot)
+            claim_group(workload.environment, workload.capability_snapshot, _limited(workload))
             if workload.state is WorkloadState.READY
             else None
         ),
     )
+
+
+def _limited(workload: Workload) -> tuple[str, int] | None:
+    key, limit = workload.concurrency_key, workload.concurrency_limit
+    return None if key is None or limit is None else (key, limit)

@@ -213,9 +213,10 @@ class WorkloadStore:
         worker = inputs.actor(worker, "worker")
         held = inputs.capabilities(capabilities)
         lease = inputs.lease(lease_ms, "lease_ms", self.max_lease_ms)
-        read = self.unit.dependencies
+        read, rows = self.unit.dependencies, self.unit.db.get_row
         return self.unit.run(
-            scope, lambda load: worker_.claim(workload_id, worker, held, lease, at, load, read)
+            scope,
+            lambda load: worker_.claim(workload_id, worker, held, lease, at, load, read, rows),
         )
 
     def claim_next(

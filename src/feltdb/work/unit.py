@@ -22,7 +22,14 @@ from typing import Any, TypeGuard, TypeVar
 from feltdb.auth.scope import Scope
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
-from feltdb.storage.base import Database, PlannedCommit, Precondition, StorageConflict, StoredRow
+from feltdb.storage.base import (
+    Database,
+    Mutation,
+    PlannedCommit,
+    Precondition,
+    StorageConflict,
+    StoredRow,
+)
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
@@ -220,14 +227,19 @@ class UnitOfWork:
             raise outcome
 
     def commit(
-        self, loaded: LoadedWorkload, operation: Operation, held: Sequence[Precondition] = ()
+        self,
+        loaded: LoadedWorkload,
+        operation: Operation,
+        held: Sequence[Precondition] = (),
+        also: Sequence[Mutation] = (),
     ) -> None:
         """Commit the decided workload of ``loaded``, guarded by the version it was read
-        at (and by ``held``, the rows its decision read besides), remember it, and tell
-        the observers.
+        at (and by ``held``, the rows its decision read besides), with the rows of ``also``,
+        remember it, and tell the observers.
         """
         workload = loaded.workload
-        plan = holding(planned_commit(workload, MUTATED, loaded.version, operation.value), held)
+        planned = planned_commit(workload, MUTATED, loaded.version, operation.value)
+        plan = holding(planned, held, also)
         self.write(plan)
         self.remember(plan, workload, loaded.version + 1)
         self.notify(operation, loaded, workload)
@@ -281,7 +293,7 @@ class UnitOfWork:
     def finish(self, step: Step[T]) -> T:
         """Commit ``step``'s change, if any; then raise its refusal or answer its answer."""
         if step.loaded is not None and step.operation is not None:
-            self.commit(step.loaded, step.operation, step.held)
+            self.commit(step.loaded, step.operation, step.held, step.also)
         if step.refusal is not None:
             raise step.refusal
         return step.answer  # type: ignore[return-value]  # a step without refusal answers

@@ -27,10 +27,12 @@ from feltdb.records.workload import (
     WorkloadExecutionContext,
     WorkloadResult,
 )
+from feltdb.storage.base import RowReader
 from feltdb.storage.canonical import content_hash
 from feltdb.work import inputs, lifecycle, operators, recovery
 from feltdb.work.batches import Completion, Heartbeat, Step
 from feltdb.work.changes import Operation
+from feltdb.work.concurrency import take_slot
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead
 from feltdb.work.outcome import Outcome
@@ -103,10 +105,12 @@ def claim(
     now: int,
     load: Load,
     dependencies: Callable[[Workload], DependenciesRead],
+    rows: RowReader,
 ) -> Step[WorkloadClaim]:
     """Claim one ready workload by id (``worker``, ``held`` and ``lease_ms`` checked), but
     not while ``dependencies`` reads one of its dependencies not yet in the state it
-    requires; the claim commits only while each dependency it read is still as read.
+    requires, nor while its concurrency key is at its limit (its slot read with ``rows``);
+    the claim commits only while each dependency and the slot are still as read.
     """
     loaded = load(workload_id)
     timed_out = deadline_step(loaded, now)
@@ -138,7 +142,18 @@ def claim(
         )
         return Step(loaded.decided(ended), Operation.DEPENDENCY, refusal=refusal, held=read.held)
     claimed = lifecycle.claim(workload, worker, held, now, lease_ms, read.awaited)
-    return replace(decided_step(loaded, Operation.CLAIM, claimed), held=read.held)
+    step = replace(decided_step(loaded, Operation.CLAIM, claimed), held=read.held)
+    if claimed.workload.concurrency_key is None:
+        return step
+    slot = take_slot(claimed.workload, claimed.answer.claim_id, rows, {})
+    if slot is None:
+        raise WorkloadError(
+            ErrorCode.WORKLOAD_NOT_READY,
+            f"workload waits for a slot of concurrency key {workload.concurrency_key!r}: "
+            f"{workload.concurrency_limit} of its work already hold a claim",
+            {"concurrency_key": workload.concurrency_key},
+        )
+    return replace(step, held=(*read.held, slot.guard), also=(slot.mutation,))
 
 
 def start(

@@ -1,0 +1,183 @@
+"""Concurrency limits: work naming a concurrency key holds at most its limit of live claims
+at once, decided in the claim's own commit.
+
+A workload may name a ``concurrency_key`` (a customer, an account, an external API) and a
+``concurrency_limit``. Each key of a tenant's application has one row in
+:data:`SLOTS_COLLECTION`: the workloads that took a slot, each with the claim it took it
+with. A claim of such work reads that row inside its transaction, counts the holders
+whose own row still holds that claim (in a held state: claimed, running, checkpointed),
+and claims only while they are fewer than the limit, writing the row again, with itself
+added and the released holders gone, in the claim's own commit, guarded by the version
+read. So every claim of a key commits a new version of one row: two claims of one key,
+in two processes or on two servers, cannot both commit on the same count, and neither
+overshoots the limit.
+
+Nothing else writes the row: a slot is free once its holder's row no longer holds the
+claim (completed, failed, cancelled, recovered after its lease expired, timed out), which
+the next claim of the key sees. Work whose lease expired holds its slot until recovery
+releases it, as it holds its claim.
+
+A claim that finds its key at its limit takes other work (:mod:`feltdb.work.claiming`); a
+claim by id is refused ``WORKLOAD_NOT_READY``. The claim groups of limited work carry its
+key (:func:`feltdb.work.partitions.claim_group`), so a claim can pass over a key at its
+limit without reading its backlog (:class:`Saturation`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
+from feltdb.storage.base import Database, Mutation, Precondition, RowReader, StoredRow
+from feltdb.work.states import HELD_STATES
+
+__all__ = [
+    "SATURATION",
+    "SLOTS_COLLECTION",
+    "Saturation",
+    "SlotRows",
+    "SlotTaken",
+    "at_limit",
+    "holders_of",
+    "live_holders",
+    "slot_key",
+    "take_slot",
+]
+
+SLOTS_COLLECTION: Final = "system_concurrency_slots"
+HELD: Final = frozenset(state.value for state in HELD_STATES)
+
+
+def slot_key(tenant_id: str, application_id: str, key: str) -> str:
+    """The slot row's key of ``key`` in a tenant's application (each part length-prefixed:
+    names may hold any character).
+    """
+    return f"{len(tenant_id)}:{tenant_id}/{len(application_id)}:{application_id}/{key}"
+
+
+@dataclass(frozen=True, slots=True)
+class SlotTaken:
+    """A slot taken: the row to write in the claim's commit, and its guard."""
+
+    mutation: Mutation
+    guard: Precondition
+    holders: dict[str, str]
+    """The holders written (workload id: claim id), the taker among them."""
+
+
+def holders_of(row: StoredRow | None) -> dict[str, str]:
+    """The holders a slot row names (none for no row, or one not of this shape)."""
+    holders = row.document.get("holders") if row is not None else None
+    if not isinstance(holders, dict):
+        return {}
+    return {str(k): v for k, v in holders.items() if isinstance(v, str)}
+
+
+def live_holders(
+    holders: Mapping[str, str], rows: Mapping[str, StoredRow | None]
+) -> dict[str, str]:
+    """Those of ``holders`` whose row (``rows``, by workload id) still holds the claim they
+    took their slot with.
+    """
+    return {
+        workload_id: claim_id
+        for workload_id, claim_id in holders.items()
+        if _holds(rows.get(workload_id), claim_id)
+    }
+
+
+def _holds(row: StoredRow | None, claim_id: str) -> bool:
+    if row is None or row.document.get("state") not in HELD:
+        return False
+    claim = row.document.get("current_claim")
+    return isinstance(claim, dict) and claim.get("claim_id") == claim_id
+
+
+SlotRows = dict[str, tuple[int, dict[str, str]]]
+"""The slot rows one transaction wrote, by key: the version written and the holders."""
+
+
+def take_slot(
+    workload: Workload, claim_id: str, read: RowReader, taken: SlotRows
+) -> SlotTaken | None:
+    """A slot of ``workload``'s key for its claim ``claim_id``, read with ``read`` inside the
+    claiming transaction; ``None`` when its live holders are already at its limit.
+
+    ``taken``: the slot rows this transaction already wrote (key: the version it wrote and
+    the holders), updated here, so that one transaction's second claim of a key counts its
+    first.
+    """
+    assert workload.concurrency_key is not None and workload.concurrency_limit is not None
+    key = slot_key(workload.tenant_id, workload.application_id, workload.concurrency_key)
+    version: int | None
+    if key in taken:
+        version, holders = taken[key]
+    else:
+        row = read(SLOTS_COLLECTION, key)
+        version, holders = (None if row is None else row.version), holders_of(row)
+        rows = {holder: read(DURABLE_WORK_COLLECTION, holder) for holder in holders}
+        holders = live_holders(holders, rows)
+    holders = {k: v for k, v in holders.items() if k != workload.workload_id}
+    if len(holders) >= workload.concurrency_limit:
+        return None
+    holders[workload.workload_id] = claim_id
+    document: dict[str, Any] = {"key": workload.concurrency_key, "holders": holders}
+    guard = (
+        Precondition(SLOTS_COLLECTION, key, require_absent=True)
+        if version is None
+        else Precondition(SLOTS_COLLECTION, key, expected_version=version)
+    )
+    taken[key] = (1 if version is None else version + 1, dict(holders))
+    return SlotTaken(Mutation(SLOTS_COLLECTION, key, document), guard, holders)
+
+
+SATURATION_MEMORY: Final = 4096
+"""The most keys a process remembers finding at their limit."""
+
+
+class Saturation:
+    """Keys a claim found at their limit lately, so that later claims check them before
+    reading their backlog (a key never found full costs nothing). Bounded, oldest out.
+    """
+
+    def __init__(self) -> None:
+        self._full: OrderedDict[str, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def note(self, key: str) -> None:
+        """Remember ``key`` (a :func:`slot_key`) as found at its limit."""
+        with self._lock:
+            self._full[key] = time.monotonic()
+            self._full.move_to_end(key)
+            while len(self._full) > SATURATION_MEMORY:
+                self._full.popitem(last=False)
+
+    def suspected(self, key: str) -> bool:
+        """Whether ``key`` was found at its limit and not found free since."""
+        with self._lock:
+            return key in self._full
+
+    def forget(self, key: str) -> None:
+        """``key`` was found below its limit."""
+        with self._lock:
+            self._full.pop(key, None)
+
+
+SATURATION: Final = Saturation()
+"""The keys this process's claims found at their limit lately."""
+
+
+def at_limit(db: Database, key: str, limit: int) -> bool:
+    """Whether ``key``'s live holders, as committed now (outside any transaction: a hint),
+    are at ``limit``.
+    """
+    holders = holders_of(db.get_row(SLOTS_COLLECTION, key))
+    if len(holders) < limit:
+        return False
+    rows = db.get_rows(DURABLE_WORK_COLLECTION, list(holders))
+    return len(live_holders(holders, rows)) >= limit
