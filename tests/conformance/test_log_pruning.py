@@ -111,7 +111,7 @@ def test_a_second_pruning_exports_from_where_the_first_stopped(store, tmp_path: 
     assert report.ok and report.pruned_through == second.through
     mark = store.db.get_row(LOG_COLLECTION, PRUNED_KEY)
     assert mark is not None and mark.document["previous_through"] == first.through
-    assert mark.document["export"]["sha256"] == two.sha256
+    assert [e["sha256"] for e in mark.document["exports"]] == [one.sha256, two.sha256]
 
 
 def test_bad_input_changes_nothing(store, tmp_path: Path):
@@ -147,7 +147,7 @@ def test_a_log_that_fails_its_check_is_not_pruned(store, store_target: str, tmp_
         store.audit.prune_log(tmp_path / "log.jsonl", head, actor=OPS)
 
     assert refused.value.code == "WORKLOAD_CONFLICT"
-    assert victim in refused.value.message and "nothing was pruned" in refused.value.message
+    assert victim in refused.value.message and "none of it was deleted" in refused.value.message
     assert revisions(store) == logged and not (tmp_path / "log.jsonl").exists()
 
 
@@ -267,25 +267,25 @@ def test_an_export_of_another_store_is_not_this_ones(
     finish_many(other, 4, 100)
     with pytest.raises(WorkloadError) as refused:
         other.audit.check_export(tmp_path / "log.jsonl")
-    assert "does not have" in refused.value.message
+    assert "is no export this store's pruning wrote" in refused.value.message
     assert store.audit.check_export(tmp_path / "log.jsonl").entries > 0
 
 
+@pytest.mark.parametrize("one_path", [False, True], ids=["two-files", "one-file"])
 def test_two_prunings_at_once_leave_one_chain(
-    store, open_store: Callable[..., WorkloadStore], tmp_path: Path
+    store, open_store: Callable[..., WorkloadStore], tmp_path: Path, one_path: bool
 ):
     finish_many(store, 30, 100)
     through = sealed_head(store)
     pruners = [open_store(), open_store()]
     answers: list[object] = [None, None]
     barrier = threading.Barrier(2)
+    paths = [tmp_path / ("log.jsonl" if one_path else f"{place}.jsonl") for place in (0, 1)]
 
     def run(place: int) -> None:
         barrier.wait(timeout=30)
         try:
-            answers[place] = pruners[place].audit.prune_log(
-                tmp_path / f"{place}.jsonl", through, actor=OPS
-            )
+            answers[place] = pruners[place].audit.prune_log(paths[place], through, actor=OPS)
         except WorkloadError as error:
             answers[place] = error
 
@@ -298,7 +298,115 @@ def test_two_prunings_at_once_leave_one_chain(
     done = [answer for answer in answers if not isinstance(answer, WorkloadError)]
     refused = [answer for answer in answers if isinstance(answer, WorkloadError)]
     assert done, refused
-    assert all(error.code == "WORKLOAD_CONFLICT" for error in refused)
+    assert all(
+        error.code == "WORKLOAD_CONFLICT" or "never overwritten" in error.message
+        for error in refused
+    ), refused
     report = store.audit.verify()
     assert report.ok, report.problem
     assert report.pruned_through == through and min(revisions(store)) > through
+    # Every export left is whole, and one this store wrote; no partial file is left.
+    kept = sorted(tmp_path.glob("*.jsonl"))
+    assert kept and all(store.audit.check_export(path).entries for path in kept)
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def _tamper_after(step: str, tamper: Callable[[], None]) -> Callable[[str], None]:
+    """A progress callback that tampers once, when the pruning says ``step`` ended."""
+    done: list[str] = []
+
+    def said(line: str) -> None:
+        if line.startswith(step) and not done:
+            done.append(line)
+            tamper()
+
+    return said
+
+
+@pytest.mark.parametrize(
+    ("step", "statement", "found"),
+    [
+        # Changed after the first check, before its rewrite: the rewrite refuses it.
+        ("checked the audit chain", "UPDATE rows SET version = version + 3 WHERE key = ?",
+         "is not what the transaction"),
+        # Deleted after the first check: the second check, with every entry there, finds it.
+        ("checked the audit chain", "DELETE FROM rows WHERE key = ?", "is missing"),
+    ],
+    ids=["changed", "deleted"],
+)  # fmt: skip
+def test_a_row_tampered_with_during_the_pruning_stops_it(
+    store, store_target: str, tmp_path: Path, step: str, statement: str, found: str
+):
+    ids = finish_many(store, 4, 100)
+    through = sealed_head(store)
+    logged = revisions(store)
+    said = _tamper_after(step, lambda: sql(store_target, statement, (ids[2],)))
+
+    with pytest.raises(WorkloadError) as refused:
+        store.audit.prune_log(tmp_path / "log.jsonl", through, actor=OPS, progress=said)
+
+    assert refused.value.code == "WORKLOAD_CONFLICT" and found in refused.value.message
+    assert ids[2] in refused.value.message
+    assert set(logged) <= set(revisions(store))  # not one entry deleted
+    assert list(tmp_path.glob("log.jsonl*")) == []
+    assert not store.audit.verify().ok  # and the chain still says so
+
+
+def test_an_entry_altered_before_its_export_stops_the_pruning(store, store_target, tmp_path):
+    finish_many(store, 3, 100)
+    through = sealed_head(store)
+    victim = revisions(store)[1]
+    alter = "UPDATE transactions SET committed_at = committed_at + 1 WHERE commit_revision = ?"
+    said = _tamper_after("checked it again", lambda: sql(store_target, alter, (victim,)))
+
+    with pytest.raises(WorkloadError) as refused:
+        store.audit.prune_log(tmp_path / "log.jsonl", through, actor=OPS, progress=said)
+
+    assert refused.value.code == "WORKLOAD_CONFLICT"
+    assert f"entry at revision {victim} is not the one sealed" in refused.value.message
+    assert victim in revisions(store) and list(tmp_path.glob("log.jsonl*")) == []
+
+
+def test_an_export_path_that_cannot_be_made_is_refused_before_anything_is_written(
+    store, tmp_path: Path
+):
+    finish_many(store, 3, 100)
+    through = sealed_head(store)
+    logged, rows = revisions(store), documents(store)
+    for export in (tmp_path / "missing" / "log.jsonl", tmp_path / "dir" / "x"):
+        (tmp_path / "dir").write_text("a file, not a directory")
+        with pytest.raises(WorkloadError) as refused:
+            store.audit.prune_log(export, through, actor=OPS)
+        assert (
+            refused.value.code == "WORKLOAD_INVALID" and "cannot be made" in refused.value.message
+        )
+        assert (revisions(store), documents(store)) == (logged, rows)
+
+
+def test_an_export_cut_at_its_start_is_no_export_of_this_store(store, tmp_path: Path):
+    finish_many(store, 3, 100)
+    store.audit.prune_log(tmp_path / "1.jsonl", sealed_head(store), actor=OPS)
+    finish_many(store, 3, 200, prefix="more")
+    export = tmp_path / "2.jsonl"
+    store.audit.prune_log(export, sealed_head(store), actor=OPS)
+    assert store.audit.check_export(export).entries > 2
+    lines = [json.loads(line) for line in export.read_text().splitlines()]
+    # Its first entry dropped, the header re-pointed at it, the end line's count fixed:
+    # the file proves itself, but it is not the export this store wrote.
+    header, first, rest, end = lines[0], lines[1], lines[2:-1], lines[-1]
+    header |= {"after_revision": first["revision"], "after_link": first["link"]}
+    end |= {"entries": len(rest)}
+    export.write_text("".join(json.dumps(line) + "\n" for line in [header, *rest, end]))
+    assert check_export(export).entries == len(rest)
+
+    with pytest.raises(WorkloadError) as refused:
+        store.audit.check_export(export)
+    assert "is no export this store's pruning wrote" in refused.value.message
+
+
+def test_a_mark_edited_into_something_else_is_reported_not_raised(store, store_target, tmp_path):
+    _pruned(store, tmp_path)
+    sql(store_target, "UPDATE rows SET document = ? WHERE collection = ? AND key = ?",
+        ('{"through":"x"}', LOG_COLLECTION, PRUNED_KEY))  # fmt: skip
+    report = store.audit.verify()
+    assert not report.ok and report.problem is not None

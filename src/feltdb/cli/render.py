@@ -356,7 +356,7 @@ def verify_lines(report: ChainReport) -> list[str]:
     if report.pruned_through:
         lines.append(
             f"  pruned: through revision {report.pruned_through}, {report.pruned:,} links "
-            "walked without their transactions (exported)"
+            "walked without their transactions"
         )
     if report.rows_pending:
         lines.append(f"  rows pending: {report.rows_pending:,} (their transactions not final yet)")

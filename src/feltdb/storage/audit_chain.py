@@ -243,18 +243,27 @@ class _Walk:
 
     def log(self) -> ChainProblem | None:
         """Walk every entry and link; the first problem."""
+        ahead: tuple[list[LogEntry], bool] | None = None
+        """Entries read but not walked yet (past a page of pruned links), and whether the
+        read that found them was a full page."""
         while True:
-            entries = self.db.chain_entries_after(self.revision, PAGE)
-            full = len(entries) == PAGE
-            through = entries[-1].commit_revision if full else max(
+            if ahead is None:
+                entries = self.db.chain_entries_after(self.revision, PAGE)
+                ahead = (entries, len(entries) == PAGE)
+            entries, more = ahead
+            through = entries[-1].commit_revision if more else max(
                 self.head, entries[-1].commit_revision if entries else 0
             )  # fmt: skip
             read = self.db.chain_links_between(self.revision, through, PAGE)
+            ahead = None
             if len(read) == PAGE and read[-1].commit_revision < through:
                 # More links than entries here (the log was pruned): walk up to the last
-                # link read, and the entries after it with the next page.
-                through, full = read[-1].commit_revision, True
-                entries = [entry for entry in entries if entry.commit_revision <= through]
+                # link read; the entries past it wait for the next page, not read again.
+                through = read[-1].commit_revision
+                later = [entry for entry in entries if entry.commit_revision > through]
+                entries = entries[: len(entries) - len(later)]
+                ahead = (later, more) if later else None
+                more = True
             links = {link.commit_revision: link for link in read}
             by_revision = {entry.commit_revision: entry for entry in entries}
             for revision in sorted({*links, *by_revision}):
@@ -262,7 +271,7 @@ class _Walk:
                 if problem is not None:
                     return problem
             self.writes.page(entries)
-            if not full:
+            if not more:
                 return None
 
     def _step(

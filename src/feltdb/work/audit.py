@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from feltdb.errors import WorkloadError
 from feltdb.records.codec import stored_workload
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage import audit_chain
@@ -25,7 +26,7 @@ from feltdb.storage.base import CommittedTransaction, Database
 from feltdb.storage.canonical import sha256_hex
 from feltdb.work import inputs, log_pruning
 from feltdb.work.log_export import ExportSummary, check_export
-from feltdb.work.log_pruning import LogPruneReport, pruned_mark
+from feltdb.work.log_pruning import LogPruneReport, PrunedMark, pruned_mark
 from feltdb.work.scheduling import row_index
 
 AUDIT_SCAN = 1000
@@ -246,16 +247,25 @@ class AuditTrail:
         """The whole chain verified as far as the log was pruned (the mark read first)."""
         indexes = {DURABLE_WORK_COLLECTION: lambda key, text: row_index(stored_workload(key, text))}
         for _ in range(3):
-            mark = pruned_mark(self._db)
+            mark = self._mark()
             report = audit_chain.verify(
                 self._db, anchor=anchor, indexes=indexes, pruned_through=mark.through
             )
             problem = report.problem
             # A pruning that committed its mark and deleted entries during the walk: the
             # entries it deleted are not missing. Walk again, knowing its mark.
-            if problem is None or problem.kind != "removed" or pruned_mark(self._db) == mark:
+            if problem is None or problem.kind != "removed" or self._mark() == mark:
                 return report
         return report
+
+    def _mark(self) -> PrunedMark:
+        """How far the log was pruned; a mark edited into something else is taken as none,
+        and the walk reports the first pruned link as removed (never an exception here).
+        """
+        try:
+            return pruned_mark(self._db)
+        except WorkloadError:
+            return PrunedMark()
 
     def prune_log(
         self,
@@ -283,21 +293,19 @@ class AuditTrail:
 
     def check_export(self, export: Path) -> ExportSummary:
         """Check an export of the log (:func:`feltdb.work.log_export.check_export`) and that
-        its last link is this store's chain's there: the file holds this log's history.
+        it is, byte for byte, one this store's pruning wrote (its SHA-256 is in the mark's
+        list of exports): the file holds this log's history, whole.
 
         Raises:
-            WorkloadError: ``WORKLOAD_INVALID`` for an export that fails its check, or whose
-                last link this chain does not have; ``WORKLOAD_STORAGE_FAILURE``.
+            WorkloadError: ``WORKLOAD_INVALID`` for an export that fails its check, or that
+                this store did not write; ``WORKLOAD_STORAGE_FAILURE``.
         """
         summary = check_export(export)
-        last = summary.last_revision
-        links = self._db.chain_links_between(last - 1, last, 1)
-        if summary.entries and [link.link for link in links] != [summary.through_link]:
+        if summary.sha256 not in {noted.get("sha256") for noted in self._mark().exports}:
             raise inputs.invalid(
                 "export",
-                f"{export} ends with a link this store's audit chain does not have at its "
-                "last revision: it is another store's history, or altered with every hash "
-                "recomputed",
+                f"{export} (SHA-256 {summary.sha256}) is no export this store's pruning "
+                "wrote: another store's, or cut or altered with every hash recomputed",
             )
         return summary
 

@@ -20,18 +20,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
-from feltdb.errors import WorkloadError
+from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.audit_chain import GENESIS, entry_digest, next_link
 from feltdb.storage.base import Database, storage_failure
 from feltdb.storage.chain_log import ChainLink, LogEntry
 from feltdb.work import inputs
 
-__all__ = ["EXPORT_FORMAT", "ExportSummary", "check_export", "write_export"]
+__all__ = ["EXPORT_FORMAT", "ExportSummary", "check_export", "reserved", "write_export"]
 
 EXPORT_FORMAT: Final = 1
 """The header's ``feltdb_audit_export``: the format this release writes and reads."""
@@ -44,14 +46,21 @@ writes at most a few thousand rows), so a hostile file cannot make it hold more.
 
 @dataclass(frozen=True, slots=True)
 class ExportSummary:
-    """What an export holds: its entries' range, its last link, and the file's digest."""
+    """What an export holds: its entries' range, its first and last links, and the file's
+    digest.
+    """
 
     after_revision: int
+    after_link: str
+    """The link before its first entry (:data:`GENESIS` from the log's start)."""
+    chained_from: int
+    """The revision of that link: its first entry's ``previous_revision`` (``after_revision``
+    if it holds none)."""
     through_revision: int
     last_revision: int
     """The revision of its last entry (``after_revision`` if it holds none)."""
     through_link: str
-    """The link of its last entry (the header's ``after_link`` if it holds none)."""
+    """The link of its last entry (``after_link`` if it holds none)."""
     entries: int
     sha256: str
     """SHA-256 (hex) of the file's bytes, to note beside it."""
@@ -63,23 +72,48 @@ class ExportSummary:
         return asdict(self)
 
 
-def write_export(
-    db: Database, path: Path, after: tuple[int, str], through: int, now: int
-) -> ExportSummary:
-    """Write the sealed entries after ``after`` (a revision and its link) up to revision
-    ``through`` to a new file at ``path``, with their links, a page at a time (memory
-    bounded however many), synced to disk before it is given its name (a crash leaves no
-    partial export there).
+@contextmanager
+def reserved(path: Path) -> Iterator[Path]:
+    """A new, empty file of a name of its own beside ``path``, to write ``path``'s export
+    into (:func:`write_export`); removed on the way out (once written, the export has its
+    own name). Made first, so that a path that cannot be written is refused before anything
+    else is done.
 
     Raises:
-        WorkloadError: ``WORKLOAD_INVALID`` if ``path`` exists (an export is never
-            overwritten); ``WORKLOAD_STORAGE_FAILURE`` if a sealed entry there is missing
-            from the log, or the file cannot be written.
+        WorkloadError: ``WORKLOAD_INVALID`` if ``path`` exists, or its directory does not,
+            or is not one that may be written; ``WORKLOAD_STORAGE_FAILURE`` otherwise.
     """
     if path.exists():
         raise inputs.invalid("export", f"{path} exists: an export is never overwritten")
-    partial = path.with_name(path.name + ".partial")
-    digest, count, last, revision = hashlib.sha256(), 0, after[1], after[0]
+    partial = path.with_name(f"{path.name}.{secrets.token_hex(6)}.partial")
+    try:
+        open(partial, "xb").close()
+    except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError) as error:
+        raise inputs.invalid("export", f"{path} cannot be made: {error.strerror}") from error
+    except OSError as error:
+        raise storage_failure(f"the export {path} cannot be written: {error}") from error
+    try:
+        yield partial
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def write_export(
+    db: Database, partial: Path, path: Path, after: tuple[int, str], through: int, now: int
+) -> ExportSummary:
+    """Write the sealed entries after ``after`` (a revision and its link) up to revision
+    ``through``, with their links, to ``partial`` (:func:`reserved`), a page at a time
+    (memory bounded however many), each checked against its link; synced, then given the
+    name ``path`` (a crash leaves no partial export there).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_INVALID`` if ``path`` exists (an export is never
+            overwritten); ``WORKLOAD_CONFLICT`` for an entry that is not the one sealed
+            (altered since the check); ``WORKLOAD_STORAGE_FAILURE`` if a sealed entry there
+            is missing from the log, or the file cannot be written.
+    """
+    digest, count = hashlib.sha256(), 0
+    last, revision, chained_from = after[1], after[0], after[0]
     header = {
         "feltdb_audit_export": EXPORT_FORMAT,
         "after_revision": after[0],
@@ -97,6 +131,8 @@ def write_export(
 
             write(header)
             for line in _lines(db, after[0], through):
+                if not count:
+                    chained_from = line["previous_revision"]
                 write(line)
                 count, last, revision = count + 1, line["link"], line["revision"]
             write({"end": True, "entries": count, "through_link": last})
@@ -108,14 +144,16 @@ def write_export(
         raise inputs.invalid("export", f"{path} exists: an export is never overwritten") from error
     except OSError as error:
         raise storage_failure(f"the export {path} cannot be written: {error}") from error
-    finally:
-        partial.unlink(missing_ok=True)
     size = path.stat().st_size
-    return ExportSummary(after[0], through, revision, last, count, digest.hexdigest(), size)
+    return ExportSummary(
+        after[0], after[1], chained_from, through, revision, last, count, digest.hexdigest(), size
+    )
 
 
 def _lines(db: Database, after: int, through: int) -> Iterator[dict[str, Any]]:
-    """Each sealed entry after ``after`` up to ``through``, with its link, in order."""
+    """Each sealed entry after ``after`` up to ``through``, with its link, in order; each
+    entry checked against the digest its link sealed.
+    """
     while links := db.chain_links_between(after, through, PAGE):
         entries = db.chain_entries_at([link.commit_revision for link in links])
         for link in links:
@@ -124,6 +162,12 @@ def _lines(db: Database, after: int, through: int) -> Iterator[dict[str, Any]]:
                 raise storage_failure(
                     f"the log has no entry at revision {link.commit_revision}, sealed in "
                     "the audit chain: nothing was exported"
+                )
+            if entry_digest(entry) != link.digest:
+                raise WorkloadError(
+                    ErrorCode.WORKLOAD_CONFLICT,
+                    f"the log's entry at revision {link.commit_revision} is not the one "
+                    "sealed there: it was altered since the check, and nothing was exported",
                 )
             yield {**_link_fields(link), "entry": asdict(entry)}
         after = links[-1].commit_revision
@@ -153,7 +197,8 @@ def _sync_directory(directory: Path) -> None:
 
 def check_export(path: Path) -> ExportSummary:
     """Check an export: every entry's digest and link recomputed from its header's
-    ``after_link``, in revision order, up to its end line; what it holds.
+    ``after_link`` (:data:`GENESIS` from the log's start), in increasing revision order, up
+    to its end line; what it holds.
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` naming the first line that fails (an entry
@@ -184,7 +229,9 @@ class _Check:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.header: dict[str, Any] | None = None
+        self.after: tuple[int, str, int] | None = None
+        """The header's revision, link and ``through_revision``."""
+        self.chained_from: int | None = None
         self.revision = 0
         self.link = GENESIS
         self.entries = 0
@@ -200,20 +247,27 @@ class _Check:
             raise self.bad(number, "not JSON") from error
         if not isinstance(line, dict) or self.ended:
             raise self.bad(number, "not a line of an export here")
-        if self.header is None:
-            if line.get("feltdb_audit_export") != EXPORT_FORMAT:
-                raise self.bad(number, f"not a feltdb audit export (format {EXPORT_FORMAT})")
-            after, link = line.get("after_revision"), line.get("after_link")
-            if not isinstance(after, int) or not isinstance(link, str):
-                raise self.bad(number, "a header without after_revision and after_link")
-            self.header, self.revision, self.link = line, after, link
-            return
-        if line.get("end") is True:
+        if self.after is None:
+            self.header(number, line)
+        elif line.get("end") is True:
             if (line.get("entries"), line.get("through_link")) != (self.entries, self.link):
                 raise self.bad(number, "its end does not name the entries before it")
             self.ended = True
-            return
-        self.entry(number, line)
+        else:
+            self.entry(number, line)
+
+    def header(self, number: int, line: dict[str, Any]) -> None:
+        if line.get("feltdb_audit_export") != EXPORT_FORMAT:
+            raise self.bad(number, f"not a feltdb audit export (format {EXPORT_FORMAT})")
+        after, link, through = (
+            line.get(k) for k in ("after_revision", "after_link", "through_revision")
+        )
+        if not (_revision(after) and isinstance(link, str) and _revision(through)):
+            raise self.bad(number, "a header without after_revision, after_link, through_revision")
+        if after == 0 and link != GENESIS:
+            raise self.bad(number, "an export from the log's start links from the chain's start")
+        self.after = (after, link, through)
+        self.revision, self.link = after, link
 
     def entry(self, number: int, line: dict[str, Any]) -> None:
         try:
@@ -222,18 +276,33 @@ class _Check:
             stated = (line["digest"], line["link"])
         except (KeyError, TypeError) as error:
             raise self.bad(number, "not an entry with its link") from error
-        if previous != self.revision or revision != entry.commit_revision:
+        if not (_revision(revision) and _revision(previous)) or revision != entry.commit_revision:
+            raise self.bad(number, "not an entry with its link")
+        if self.chained_from is None:
+            self.chained_from = previous
+        # The first entry's link follows the one at or before the header's revision (a
+        # pruned revision need not be an entry's); each later one the entry before it.
+        if previous > self.revision or (self.entries and previous != self.revision):
             raise self.bad(number, f"revision {revision} does not follow revision {self.revision}")
+        if revision <= previous:
+            raise self.bad(number, f"revision {revision} does not follow revision {previous}")
         found = entry_digest(entry)
         if stated != (found, next_link(self.link, revision, found)):
             raise self.bad(number, f"the entry at revision {revision} is not the one linked")
         self.revision, self.link, self.entries = revision, stated[1], self.entries + 1
 
     def summary(self, sha256: str, size: int) -> ExportSummary:
-        if self.header is None or not self.ended:
+        if self.after is None or not self.ended:
             raise inputs.invalid("export", f"{self.path} ends before its end line: cut short")
-        through = self.header.get("through_revision")
-        if not isinstance(through, int) or self.revision > through:
+        after, link, through = self.after
+        if self.revision > through:
             raise inputs.invalid("export", f"{self.path}: entries past its through_revision")
-        after = self.header["after_revision"]
-        return ExportSummary(after, through, self.revision, self.link, self.entries, sha256, size)
+        chained = after if self.chained_from is None else self.chained_from
+        return ExportSummary(
+            after, link, chained, through, self.revision, self.link, self.entries, sha256, size
+        )
+
+
+def _revision(value: Any) -> TypeGuard[int]:
+    """Whether ``value`` is a revision as an export writes one: an integer, 0 or more."""
+    return type(value) is int and value >= 0

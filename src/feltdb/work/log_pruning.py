@@ -6,41 +6,45 @@ revision names, and a row the log's last write of it left in place must exist
 (:mod:`feltdb.storage.chain_writes`). So before any entry up to revision ``through`` goes,
 :func:`prune_log`, in this order:
 
-1. verifies the whole chain (a log that fails its check is evidence: nothing is pruned);
-2. writes again, unchanged (a new version, a new revision), every row whose revision is
-   ``through`` or below, in guarded commits of :data:`CARRY_BATCH` rows, audited as
-   :data:`CARRIED`: afterwards no row names an entry to be pruned, and each row's last
-   logged write is one that stays;
-3. exports the entries after the last pruned revision up to ``through`` with their links
-   (:mod:`feltdb.work.log_export`), synced, never over an existing file;
-4. commits the mark (:data:`LOG_COLLECTION`/:data:`PRUNED_KEY`: the revision, the link
-   there, the export's name, digest and size), audited as :data:`LOG_PRUNED`: a row like
-   any other, so editing it, or deleting it, is found by the chain's row checks;
-5. deletes the entries up to ``through``, oldest first, :data:`DELETE_BATCH` a
-   transaction. A pruning stopped here is finished by the next call (any ``through``).
+1. makes the export's file (a name of its own beside the one asked for): a path that
+   cannot be written is refused before anything else is done;
+2. verifies the whole chain (a log that fails its check is evidence: nothing is pruned);
+3. writes again, unchanged (a new version, a new revision), every row whose revision is
+   ``through`` or below, each first checked against the hash its writer logged
+   (:mod:`feltdb.work.log_carry`): afterwards no row names an entry to be pruned, and each
+   row's last logged write is one that stays;
+4. verifies the whole chain again, while every entry is still there: a row deleted or set
+   back since the first check is found now, not laundered;
+5. exports the entries after the last pruned revision up to ``through`` with their links,
+   each checked against its link (:mod:`feltdb.work.log_export`), synced, then named as
+   asked, never over an existing file;
+6. commits the mark (:data:`LOG_COLLECTION`/:data:`PRUNED_KEY`: the revision, the link
+   there, the export's name, digest and size), audited as :data:`LOG_PRUNED`, guarded by
+   the version read after step 3: a row like any other, so editing it is found by the
+   chain's row checks;
+7. deletes the entries up to ``through``, oldest first, :data:`DELETE_BATCH` a
+   transaction. A pruning stopped here is finished by the next call.
 
 :meth:`~feltdb.work.audit.AuditTrail.verify` reads the mark and walks the links there
-without entries. Two prunings at once: each verifies, writes again and exports; one mark
-commits first, and the other's, guarded by the version it read, is refused with
-``WORKLOAD_CONFLICT`` unless the mark already covers its ``through`` (its export is then
-a second copy).
+without entries. Two prunings at once: each checks, writes again and exports; the first
+mark committed stands, and the other is refused ``WORKLOAD_CONFLICT``, its export removed
+(every export a mark names is one a pruning that committed wrote).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.audit_chain import GENESIS, ChainReport
-from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, StorageConflict
-from feltdb.storage.chain_log import RawRow
-from feltdb.storage.index_columns import INDEX_NAMES
+from feltdb.storage.base import Database, Mutation, Precondition, StorageConflict
 from feltdb.work import inputs
-from feltdb.work.log_export import ExportSummary, write_export
+from feltdb.work.log_carry import CARRIED, CARRY_BATCH, carry_forward
+from feltdb.work.log_export import ExportSummary, reserved, write_export
 
 __all__ = [
     "CARRIED",
@@ -57,18 +61,12 @@ __all__ = [
 
 LOG_COLLECTION: Final = "system_audit_log"
 PRUNED_KEY: Final = "pruned"
-CARRIED: Final = "audit.carried_forward"
-"""The audit kind of a commit that writes rows again before the entries that wrote them go."""
 LOG_PRUNED: Final = "audit.log_pruned"
 """The audit kind of the mark's commit."""
-CARRY_BATCH: Final = 500
-"""Rows written again per commit (one write transaction of that many rows: milliseconds)."""
+EXPORTS_NOTED: Final = 1000
+"""Exports the mark names (the newest): a pruning a day is years of them."""
 DELETE_BATCH: Final = 5000
 """Log entries deleted per transaction."""
-SCAN: Final = 1000
-"""Rows read per statement looking for those to write again."""
-ATTEMPTS: Final = 3
-"""Times a batch of rows is read and written again when another writer changed one first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +78,9 @@ class PrunedMark:
     through: int = 0
     link: str = GENESIS
     version: int | None = None
+    exports: tuple[dict[str, Any], ...] = ()
+    """The exports the prunings wrote, oldest first (the last :data:`EXPORTS_NOTED`): each
+    one's name, revisions, entries, SHA-256 and size."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +131,9 @@ def pruned_mark(db: Database) -> PrunedMark:
             ErrorCode.WORKLOAD_STORAGE_FAILURE,
             f"the log's pruned mark ({LOG_COLLECTION}/{PRUNED_KEY}) is not one: it was altered",
         )
-    return PrunedMark(through, link, row.version)
+    exports = row.document.get("exports")
+    noted = tuple(e for e in exports if isinstance(e, dict)) if isinstance(exports, list) else ()
+    return PrunedMark(through, link, row.version, noted)
 
 
 def prune_log(
@@ -156,120 +159,106 @@ def prune_log(
     """
     if through is not None:
         through = inputs.integer(through, "through", 1)
-    if export.exists():  # refused before anything is written
-        raise inputs.invalid("export", f"{export} exists: an export is never overwritten")
+    mark = pruned_mark(db)
+    if through is not None and through <= mark.through:
+        return _finished(db, mark)
     said = progress or (lambda _: None)
+    with reserved(export) as partial:  # a path that cannot be written is refused first
+        report = _checked(verify, said, "checked the audit chain")
+        through = _sealed(through, report.head_revision)
+        if through <= mark.through:
+            return _finished(db, mark)
+        carried = carry_forward(db, through, actor, now)
+        said(f"wrote again {carried:,} rows last written at revision {through} or before")
+        # Again, now that no row names an entry to go: a row deleted or set back since the
+        # first check is found while every entry is still there to say so.
+        _checked(verify, said, "checked it again")
+        current = pruned_mark(db)  # its row was written again too: a new version
+        if current.through != mark.through:
+            raise _overtaken(current.through)
+        summary = _exported(db, partial, export, current, through, now)
+        said(f"exported {summary.entries:,} transactions to {export}")
+        _mark(db, current, summary, export, actor, now)
+    return LogPruneReport(through, carried, _delete(db, through), summary, str(export))
+
+
+def _finished(db: Database, mark: PrunedMark) -> LogPruneReport:
+    """Nothing new to prune: the entries a pruning that stopped left, deleted."""
+    return LogPruneReport(mark.through, 0, _delete(db, mark.through), None)
+
+
+def _checked(
+    verify: Callable[[], ChainReport], said: Callable[[str], None], step: str
+) -> ChainReport:
+    """The chain's check, refused if it fails (nothing is pruned from a log that does)."""
     report = verify()
-    said(f"checked the audit chain: {report.transactions:,} transactions, {report.rows:,} rows")
+    said(f"{step}: {report.transactions:,} transactions, {report.rows:,} rows")
     if report.problem is not None:
         raise WorkloadError(
             ErrorCode.WORKLOAD_CONFLICT,
             f"the audit chain fails its check ({report.problem.message}): the log is the "
-            "evidence, and nothing was pruned",
+            "evidence, and none of it was deleted",
         )
+    return report
+
+
+def _sealed(through: int | None, head: int) -> int:
+    """``through``, or the chain's ``head`` for ``None``; refused past the head."""
     if through is None:
-        through = report.head_revision
-    if not 0 < through <= report.head_revision:
+        through = head
+    if not 0 < through <= head:
         raise inputs.invalid(
             "through",
-            f"revision {through} is not sealed yet: the chain's head is revision "
-            f"{report.head_revision}"
+            f"revision {through} is not sealed yet: the chain's head is revision {head}"
             if through
             else "nothing is sealed yet: the log is empty",
         )
-    mark = pruned_mark(db)
-    if through <= mark.through:  # nothing new: finish a pruning that stopped, if one did
-        return LogPruneReport(mark.through, 0, _delete(db, mark.through), None)
-    carried = _carry_forward(db, through, actor, now)
-    said(f"wrote again {carried:,} rows last written at revision {through} or before")
-    # The mark's row may have been written again with the rest: guard on its new version.
-    mark = replace(mark, version=pruned_mark(db).version)
-    summary = _exported(db, export, mark, through, now)
-    said(f"exported {summary.entries:,} transactions to {export}")
-    _mark(db, mark, summary, export, actor, now)
-    return LogPruneReport(through, carried, _delete(db, through), summary, str(export))
+    return through
 
 
-def _carry_forward(db: Database, through: int, actor: str, now: int) -> int:
-    """Write again every row at revision ``through`` or below, in address order, at most
-    :data:`CARRY_BATCH` a guarded commit; how many were written. A batch another writer
-    changed a row of first is read again: that row is past ``through`` now.
-    """
-    carried = conflicts = 0
-    collection = key = ""
-    while page := db.rows_indexed_after(collection, key, SCAN):
-        batch = [row for row in page if row.revision <= through][:CARRY_BATCH]
-        if not batch:
-            collection, key = page[-1].collection, page[-1].key
-            continue
-        try:
-            _commit_again(db, batch, through, actor, now)
-        except StorageConflict:
-            conflicts += 1
-            if conflicts == ATTEMPTS:
-                raise WorkloadError(
-                    ErrorCode.WORKLOAD_CONFLICT,
-                    f"rows kept changing while they were written again ({ATTEMPTS} "
-                    "attempts): nothing of the log was pruned; try again",
-                ) from None
-            continue
-        carried, conflicts = carried + len(batch), 0
-        collection, key = batch[-1].collection, batch[-1].key
-    return carried
-
-
-def _commit_again(db: Database, rows: list[RawRow], through: int, actor: str, now: int) -> None:
-    """Write ``rows`` again in one commit, each guarded by the version read."""
-    guards = [Precondition(row.collection, row.key, expected_version=row.version) for row in rows]
-    audit = {"kind": CARRIED, "actor": actor, "through": through, "at": now, "rows": len(rows)}
-    db.commit("carry_tx_" + secrets.token_hex(12), [_again(row) for row in rows], guards, audit)
-
-
-def _again(row: RawRow) -> Mutation:
-    """The row written again as stored: its text, and its index but for a set-aside mark
-    (every write clears it; a claim sets aside again what still waits).
-    """
-    index = RowIndex(**dict(zip(INDEX_NAMES, row.index, strict=True)))
-    return Mutation(
-        row.collection, row.key, None, replace(index, waits_on=None, waits_for=None), row.document
+def _overtaken(moved: int) -> WorkloadError:
+    return WorkloadError(
+        ErrorCode.WORKLOAD_CONFLICT,
+        f"another pruning of the log (through revision {moved}) committed first: none of "
+        "the log was deleted by this one, and its export was not kept; try again",
     )
 
 
 def _exported(
-    db: Database, export: Path, mark: PrunedMark, through: int, now: int
+    db: Database, partial: Path, export: Path, mark: PrunedMark, through: int, now: int
 ) -> ExportSummary:
     """The export of the entries after ``mark`` up to ``through``; a pruning that committed
     its mark meanwhile (and deleted entries this one had to export) is a conflict.
     """
     try:
-        return write_export(db, export, (mark.through, mark.link), through, now)
+        return write_export(db, partial, export, (mark.through, mark.link), through, now)
     except WorkloadError:
         moved = pruned_mark(db).through
         if moved == mark.through:
             raise
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_CONFLICT,
-            f"another pruning of the log (through revision {moved}) deleted entries while "
-            "this one exported them: nothing was deleted by this one; its export holds them",
-        ) from None
+        raise _overtaken(moved) from None
 
 
 def _mark(
     db: Database, mark: PrunedMark, summary: ExportSummary, export: Path, actor: str, now: int
 ) -> None:
     """Commit the mark past ``summary``'s entries, guarded by the version ``mark`` was read
-    at; a mark another pruning committed first that covers as far is kept.
+    at; refused if another pruning committed its mark first (this one's export removed).
     """
+    written = {
+        "name": export.name,
+        "after_revision": summary.after_revision,
+        "through_revision": summary.through_revision,
+        "entries": summary.entries,
+        "sha256": summary.sha256,
+        "bytes": summary.size,
+        "at": now,
+    }
     document = {
         "through": summary.through_revision,
         "link": summary.through_link,
         "previous_through": mark.through,
-        "export": {
-            "name": export.name,
-            "entries": summary.entries,
-            "sha256": summary.sha256,
-            "bytes": summary.size,
-        },
+        "exports": [*mark.exports, written][-EXPORTS_NOTED:],
         "pruned_at": now,
     }
     guard = (
@@ -286,12 +275,8 @@ def _mark(
             audit,
         )
     except StorageConflict:
-        if pruned_mark(db).through < summary.through_revision:
-            raise WorkloadError(
-                ErrorCode.WORKLOAD_CONFLICT,
-                "another pruning of the log committed first, short of revision "
-                f"{summary.through_revision}: nothing was deleted; try again",
-            ) from None
+        export.unlink(missing_ok=True)  # named by no mark: the other pruning's stands
+        raise _overtaken(pruned_mark(db).through) from None
 
 
 def _delete(db: Database, through: int) -> int:

@@ -41,8 +41,8 @@ def test_prune_log_exports_deletes_and_verify_says_how_far(tmp_path: Path) -> No
     assert f"transactions deleted: {logged}" in pruned.stdout
     assert "rows written again first: 8" in pruned.stdout
     # Progress on stderr, a step a line, as each ends.
-    assert [line.split(" ")[0] for line in pruned.stderr.splitlines()] == [
-        "checked", "wrote", "exported",
+    assert [" ".join(line.split(" ")[:2]) for line in pruned.stderr.splitlines()] == [
+        "checked the", "wrote again", "checked it", f"exported {logged}",
     ]  # fmt: skip
     verified = feltdb("audit", "verify", "--db", db, columns=80)
     assert verified.returncode == 0, verified.stdout
@@ -81,10 +81,12 @@ def test_prune_log_refusals_say_why_without_a_traceback(tmp_path: Path) -> None:
     report = json.loads(done.stdout)
     assert report["through"] == head and report["export"]["entries"] == report["deleted"]
 
-    again = feltdb(
-        "audit", "prune-log", "--db", db, "--through", str(head), "--export", str(export)
-    )
+    # Past the head now (the pruning's own commits): into the same file, refused.
+    again = feltdb("audit", "prune-log", "--db", db, "--through", "head", "--export", str(export))
     assert again.returncode == 1 and "exists: an export is never overwritten" in again.stderr
+    # Up to where it is already pruned: nothing new, and no file asked of it is made.
+    finished = feltdb("audit", "prune-log", "--db", db, "--through", str(head), "--export", "x")
+    assert finished.returncode == 0 and "export: none" in finished.stdout
 
     lines = export.read_text().splitlines()
     export.write_text("\n".join([lines[0], *lines[2:]]) + "\n")  # its first entry dropped
