@@ -15,6 +15,7 @@ from typer.exceptions import TyperException
 from feltdb.cli import log_pruning  # noqa: F401  (adds prune-log, check-export to audit)
 from feltdb.cli.audit import audit_app
 from feltdb.cli.grants import auth_app
+from feltdb.cli.limits import limits_app
 from feltdb.cli.migrate import migrate_app
 from feltdb.cli.prune import prune_app
 from feltdb.cli.schedules import schedule_app
@@ -45,6 +46,7 @@ for group in (
     submit_app,
     work_app,
     workers_app,
+    limits_app,
     audit_app,
     migrate_app,
     prune_app,

@@ -58,6 +58,17 @@ AfterOption = Annotated[
     ),
 ]
 EnvironmentOption = Annotated[str, typer.Option(help="The environment it runs in.")]
+ConcurrencyKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="KEY",
+        help="With --concurrency-limit: at most that many of this key's work hold a claim at "
+        "once (a customer, an account, an API); `feltdb limits` shows them.",
+    ),
+]
+ConcurrencyLimitOption = Annotated[
+    int | None, typer.Option(metavar="N", min=1, max=10_000, help="See --concurrency-key.")
+]
 RevisionOption = Annotated[str, typer.Option(help="The definition's revision.")]
 TriggerOption = Annotated[str, typer.Option(help="What caused the submission.")]
 ApprovalOption = Annotated[
@@ -115,6 +126,8 @@ def submit(
     not_before: NotBeforeOption = None,
     capability: CapabilityOption = None,
     after: AfterOption = None,
+    concurrency_key: ConcurrencyKeyOption = None,
+    concurrency_limit: ConcurrencyLimitOption = None,
     environment: EnvironmentOption = "production",
     revision: RevisionOption = "1",
     trigger: TriggerOption = "cli",
@@ -137,17 +150,15 @@ def submit(
     *,
     target: Target,
 ) -> None:
-    """Submit work: prints its id and state ("already submitted" when the key was used
-    before for the same request). With --db, says on stderr which keyring signs the grant
-    the submission keeps.
+    """Submit work: prints its id and state ("already submitted" for a key used before for
+    the same request); with --db, names on stderr the keyring that signs its grant.
     """
     from feltdb.client.protocol import given_fields  # here, as every command: not for --help
 
     fields = given_fields({
         "environment": environment,
         "definition_id": definition,
-        "definition_revision": revision,
-        "trigger": trigger,
+        "definition_revision": revision, "trigger": trigger,
         "input": parse_input(input),
         "idempotency_key": key if key is not None else str(uuid.uuid4()),
         "capability_snapshot": capability or [],
@@ -164,6 +175,7 @@ def submit(
             overall_ms=overall_timeout_ms, approval_ms=approval_timeout_ms,
         ),
         "approval": _approval(approval, approver, approver_kind),
+        "concurrency_key": concurrency_key, "concurrency_limit": concurrency_limit,
     })  # fmt: skip
     _submit(target, fields, json_output, keyring)
 

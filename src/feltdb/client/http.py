@@ -2,11 +2,8 @@
 
 The caller's identity is its bearer token, so no method takes a requester, worker, decider
 or tenant: the server takes them from the verified grant. Answers are the library's own
-records (:class:`~feltdb.work.models.Workload`, :class:`~feltdb.work.models.WorkloadClaim`,
-…), parsed from the server's JSON.
-
-Refusals come back as :class:`~feltdb.client.refusals.ClientError` (the server's code,
-message, details and HTTP status; :mod:`feltdb.client.refusals` for other answers).
+records, parsed from the server's JSON; refusals :class:`~feltdb.client.refusals.ClientError`
+(the server's code, message, details and HTTP status).
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from feltdb.auth.tokens import decode_token
 from feltdb.client.http_audit import HttpAudit
 from feltdb.client.http_batches import HttpBatches
 from feltdb.client.http_schedules import HttpSchedules
+from feltdb.client.limits import HttpLimits
 from feltdb.client.protocol import AuditPage, Page, SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError, refusal, server_url, unanswered
 from feltdb.client.retention import HttpRetention
@@ -51,7 +49,9 @@ def _fence(claim_id: str, fencing_token: int) -> dict[str, Any]:
     return {"claim_id": claim_id, "fencing_token": fencing_token}
 
 
-class Client(HttpAudit, HttpBatches, HttpRetention, HttpSchedules, HttpWorkflows, WorkloadClient):
+class Client(
+    HttpAudit, HttpBatches, HttpLimits, HttpRetention, HttpSchedules, HttpWorkflows, WorkloadClient
+):
     """A client of a feltdb server at ``url``, acting as the grant ``token`` carries.
 
     ``timeout`` bounds each request in seconds (a long-poll's ``wait_ms`` is added to it).

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from feltdb.auth import SignedGrant, Subject
 from feltdb.auth.policy import ClaimFilter, worker_name
 from feltdb.auth.scope import Scope
+from feltdb.client.limits import LocalLimits
 from feltdb.client.local_batches import LocalBatches
 from feltdb.client.local_schedules import LocalSchedules
 from feltdb.client.protocol import (
@@ -65,7 +66,9 @@ POLL_S = 0.2
 """How often a waiting :meth:`LocalClient.claim_next` looks for work again."""
 
 
-class LocalClient(LocalBatches, LocalRetention, LocalSchedules, LocalWorkflows, WorkloadClient):
+class LocalClient(
+    LocalBatches, LocalLimits, LocalRetention, LocalSchedules, LocalWorkflows, WorkloadClient
+):
     """``subject`` calling ``store`` in ``scope``.
 
     Args:

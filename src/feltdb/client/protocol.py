@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.client.batches import CompletionLike, HeartbeatLike
+from feltdb.client.limits import LimitsClient
 from feltdb.client.retention import RetentionClient
 from feltdb.client.schedules import ScheduleClient
 from feltdb.client.workflow_calls import WorkflowCalls
@@ -95,6 +96,8 @@ OPTIONAL_FIELDS = (
     "timeouts",
     "not_before",
     "approval",
+    "concurrency_key",
+    "concurrency_limit",
 )
 """The submission fields whose ``None`` means "not given": the submission's default
 (:data:`~feltdb.work.submission.SUBMISSION_DEFAULTS`, a new random idempotency key) or
@@ -124,7 +127,7 @@ def as_submission(value: SubmissionLike) -> Request:
     return submission
 
 
-class WorkloadClient(RetentionClient, ScheduleClient, WorkflowCalls, Protocol):
+class WorkloadClient(LimitsClient, RetentionClient, ScheduleClient, WorkflowCalls, Protocol):
     """The authority's operations, as one caller (a requester, a worker, an operator, an
     approver) makes them. Implemented by :class:`~feltdb.client.Client` (HTTP) and
     :class:`~feltdb.client.LocalClient` (a store in process), which also give

@@ -77,6 +77,11 @@ def _bound_approval(properties: dict[str, Any]) -> None:
         _bounded(approvers["items"]["properties"]["id"], required=False)
 
 
+def _given(name: str) -> dict[str, Any]:
+    """The schema of an object whose field ``name`` is given, and not ``null``."""
+    return {"properties": {name: {"not": {"type": "null"}}}, "required": [name]}
+
+
 def _sets_as_lists(node: Any) -> None:
     """Drop ``uniqueItems`` everywhere under ``node``: a submission's sets (capabilities,
     scopes, the kinds of failure retried, approvers) are read as sets, so an item given
@@ -116,7 +121,13 @@ def _submission_schema() -> dict[str, Any]:
             if option.get("type") == "integer":
                 option["minimum"] = 1
     _bound_approval(properties)
+    _bounded(properties["concurrency_key"], required=True)
     _sets_as_lists(schema)
+    # A concurrency key and its limit come together (neither, or both).
+    schema["allOf"] = [
+        {"if": _given("concurrency_key"), "then": _given("concurrency_limit")},
+        {"if": _given("concurrency_limit"), "then": _given("concurrency_key")},
+    ]
     # approval_ms is the wait for an approval, so it needs one.
     schema["if"] = {
         "properties": {

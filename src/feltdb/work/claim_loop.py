@@ -114,7 +114,7 @@ def claim_up_to(
             unit.notify(operation, loaded, loaded.workload)
             if claim is not None:
                 granted.append(ClaimedWork(claim, loaded.workload))
-        if progressed and (paging or len(choice.chosen) == choice.examined):
+        if progressed and (paging or choice.deferred or len(choice.chosen) == choice.examined):
             continue  # what was chosen left the ready set: look again from here
         if choice.examined < page:
             break

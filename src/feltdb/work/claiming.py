@@ -76,8 +76,11 @@ class CandidateChoice:
     dependency_rows: dict[tuple[str, str, str], StoredRow | None] = field(default_factory=dict)
     """The dependencies' rows read in this batch's transaction: many candidates waiting on
     one workload read it once."""
-    slots: SlotRows = field(default_factory=dict)
+    slots: SlotRows = field(default_factory=set)
     """The concurrency slots this batch's transaction took (:func:`take_slot`)."""
+    deferred: bool = False
+    """Whether a candidate was left for the next batch: its key's slot is taken once in
+    this one (one a transaction, :func:`take_slot`)."""
     scope: tuple[str, str] = ("", "")
     """The tenant and application claimed from (set by the claim loop)."""
     saturated: Callable[[str, int], bool] | None = None
@@ -91,6 +94,7 @@ class CandidateChoice:
         self.examined, self.aside, self.chosen = 0, 0, []
         self.dependency_rows.clear()
         self.slots.clear()
+        self.deferred = False
 
     def partitions(self) -> ClaimPartitions:
         """The ready work's partitions this claim reads: of its definitions, only the
@@ -158,9 +162,13 @@ class CandidateChoice:
                 log.warning("claim: %s skipped: %s", row.key, error.message)
                 continue
             if granted is not None and decided.concurrency_key is not None:
+                key = slot_key(*self.scope, decided.concurrency_key)
+                taking = key not in self.slots
                 slot = take_slot(decided, granted.claim_id, read, self.slots)
-                if slot is None:  # its key is at its limit: other work, if any
-                    SATURATION.note(slot_key(*self.scope, decided.concurrency_key))
+                if slot is None:  # at its limit (or taken once here): other work, if any
+                    if taking:
+                        SATURATION.note(key)
+                    self.deferred = self.deferred or not taking
                     continue
                 plan = holding(plan, [slot.guard], [slot.mutation])
             claimed += granted is not None

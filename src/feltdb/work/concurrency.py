@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
-from feltdb.storage.base import Database, Mutation, Precondition, RowReader, StoredRow
+from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, RowReader, StoredRow
 from feltdb.work.states import HELD_STATES
 
 __all__ = [
@@ -98,42 +98,48 @@ def _holds(row: StoredRow | None, claim_id: str) -> bool:
     return isinstance(claim, dict) and claim.get("claim_id") == claim_id
 
 
-SlotRows = dict[str, tuple[int, dict[str, str]]]
-"""The slot rows one transaction wrote, by key: the version written and the holders."""
+SlotRows = set[str]
+"""The slot rows (their keys) one transaction writes."""
 
 
 def take_slot(
     workload: Workload, claim_id: str, read: RowReader, taken: SlotRows
 ) -> SlotTaken | None:
     """A slot of ``workload``'s key for its claim ``claim_id``, read with ``read`` inside the
-    claiming transaction; ``None`` when its live holders are already at its limit.
+    claiming transaction; ``None`` when its live holders are already at its limit, or when
+    this transaction already takes a slot of that key (``taken``, updated here).
 
-    ``taken``: the slot rows this transaction already wrote (key: the version it wrote and
-    the holders), updated here, so that one transaction's second claim of a key counts its
-    first.
+    One slot of a key per transaction: a second would be guarded by the version the first
+    writes, and if the first's commit were lost to another transaction's write of that
+    same version, the second's guard would hold on a row it never read. The claim loop
+    takes the next in its next transaction.
     """
     assert workload.concurrency_key is not None and workload.concurrency_limit is not None
     key = slot_key(workload.tenant_id, workload.application_id, workload.concurrency_key)
-    version: int | None
     if key in taken:
-        version, holders = taken[key]
-    else:
-        row = read(SLOTS_COLLECTION, key)
-        version, holders = (None if row is None else row.version), holders_of(row)
-        rows = {holder: read(DURABLE_WORK_COLLECTION, holder) for holder in holders}
-        holders = live_holders(holders, rows)
-    holders = {k: v for k, v in holders.items() if k != workload.workload_id}
+        return None
+    row = read(SLOTS_COLLECTION, key)
+    holders = holders_of(row)
+    rows = {holder: read(DURABLE_WORK_COLLECTION, holder) for holder in holders}
+    holders = live_holders(holders, rows)
+    holders.pop(workload.workload_id, None)
     if len(holders) >= workload.concurrency_limit:
         return None
+    taken.add(key)
     holders[workload.workload_id] = claim_id
-    document: dict[str, Any] = {"key": workload.concurrency_key, "holders": holders}
+    document: dict[str, Any] = {
+        "key": workload.concurrency_key,
+        "limit": workload.concurrency_limit,
+        "holders": holders,
+    }
     guard = (
         Precondition(SLOTS_COLLECTION, key, require_absent=True)
-        if version is None
-        else Precondition(SLOTS_COLLECTION, key, expected_version=version)
+        if row is None
+        else Precondition(SLOTS_COLLECTION, key, expected_version=row.version)
     )
-    taken[key] = (1 if version is None else version + 1, dict(holders))
-    return SlotTaken(Mutation(SLOTS_COLLECTION, key, document), guard, holders)
+    # Indexed by its tenant's application, so that its keys are listed (limits_view).
+    index = RowIndex(tenant_id=workload.tenant_id, application_id=workload.application_id)
+    return SlotTaken(Mutation(SLOTS_COLLECTION, key, document, index), guard, holders)
 
 
 SATURATION_MEMORY: Final = 4096

@@ -145,7 +145,7 @@ def claim(
     step = replace(decided_step(loaded, Operation.CLAIM, claimed), held=read.held)
     if claimed.workload.concurrency_key is None:
         return step
-    slot = take_slot(claimed.workload, claimed.answer.claim_id, rows, {})
+    slot = take_slot(claimed.workload, claimed.answer.claim_id, rows, set())
     if slot is None:
         raise WorkloadError(
             ErrorCode.WORKLOAD_NOT_READY,

@@ -31,6 +31,8 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``GET /v1/audit/verify`` | ``audit:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/grants/{grant_id}/revoke`` | ``grant:revoke`` | (the tenant and application) |
 | ``POST /v1/retention/prune`` | ``workload:operate`` | ``flow://{app}/workloads/*`` |
+| ``GET /v1/limits/concurrency`` | ``workload:read`` | ``flow://{app}/workloads/*``, |
+  unconstrained |
 | ``POST /v1/workflows`` | ``workload:execute`` | each new workload (by the store) |
 | ``GET /v1/workflows/{id}`` | ``workload:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/workflows/{id}/cancel`` | ``workload:read``, ``workload:cancel`` | |
@@ -74,6 +76,7 @@ read refuses the request (503), never lets it through.
 from fastapi import APIRouter
 
 from feltdb.server.routes import (
+    limits,
     lists,
     operators,
     requesters,
@@ -92,6 +95,7 @@ def build_router() -> APIRouter:
     request (``app.state.server``).
     """
     router = APIRouter()
-    for audience in (requesters, workers, operators, lists, retention, schedules, workflows):
+    audiences = (requesters, workers, operators, lists, limits, retention, schedules, workflows)
+    for audience in audiences:
         router.include_router(audience.router)
     return router
