@@ -3,8 +3,9 @@ N finished workloads (each admitted, claimed and completed by the batch paths: a
 log entries a workload), and what it frees.
 
 Steps timed apart (from the progress the pruning reports as each step ends): the whole
-chain's check, writing again every row (N workloads, :data:`~feltdb.work.log_pruning.CARRY_BATCH`
-a commit), the export, and the mark with the deletions (5,000 entries a transaction). Then
+chain's check, writing again every row (N workloads, :data:`~feltdb.work.log_carry.CARRY_BATCH`
+a commit, each checked against its writer's hash), the second check, the export, and the
+mark with the deletions (5,000 entries a transaction). Then
 ``audit verify`` again (the pruned range walked as links alone). On SQLite, the file's
 size before and after, and its free pages (reused by later writes). On PostgreSQL (with
 ``--postgres``, under ``scripts/with-postgres``), the log table's size before and after.
@@ -91,7 +92,8 @@ def run(target: str, workloads: int, scratch: Path, sizes: Callable[[], Any]) ->
         "carry_seconds": steps[1],
         "carried_rows": report.carried,
         "carry_rows_per_second": round(report.carried / max(steps[1], 1e-9)),
-        "export_seconds": steps[2],
+        "check_again_seconds": steps[2],
+        "export_seconds": steps[3],
         "export_mb": round(report.export.size / 1e6, 1),
         "mark_and_delete_seconds": round(total - sum(steps), 2),
         "deleted": report.deleted,

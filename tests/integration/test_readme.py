@@ -418,3 +418,13 @@ def test_the_log_pruning_block_prunes_verifies_and_checks_the_export(tmp_path: P
         assert store.audit.verify().ok
         kinds = {e.audit["kind"] for e in store.db.committed_transactions_after(0)}
         assert kinds == {"audit.carried_forward", "audit.log_pruned"}
+
+
+@runs("concurrency")
+def test_the_concurrency_block_claims_two_of_three_and_lists_them(tmp_path: Path):
+    out = bash(blocks()["concurrency"], tmp_path)  # python3: the installed one, on PATH
+    lines = out.strip().splitlines()
+    assert "2" in lines and "acme-crm: 2 of 2 held" in lines
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        held = [w for w in store.list("default", "default") if w.state.value == "CLAIMED"]
+        assert len(held) == 2 and all(w.workload_id in out for w in held)
