@@ -180,3 +180,30 @@ def test_two_writers_claiming_one_key_at_once_hold_at_most_its_limit(
     assert len(got) == 3 and set(got) <= keyed
     held = [w for w in store.list("t", "app") if w.state is WorkloadState.CLAIMED]
     assert len(held) == 3
+
+
+def test_a_definitions_default_limit_is_given_to_its_new_work(store):
+    from feltdb.work.concurrency_defaults import definition_limits, set_definition_limit
+
+    before = plain(store, "before")  # admitted before the default: keeps no limit
+    set_definition_limit(store.db, "t", "app", "send", 2, actor="human:ops", now=NOW)
+    after = [plain(store, f"a{n}") for n in range(3)]
+    own = limited(store, "own", limit=5)  # names its own key: keeps it
+
+    assert definition_limits(store.db, "t", "app") == {"send": 2}
+    work = store.get(after[0])
+    assert (work.concurrency_key, work.concurrency_limit) == ("definition:send", 2)
+    assert store.get(before).concurrency_key is None
+    assert store.get(own).concurrency_key == "customer-1"
+    # The same request again is a replay: the default is not part of what was asked.
+    assert store.admit(make_request(idempotency_key="a0"))[1] is False
+
+    claimed = {
+        claim.workload_id for claim in store.claim_many("t", "app", "w", CAPABILITIES, 9, NOW)
+    }
+    assert claimed & set(after) and len(claimed & set(after)) == 2
+    assert {before, own} <= claimed
+
+    set_definition_limit(store.db, "t", "app", "send", None, actor="human:ops", now=NOW)
+    assert definition_limits(store.db, "t", "app") == {}
+    assert store.get(plain(store, "later")).concurrency_key is None

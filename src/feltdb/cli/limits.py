@@ -1,25 +1,34 @@
 """``feltdb limits``: what the application's concurrency limits hold now, as
-``GET /v1/limits/concurrency`` answers (:func:`feltdb.work.limits_view.concurrency_keys`).
+``GET /v1/limits/concurrency`` answers (:func:`feltdb.work.limits_view.concurrency_keys`);
+``feltdb limits set``: a definition's default limit.
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from feltdb.auth.capabilities import READ
-from feltdb.cli.targets import JsonOption, Target, connected, targeted
+from feltdb.auth.capabilities import OPERATE, READ
+from feltdb.cli.targets import JsonOption, Target, connected, targeted, usage_error
 
 limits_app = typer.Typer(add_completion=False, rich_markup_mode=None)
-"""Holds ``feltdb limits``; the root adds it without a name (a top-level command)."""
+"""Holds the ``limits`` group; the root adds it without a name (a top-level group)."""
+
+limits_group = typer.Typer(name="limits", add_completion=False, rich_markup_mode=None)
+limits_app.add_typer(limits_group)
 
 
-@limits_app.command("limits")
+@limits_group.callback(invoke_without_command=True)
 @targeted
-def limits(json_output: JsonOption = False, *, target: Target) -> None:
+def limits(context: typer.Context, json_output: JsonOption = False, *, target: Target) -> None:
     """List the application's concurrency keys (needs workload:read over all of it): each
-    key's limit, how many of its slots are held, and the workloads holding them. Work
-    names a key with `feltdb submit --concurrency-key KEY --concurrency-limit N`.
+    key's limit, how many of its slots are held, and the workloads holding them; and each
+    definition's default limit. Work names a key with `feltdb submit --concurrency-key KEY
+    --concurrency-limit N`; `feltdb limits set` gives a definition's new work a default.
     """
+    if context.invoked_subcommand is not None:
+        return
     from feltdb.cli.render import print_json, stdout_console
 
     with connected(target, needs=(READ,)) as client:
@@ -28,13 +37,38 @@ def limits(json_output: JsonOption = False, *, target: Target) -> None:
         print_json(found.to_json())
         return
     console = stdout_console()
+    for definition, limit in found.definitions.items():
+        console.print(f"definition {definition}: at most {limit} at once", markup=False)
     if not found.keys:
         console.print("no concurrency key has been claimed")
-        return
     for entry in found.keys:
-        limit = "?" if entry.limit is None else str(entry.limit)
-        console.print(f"{entry.key}: {len(entry.holders)} of {limit} held", markup=False)
+        limit_text = "?" if entry.limit is None else str(entry.limit)
+        console.print(f"{entry.key}: {len(entry.holders)} of {limit_text} held", markup=False)
         for holder in entry.holders:
             console.print(f"  {holder}", markup=False)
     if not found.complete:
         console.print("(more keys than one answer lists: --json for the first 1,000)")
+
+
+@limits_group.command("set")
+@targeted
+def set_limit(
+    definition: Annotated[str, typer.Argument(metavar="DEFINITION")],
+    limit: Annotated[str, typer.Argument(metavar="LIMIT", help="1 to 10000, or none.")],
+    *,
+    target: Target,
+) -> None:
+    """Give DEFINITION's work admitted from now on a concurrency limit (its key:
+    definition:DEFINITION) unless it names a key of its own; `none` removes it. Work
+    already admitted keeps its limit. Needs workload:operate over the whole application.
+    """
+    if limit == "none":
+        chosen = None
+    elif limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 10_000:
+        chosen = int(limit)
+    else:
+        raise usage_error(f"LIMIT {limit!r}: a number from 1 to 10000, or none")
+    with connected(target, needs=(OPERATE,)) as client:
+        client.set_definition_limit(definition, chosen)
+    said = "no limit" if chosen is None else f"at most {chosen} at once"
+    typer.echo(f"definition {definition}: {said} (work admitted from now on)")

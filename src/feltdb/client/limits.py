@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
+from urllib.parse import quote
 
 from feltdb.client.transport import Transport
 from feltdb.records.limits import ConcurrencyKeys
@@ -29,6 +32,16 @@ class LimitsClient(Protocol):
         """
         ...
 
+    def set_definition_limit(self, definition_id: str, limit: int | None) -> None:
+        """Set (``None``: remove) how many of ``definition_id``'s workloads admitted from now
+        on hold a claim at once, when they name no concurrency key of their own (needs
+        ``workload:operate`` over the whole application, unconstrained).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_INVALID``.
+        """
+        ...
+
 
 class HttpLimits(Transport):
     """:meth:`LimitsClient.concurrency_keys` over the transport of the class this is mixed
@@ -40,14 +53,29 @@ class HttpLimits(Transport):
         found: ConcurrencyKeys = ConcurrencyKeys.parse(self._ask("GET", "/v1/limits/concurrency"))
         return found
 
+    def set_definition_limit(self, definition_id: str, limit: int | None) -> None:
+        """See :meth:`LimitsClient.set_definition_limit`
+        (``PUT /v1/limits/concurrency/definitions/{definition_id}``).
+        """
+        path = f"/v1/limits/concurrency/definitions/{quote(definition_id, safe='')}"
+        self._ask("PUT", path, {"limit": limit})
+
 
 class LocalLimits:
     """:meth:`LimitsClient.concurrency_keys` in process, through the client's authority."""
 
     acting: Authority
+    clock: Callable[[], int] | None
 
     def concurrency_keys(self) -> ConcurrencyKeys:
         """See :meth:`LimitsClient.concurrency_keys`."""
         from feltdb.work.limits_view import concurrency_keys_as
 
         return concurrency_keys_as(self.acting)
+
+    def set_definition_limit(self, definition_id: str, limit: int | None) -> None:
+        """See :meth:`LimitsClient.set_definition_limit`."""
+        from feltdb.work.limits_view import set_definition_limit_as
+
+        now = self.clock() if self.clock is not None else int(time.time())
+        set_definition_limit_as(self.acting, definition_id, limit, now)

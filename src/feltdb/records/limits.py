@@ -21,8 +21,10 @@ class ConcurrencyKey(Record, frozen=True, kw_only=True):  # type: ignore[misc]
 
 class ConcurrencyKeys(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     """The keys of one application a claim took a slot of, by key; ``complete``: every one
-    (``False``: more than an answer lists).
+    (``False``: more than an answer lists); ``definitions``: the default limit of each
+    definition that has one (:mod:`feltdb.work.concurrency_defaults`).
     """
 
     keys: list[ConcurrencyKey] = msgspec.field(default_factory=list)
     complete: bool = True
+    definitions: dict[str, int] = msgspec.field(default_factory=dict)

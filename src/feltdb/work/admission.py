@@ -326,9 +326,11 @@ def replay(existing: Workload, request: CreateWorkload) -> tuple[Workload, bool]
     ]
     if existing.requested_by != request.requested_by:
         conflicting.insert(0, "requested_by")
-    for name in ("concurrency_key", "concurrency_limit"):
-        if getattr(existing, name) != getattr(request, name):
-            conflicting.append(name)
+    # Asked for, compared; not asked for, the work may have its definition's default.
+    if request.concurrency_key is not None:
+        for name in ("concurrency_key", "concurrency_limit"):
+            if getattr(existing, name) != getattr(request, name):
+                conflicting.append(name)
     if not conflicting:
         return existing, False
     raise WorkloadError(

@@ -16,6 +16,7 @@ from feltdb.work import inputs
 from feltdb.work.admission import new_workload, replay, validate_admission
 from feltdb.work.batches import Step
 from feltdb.work.changes import Operation
+from feltdb.work.concurrency_defaults import Defaults, with_default_limit
 from feltdb.work.identities import workload_id_for
 from feltdb.work.models import CreateWorkload
 from feltdb.work.rows import CREATED, LoadedWorkload, planned_commit, same_application
@@ -50,10 +51,11 @@ def admit_many(
     ids = [workload_id_of(r) if isinstance(r, CreateWorkload) else None for r in requests]
     ahead = unit.read_ahead(ids)
     admitted: dict[str, Workload] = {}
+    defaults: Defaults = {}
     steps: list[Step[Admitted] | WorkloadError] = []
     for request, known_id in zip(requests, ids, strict=True):
         try:
-            step = admission_step(unit, request, admitted, ahead, known_id)
+            step = admission_step(unit, request, admitted, ahead, known_id, defaults)
         except WorkloadError as refusal:
             steps.append(refusal)
             continue
@@ -80,10 +82,13 @@ def admission_step(
     admitted: dict[str, Workload],
     ahead: ReadAhead | None = None,
     workload_id: str | None = None,
+    defaults: Defaults | None = None,
 ) -> Step[Admitted]:
-    """Decide an admission: the new workload to commit, or the replay of one already
-    committed (or in ``admitted``, earlier in the same batch; ``ahead``: what the batch
-    read of the store; ``workload_id``: the request's, when the batch made it already).
+    """Decide an admission: the new workload to commit (with its definition's default
+    concurrency limit, :func:`with_default_limit`; ``defaults``: those the batch read), or
+    the replay of one already committed (or in ``admitted``, earlier in the same batch;
+    ``ahead``: what the batch read of the store; ``workload_id``: the request's, when the
+    batch made it already).
     """
     if not isinstance(request, CreateWorkload):
         request = CreateWorkload.parse(request)
@@ -96,7 +101,7 @@ def admission_step(
     existing = unit.read(workload_id, ahead)
     if existing is not None:
         return Step(answer=replay(existing.workload, request))
-    workload = new_workload(request, workload_id)
+    workload = with_default_limit(unit.db, new_workload(request, workload_id), defaults or {})
     return Step(LoadedWorkload.of(workload, 0), Operation.ADMIT, (workload, True))
 
 

@@ -16,7 +16,7 @@ from support.server import Server, serve, submission
 from test_newcomer import feltdb
 
 from feltdb import Subject, WorkloadStore
-from feltdb.auth.capabilities import CLAIM, READ, SUBMIT
+from feltdb.auth.capabilities import CLAIM, OPERATE, READ, SUBMIT
 
 
 def test_submit_names_a_key_and_limits_lists_its_holders(tmp_path: Path) -> None:
@@ -75,4 +75,38 @@ def test_over_http_claims_hold_the_limit_and_the_keys_are_listed(server: Server)
     claimer = server.headers(application, subject=Subject.human("ada"), capabilities=[CLAIM])
     assert httpx.get(url, headers=claimer).status_code == 403
     other = server.headers(f"app-{uuid.uuid4().hex[:8]}", capabilities=[READ])
-    assert httpx.get(url, headers=other).json() == {"keys": [], "complete": True}
+    assert httpx.get(url, headers=other).json() == {"keys": [], "complete": True, "definitions": {}}
+
+
+def test_a_definitions_default_is_set_over_http_and_from_the_command_line(
+    server: Server, tmp_path: Path
+) -> None:
+    application = f"app-{uuid.uuid4().hex[:8]}"
+    url = f"{server.url}/v1/limits/concurrency/definitions/send"
+    operator = server.headers(application, subject=Subject.human("ada"), capabilities=[OPERATE])
+    reader = server.headers(application, subject=Subject.human("ada"), capabilities=[READ])
+
+    assert httpx.put(url, headers=reader, json={"limit": 2}).status_code == 403
+    assert httpx.put(url, headers=operator, json={"limit": 0}).status_code == 422
+    assert httpx.put(url, headers=operator, json={}).status_code == 422
+    done = httpx.put(url, headers=operator, json={"limit": 2})
+    assert done.status_code == 200, done.text
+    listed = httpx.get(f"{server.url}/v1/limits/concurrency", headers=reader).json()
+    assert listed["definitions"] == {"send": 2}
+    submitter = server.headers(application, subject=Subject.agent("a1"), capabilities=[SUBMIT])
+    made = httpx.post(f"{server.url}/v1/workloads", headers=submitter, json=submission("s1"))
+    assert made.status_code == 201 and made.json()["concurrency_key"] == "definition:send"
+    assert httpx.put(url, headers=operator, json={"limit": None}).status_code == 200
+    assert (
+        httpx.get(f"{server.url}/v1/limits/concurrency", headers=reader).json()["definitions"] == {}
+    )
+
+    db = str(tmp_path / "w.db")
+    assert feltdb("submit", "x", "--db", db).returncode == 0  # makes the store
+    said = feltdb("limits", "set", "send", "3", "--db", db, columns=80)
+    assert said.returncode == 0 and said.stdout.strip() == (
+        "definition send: at most 3 at once (work admitted from now on)"
+    )
+    assert "definition send: at most 3 at once" in feltdb("limits", "--db", db).stdout
+    bad = feltdb("limits", "set", "send", "zero", "--db", db)
+    assert bad.returncode == 2 and "1 to 10000, or none" in bad.stderr

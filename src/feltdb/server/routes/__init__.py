@@ -33,6 +33,8 @@ capabilities the grant's capabilities; a decider is the grant's subject.
 | ``POST /v1/retention/prune`` | ``workload:operate`` | ``flow://{app}/workloads/*`` |
 | ``GET /v1/limits/concurrency`` | ``workload:read`` | ``flow://{app}/workloads/*``, |
   unconstrained |
+| ``PUT /v1/limits/concurrency/definitions/{id}`` | ``workload:operate`` | |
+  ``flow://{app}/workloads/*``, unconstrained |
 | ``POST /v1/workflows`` | ``workload:execute`` | each new workload (by the store) |
 | ``GET /v1/workflows/{id}`` | ``workload:read`` | ``flow://{app}/workloads/*`` |
 | ``POST /v1/workflows/{id}/cancel`` | ``workload:read``, ``workload:cancel`` | |

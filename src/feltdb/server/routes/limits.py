@@ -6,14 +6,19 @@ Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one
 operation's OpenAPI description; the route's ``summary`` says what it does.
 """
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from typing import Annotated
 
+from fastapi import APIRouter, Path
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_ID_CHARS
 from feltdb.records.limits import ConcurrencyKeys
+from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
-from feltdb.server.routes.deps import PREFIX, Acting
-from feltdb.work.limits_view import concurrency_keys_as
+from feltdb.server.routes.deps import PREFIX, Acting, Now
+from feltdb.work.limits_view import concurrency_keys_as, set_definition_limit_as
 
 router = APIRouter(prefix=PREFIX)
 
@@ -29,3 +34,32 @@ router = APIRouter(prefix=PREFIX)
 )
 def concurrency(acting: Acting) -> JSONResponse:  # noqa: D103
     return JSONResponse(concurrency_keys_as(acting).to_json())
+
+
+class DefinitionLimit(BaseModel):
+    """``PUT /v1/limits/concurrency/definitions/{definition_id}``: the default limit of the
+    definition's new work (``null``: none).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    limit: int | None = Field(ge=1, le=MAX_CONCURRENCY_LIMIT)
+
+
+DefinitionId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
+
+
+@router.put(
+    "/limits/concurrency/definitions/{definition_id}",
+    summary="Set (or remove) a definition's default concurrency limit",
+    responses=declared(DefinitionLimit, *AUTH, 409, 422),
+    description="How many of the definition's workloads admitted from now on hold a claim "
+    "at once, when they name no concurrency key of their own (they are given the key "
+    "`definition:ID`); `null` removes it. Work already admitted keeps its limit. Needs "
+    "`workload:operate` over every workload of the application, unconstrained.",
+)
+def set_definition_limit(  # noqa: D103
+    acting: Acting, now: Now, definition_id: DefinitionId, body: DefinitionLimit
+) -> JSONResponse:
+    set_definition_limit_as(acting, definition_id, body.limit, now)
+    return JSONResponse({"limit": body.limit})
