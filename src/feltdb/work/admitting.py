@@ -101,7 +101,8 @@ def admission_step(
     existing = unit.read(workload_id, ahead)
     if existing is not None:
         return Step(answer=replay(existing.workload, request))
-    workload = with_default_limit(unit.db, new_workload(request, workload_id), defaults or {})
+    read = {} if defaults is None else defaults
+    workload = with_default_limit(unit.db, new_workload(request, workload_id), read)
     return Step(LoadedWorkload.of(workload, 0), Operation.ADMIT, (workload, True))
 
 

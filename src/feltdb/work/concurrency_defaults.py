@@ -6,13 +6,18 @@ claim at once. It is applied at admission: a workload of that definition admitte
 a ``concurrency_key`` is given the key ``definition:DEFINITION`` and that limit, written in
 its record as if it had asked for them, so the claim path reads nothing more (the
 definition's work shares one key; work naming that same key shares it too). A change
-applies to work admitted after it; work already admitted keeps the limit it was given.
+applies to work admitted after it (by another process, within :data:`DEFAULTS_TTL_S`: a
+process reads a definition's default once a second at most); work already admitted keeps
+the limit it was given.
 Work naming a key of its own keeps its own.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
+import time
+import weakref
 from typing import Any, Final
 
 import msgspec
@@ -38,7 +43,9 @@ LIMITS_SET: Final = "limits.definition_set"
 """The audit kind of a change of a definition's default limit."""
 MAX_DEFAULTS_LISTED: Final = 1000
 
-Defaults = dict[tuple[str, str, str], int | None]
+Named = tuple[str, str, str]
+"""A definition of a tenant's application: (tenant, application, definition)."""
+Defaults = dict[Named, int | None]
 """Default limits read by one admission call, by (tenant, application, definition)."""
 
 
@@ -55,14 +62,53 @@ def with_default_limit(db: Database, workload: Workload, read: Defaults) -> Work
         return workload
     named = (workload.tenant_id, workload.application_id, workload.definition_id)
     if named not in read:
-        row = db.get_row(DEFAULTS_COLLECTION, _key(*named))
-        limit = row.document.get("limit") if row is not None else None
-        read[named] = limit if type(limit) is int and limit > 0 else None
+        read[named] = _REMEMBERED.limit(db, named)
     limit = read[named]
     if limit is None:
         return workload
     key = DEFINITION_KEY_PREFIX + workload.definition_id
     return msgspec.structs.replace(workload, concurrency_key=key, concurrency_limit=limit)
+
+
+DEFAULTS_TTL_S: Final = 1.0
+"""How long a process trusts a default it read: a change made by another process applies
+to work that process admits within this long (this one's own change, at once)."""
+REMEMBERED_MAX: Final = 4096
+"""The most (tenant, application, definition) defaults a process remembers per store."""
+
+
+class _Remembered:
+    """Defaults read lately, per store, so that an admission reads a definition's default
+    once a second at most, not once a workload (bounded; forgotten with their store).
+    """
+
+    def __init__(self) -> None:
+        self._stores: weakref.WeakKeyDictionary[Database, dict[Named, tuple[int | None, float]]]
+        self._stores = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def limit(self, db: Database, named: Named) -> int | None:
+        at = time.monotonic()
+        with self._lock:
+            hit = self._stores.get(db, {}).get(named)
+        if hit is not None and at - hit[1] < DEFAULTS_TTL_S:
+            return hit[0]
+        row = db.get_row(DEFAULTS_COLLECTION, _key(*named))
+        found = row.document.get("limit") if row is not None else None
+        limit = found if type(found) is int and found > 0 else None
+        with self._lock:
+            remembered = self._stores.setdefault(db, {})
+            if len(remembered) >= REMEMBERED_MAX:
+                remembered.clear()
+            remembered[named] = (limit, at)
+        return limit
+
+    def forget(self, db: Database, named: Named) -> None:
+        with self._lock:
+            self._stores.get(db, {}).pop(named, None)
+
+
+_REMEMBERED: Final = _Remembered()
 
 
 def set_definition_limit(
@@ -106,6 +152,7 @@ def set_definition_limit(
     mutation = Mutation(DEFAULTS_COLLECTION, key, document, index)
     try:
         db.commit("limits_tx_" + secrets.token_hex(12), [mutation], [guard], audit)
+        _REMEMBERED.forget(db, (tenant_id, application_id, definition_id))
     except StorageConflict:
         raise WorkloadError(
             ErrorCode.WORKLOAD_CONFLICT,

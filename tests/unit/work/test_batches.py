@@ -413,7 +413,8 @@ def test_a_batch_reads_the_work_and_result_ids_it_names_in_one_statement_each(st
     over = WorkloadStore(counted)  # type: ignore[arg-type]
     requests = [make_request(idempotency_key=f"k{n}", created_at=10) for n in range(20)]
     first = over.admit_many([*requests, *requests[:3]])  # three repeat a key of the batch
-    assert counted.calls == {"get_rows": 1}
+    # And the definition's default concurrency limit, once (then remembered a second).
+    assert counted.calls == {"get_rows": 1, "get_row": 1}
     assert [created for _, created in first] == [True] * 20 + [False] * 3
     counted.calls.clear()
     again = over.admit_many(requests)  # every one already admitted: each a replay
