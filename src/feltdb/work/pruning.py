@@ -173,7 +173,7 @@ def _due_in(
     """Up to ``wanted`` due workloads in ``state``, created at or before ``cutoff``."""
     after: tuple[int, str] | None = None
     read = yielded = 0
-    page = max(wanted, 100)
+    page = min(max(wanted, 100), MAX_PLANS_PER_BATCH)  # get_rows reads a batch at most
     while yielded < wanted and read < SCAN_PER_STATE:
         keys = db.keys_created_before(
             DURABLE_WORK_COLLECTION, state.value, cutoff, after, limit=page
