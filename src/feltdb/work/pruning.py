@@ -83,10 +83,10 @@ MAX_PRUNE_BATCH: Final = 5000
 SCAN_PER_STATE: Final = 20_000
 """Index entries one pass reads per finished state at most, looking for due work."""
 RECLAIM_PAGES: Final = 2560
-"""Free pages one pass returns to the file system at most (10 MB of 4 KB pages): at a
-million finished workloads one such transaction held the write lock about 40 ms (80 at
-most; bench/README.md), against 18.5 ms for the pass's deletions; a pass of 500 frees
-about 540 pages, so the file keeps up with pruning."""
+"""Free pages one pass returns to the file system at most (10 MB of 4 KB pages): in a store
+of a million finished workloads one such transaction held the write lock 38 to 43 ms
+(bench/README.md), beside 21 ms for a pass's deletions; a pass of 500 frees about 540
+pages, so the file keeps up with pruning."""
 ATTEMPTS: Final = 3
 """Times a pass commits again the deletions of an application whose guard failed."""
 PRUNED: Final = "workload.pruned"
