@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.factories import CAPABILITIES, SIGNER, make_grant, make_request
-from support.finished import finish_one
+from support.finished import finish_many, finish_one
 
 from feltdb import (
     ResourceScope,
@@ -23,9 +23,10 @@ from feltdb import (
     WorkloadStore,
 )
 from feltdb.auth.scope import Scope
+from feltdb.limits import MAX_PLANS_PER_BATCH
 from feltdb.records.workload import DURABLE_WORK_COLLECTION as WORK
 from feltdb.storage.base import Mutation, Precondition
-from feltdb.work.pruning import PRUNED, delete_due
+from feltdb.work.pruning import MAX_PRUNE_BATCH, PRUNED, delete_due
 from feltdb.work.retention import DAY, RetentionPolicy, parse_policy
 
 FINISHED_AT = 100
@@ -145,6 +146,14 @@ def test_a_pass_deletes_at_most_its_limit_and_says_more_may_be_due(store):
         with pytest.raises(WorkloadError) as refused:
             store.retention.prune("ops", now=now, limit=limit)
         assert refused.value.code == "WORKLOAD_INVALID"
+
+
+def test_a_pass_larger_than_a_batch_of_keys_prunes_its_whole_limit(store):
+    # The candidates are read a batch of keys at a time (get_rows reads 1,024 at most).
+    ids = finish_many(store, MAX_PLANS_PER_BATCH + 100, FINISHED_AT)
+    report = store.retention.prune("ops", now=FINISHED_AT + 31 * DAY, limit=MAX_PRUNE_BATCH)
+    assert sorted(item["work_id"] for item in report.pruned) == sorted(ids)
+    assert not report.more
 
 
 def test_a_dry_run_names_what_would_go_and_deletes_nothing(store):

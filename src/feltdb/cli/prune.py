@@ -2,9 +2,10 @@
 its retention age, a bounded pass at a time, through a server or on a store (``--db``).
 
 Each pass is :meth:`~feltdb.client.retention.RetentionClient.prune`: at most ``--limit``
-workloads, deleted in guarded commits logged as ``workload.pruned``. The command runs
-passes until one finds no more due (at most ``--passes``), printing each pass's count as it
-goes; a dry run is one pass.
+workloads, deleted in guarded commits logged as ``workload.pruned``, then a bounded number
+of the store's free pages returned to the file system. The command runs passes until one
+finds no more due and leaves no bound's worth of free pages (at most ``--passes``), printing
+each pass's count as it goes, and at the end the space returned; a dry run is one pass.
 """
 
 from __future__ import annotations
@@ -89,32 +90,42 @@ def prune(
             report = client.prune(asked)
             _said_due(report, json_output)
             return
-        pruned, changed = _prune_passes(client, asked, passes, quiet=json_output)
+        pruned, changed, reclaimed = _prune_passes(client, asked, passes, quiet=json_output)
     if json_output:
-        print_json({"pruned": len(pruned), "changed": changed})
-    else:
-        stdout_console().print(f"pruned {len(pruned):,} finished workloads")
+        print_json({"pruned": len(pruned), "changed": changed, "reclaimed_bytes": reclaimed})
+        return
+    console = stdout_console()
+    console.print(f"pruned {len(pruned):,} finished workloads")
+    if reclaimed:
+        console.print(f"returned {_size(reclaimed)} of free space to the file system")
+
+
+def _size(count: int) -> str:
+    """A number of bytes in KB below a megabyte, else in MB (powers of 1,000)."""
+    return f"{count / 1e3:,.0f} KB" if count < 1_000_000 else f"{count / 1e6:,.1f} MB"
 
 
 def _prune_passes(
     client: WorkloadClient, asked: PruneRequest, passes: int, *, quiet: bool
-) -> tuple[list[str], int]:
-    """Run prune passes until one finds no more due (at most ``passes``), saying each
-    pass's count on stderr unless ``quiet``: the ids pruned, and the due work left changed.
+) -> tuple[list[str], int, int]:
+    """Run prune passes until one finds no more due and leaves no bound's worth of free
+    pages to return (at most ``passes``), saying each pass's count on stderr unless
+    ``quiet``: the ids pruned, the due work left changed, and the bytes returned.
     """
     pruned: list[str] = []
-    changed = 0
+    changed = reclaimed = 0
     for number in range(1, passes + 1):
         report = client.prune(asked)
         pruned += [str(item["work_id"]) for item in report.pruned]
         changed += report.changed
-        if not quiet and (report.more or number > 1):
+        reclaimed += report.reclaimed_bytes
+        if not quiet and (report.again or number > 1):
             typer.echo(
                 f"pass {number}: pruned {len(report.pruned):,} ({len(pruned):,} in all)", err=True
             )
-        if not report.more:
+        if not report.again:
             break
-    return pruned, changed
+    return pruned, changed, reclaimed
 
 
 def _said_due(report: PruneReport, json_output: bool) -> None:

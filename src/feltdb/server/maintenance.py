@@ -31,8 +31,9 @@ log = logging.getLogger("feltdb.server.maintenance")
 SEAL_PER_PASS = 10_000
 """The most log entries one maintenance pass seals into the audit chain."""
 PRUNE_EVERY_S = 60
-"""Seconds between prune passes, unless the last one stopped at its bound (then the next
-pass prunes again: a backlog is drained a bounded pass a second)."""
+"""Seconds between prune passes, unless the last one stopped at its bound, or left a bound's
+worth of free pages to return (then the next pass prunes again: a backlog is drained, and a
+file shrunk, a bounded pass a second)."""
 RETENTION_ACTOR = "system:retention"
 """Who the maintenance loop's prune commits name as their actor."""
 
@@ -85,7 +86,8 @@ class Maintenance:
         """With a retention policy, one bounded prune pass
         (:meth:`~feltdb.work.pruning.Retention.prune`, :data:`RETENTION_ACTOR`) when one is
         due: at the first maintenance pass, :data:`PRUNE_EVERY_S` after the last, or at once
-        after one that stopped at its bound. Its report (``None``: none ran).
+        after one that stopped at its bound or left free pages to return
+        (:attr:`~feltdb.work.pruning.PruneReport.again`). Its report (``None``: none ran).
 
         Raises:
             WorkloadError: ``WORKLOAD_STORAGE_FAILURE``.
@@ -93,9 +95,12 @@ class Maintenance:
         if self.retention is None or (self._next_prune is not None and now < self._next_prune):
             return None
         report = self.store.retention.prune(RETENTION_ACTOR, self.retention, now)
-        self._next_prune = now if report.more else now + PRUNE_EVERY_S
-        if report.pruned:
-            log.info("retention pruned %d finished workloads", len(report.pruned))
+        self._next_prune = now if report.again else now + PRUNE_EVERY_S
+        if report.pruned or report.reclaimed_pages:
+            log.info(
+                "retention pruned %d finished workloads, returned %.1f MB to the file system",
+                len(report.pruned), report.reclaimed_bytes / 1e6,
+            )  # fmt: skip
         return report
 
     def start(self, interval_s: float = 1.0) -> None:

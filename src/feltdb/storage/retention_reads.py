@@ -1,12 +1,14 @@
-"""What retention reads: the keys of a collection's rows in one state created before an
-instant, oldest first, a page at a time (:mod:`feltdb.work.retention` prunes from them).
+"""What retention needs of a database: the keys of a collection's rows in one state created
+before an instant, oldest first, a page at a time (:mod:`feltdb.work.retention` prunes
+from them).
 
 The statement reads the index ``rows_by_state`` alone (it holds ``collection``, ``state``,
 ``created_at`` and ``key``), never a document: the caller reads the few rows a page names
 by key. No index leads with the state, so the read walks the collection's index entries
 and keeps the oldest ``limit`` (a top-N sort of keys, in bounded memory): its cost grows
 with the collection, not with the page, which is why retention runs it once a pass of
-many deletions, not per row.
+many deletions, not per row. After its deletions a pass gives a bounded part of the space
+they freed back to the file system (:mod:`feltdb.storage.reclaiming`).
 
 :class:`RetentionReads` is the part of the :class:`~feltdb.storage.base.Database`
 protocol; :class:`RetentionQueries` implements it over a dialect's named statements, for
@@ -19,12 +21,13 @@ from collections.abc import Mapping
 from typing import LiteralString, Protocol
 
 from feltdb.storage.dialect import Dialect
+from feltdb.storage.reclaiming import ReclaimQueries, SpaceReclaiming
 
 __all__ = ["RetentionQueries", "RetentionReads"]
 
 
-class RetentionReads(Protocol):
-    """What a retention pass reads from a database."""
+class RetentionReads(SpaceReclaiming, Protocol):
+    """What a retention pass reads from a database, and how it gives space back."""
 
     def keys_created_before(
         self,
@@ -42,9 +45,9 @@ class RetentionReads(Protocol):
         ...
 
 
-class RetentionQueries:
+class RetentionQueries(ReclaimQueries):
     """:class:`RetentionReads` over a dialect's statement ``keys_created_before`` (a base
-    of ``SQLEngine``).
+    of ``SQLEngine``), and :class:`~feltdb.storage.reclaiming.ReclaimQueries`.
     """
 
     _dialect: Dialect

@@ -162,6 +162,11 @@ def open_schema(target: str, connection: sqlite3.Connection) -> None:
             ) from error
         raise
     if header.empty:
+        # A new file returns the pages retention frees to the file system, a bounded
+        # number at a time (:mod:`feltdb.storage.reclaiming`). The mode is fixed when the
+        # file's first page is written, which BEGIN IMMEDIATE does in an empty file: so it
+        # is set before the transaction (inside it, SQLite ignores it).
+        connection.execute(QUERIES["auto_vacuum_incremental"]).fetchall()
         # Two processes may open the same new file at once: both see it empty, one
         # gets the write lock first and creates the schema, and the other, once it
         # has the lock, must see that and not create it again.

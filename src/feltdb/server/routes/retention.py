@@ -59,7 +59,9 @@ class PruneBody(BaseModel):
 class PruneAnswer(BaseModel):
     """What a pass pruned (or, ``dry_run``, would): each workload's id, state, definition,
     ``updated_at``, version and revision; ``changed``: due work left because it changed
-    since it was read; ``more``: the pass stopped at its limit.
+    since it was read; ``more``: the pass stopped at its limit; ``reclaimed_pages`` and
+    ``reclaimed_bytes``: the store's free space the pass then returned to the file system
+    (SQLite; 0 on PostgreSQL), and ``free_pages_left`` what it still could.
     """
 
     pruned: list[dict[str, Any]]
@@ -67,6 +69,9 @@ class PruneAnswer(BaseModel):
     changed: int
     dry_run: bool
     more: bool
+    reclaimed_pages: int
+    reclaimed_bytes: int
+    free_pages_left: int
 
 
 @router.post(

@@ -48,6 +48,22 @@ PRAGMA synchronous = FULL;
 -- description: enforce foreign keys
 PRAGMA foreign_keys = ON;
 
+-- name: auto_vacuum_incremental
+-- description: a new file keeps a map of its pages, so that free ones can be returned to the file system a few at a time
+PRAGMA auto_vacuum = INCREMENTAL;
+
+-- name: space_reclaimable
+-- description: whether the file returns free pages (auto_vacuum INCREMENTAL), how many are free, its pages and their size
+SELECT
+    (SELECT auto_vacuum FROM pragma_auto_vacuum()) = 2,
+    (SELECT freelist_count FROM pragma_freelist_count()),
+    (SELECT page_count FROM pragma_page_count()),
+    (SELECT page_size FROM pragma_page_size());
+
+-- name: reclaim_page
+-- description: move the file's last used page into a free one and cut the file by a page (one step: one page)
+PRAGMA incremental_vacuum(1);
+
 -- name: store_header
 -- description: application id, schema version and schema object count, read in one snapshot
 SELECT
