@@ -183,14 +183,12 @@ def test_two_writers_claiming_one_key_at_once_hold_at_most_its_limit(
 
 
 def test_a_definitions_default_limit_is_given_to_its_new_work(store):
-    from feltdb.work.concurrency_defaults import definition_limits, set_definition_limit
-
     before = plain(store, "before")  # admitted before the default: keeps no limit
-    set_definition_limit(store.db, "t", "app", "send", 2, actor="human:ops", now=NOW)
+    store.limits.set_definition_limit("t", "app", "send", 2, actor="human:ops", now=NOW)
     after = [plain(store, f"a{n}") for n in range(3)]
     own = limited(store, "own", limit=5)  # names its own key: keeps it
 
-    assert definition_limits(store.db, "t", "app") == {"send": 2}
+    assert store.limits.keys("t", "app").definitions == {"send": 2}
     work = store.get(after[0])
     assert (work.concurrency_key, work.concurrency_limit) == ("definition:send", 2)
     assert store.get(before).concurrency_key is None
@@ -204,6 +202,9 @@ def test_a_definitions_default_limit_is_given_to_its_new_work(store):
     assert claimed & set(after) and len(claimed & set(after)) == 2
     assert {before, own} <= claimed
 
-    set_definition_limit(store.db, "t", "app", "send", None, actor="human:ops", now=NOW)
-    assert definition_limits(store.db, "t", "app") == {}
+    store.limits.set_definition_limit("t", "app", "send", None, actor="human:ops", now=NOW)
+    assert store.limits.keys("t", "app").definitions == {}
+    with pytest.raises(WorkloadError) as refused:
+        store.limits.set_definition_limit("t", "app", "send", 0, actor="human:ops")
+    assert refused.value.details["fields"] == ["limit"]
     assert store.get(plain(store, "later")).concurrency_key is None

@@ -4,6 +4,7 @@ a slot of, its limit, and the workloads holding its slots (:mod:`feltdb.work.con
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from feltdb.auth.policy import OPERATE, READ, authorize_application
@@ -16,7 +17,13 @@ from feltdb.work.authority import Authority
 from feltdb.work.concurrency import SLOTS_COLLECTION, holders_of, live_holders
 from feltdb.work.concurrency_defaults import definition_limits, set_definition_limit
 
-__all__ = ["MAX_KEYS_LISTED", "concurrency_keys", "concurrency_keys_as", "set_definition_limit_as"]
+__all__ = [
+    "MAX_KEYS_LISTED",
+    "Limits",
+    "concurrency_keys",
+    "concurrency_keys_as",
+    "set_definition_limit_as",
+]
 
 MAX_KEYS_LISTED: Final = 1000
 """The most keys one answer lists (those whose slots were taken most lately first are not
@@ -70,14 +77,10 @@ def set_definition_limit_as(
     acting.whole_application(
         lambda grant: authorize_application(grant, OPERATE), "a definition's limit is"
     )
-    definition_id = inputs.identifier(definition_id, "definition_id")
-    if limit is not None:
-        limit = inputs.integer(limit, "limit", 1, MAX_CONCURRENCY_LIMIT)
     scope = acting.scope
-    set_definition_limit(
-        acting.store.db, scope.tenant_id, scope.application_id, definition_id, limit,
-        actor=acting.actor, now=now,
-    )  # fmt: skip
+    acting.store.limits.set_definition_limit(
+        scope.tenant_id, scope.application_id, definition_id, limit, actor=acting.actor, now=now
+    )
 
 
 def concurrency_keys_as(acting: Authority) -> ConcurrencyKeys:
@@ -92,3 +95,50 @@ def concurrency_keys_as(acting: Authority) -> ConcurrencyKeys:
     )
     scope = acting.scope
     return concurrency_keys(acting.store.db, scope.tenant_id, scope.application_id)
+
+
+class Limits:
+    """The concurrency limits of one store (``WorkloadStore.limits``), for its holder: what
+    they hold in an application, and a definition's default limit set or removed.
+    """
+
+    def __init__(self, db: Database, clock: Callable[[int | None], int]) -> None:
+        self._db = db
+        self._clock = clock
+
+    def keys(self, tenant_id: str, application_id: str) -> ConcurrencyKeys:
+        """:func:`concurrency_keys` of a tenant's application.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        return concurrency_keys(self._db, tenant_id, application_id)
+
+    def set_definition_limit(
+        self,
+        tenant_id: str,
+        application_id: str,
+        definition_id: str,
+        limit: int | None,
+        *,
+        actor: str,
+        now: int | None = None,
+    ) -> None:
+        """Set (``None``: remove) ``definition_id``'s default concurrency limit in a
+        tenant's application: :mod:`feltdb.work.concurrency_defaults`.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` (a name, a limit not 1 to 10,000);
+                ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        definition_id = inputs.identifier(definition_id, "definition_id")
+        if limit is not None:
+            limit = inputs.integer(limit, "limit", 1, MAX_CONCURRENCY_LIMIT)
+        set_definition_limit(
+            self._db, tenant_id, application_id, definition_id, limit,
+            actor=inputs.actor(actor), now=self._clock(now),
+        )  # fmt: skip

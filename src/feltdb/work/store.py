@@ -39,6 +39,7 @@ from feltdb.work.changes import CommitObserver
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.clock import resolved_now as _now
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
+from feltdb.work.limits_view import Limits
 from feltdb.work.models import CreateWorkload
 from feltdb.work.pruning import Retention
 from feltdb.work.rearming import cancel_with_dependents, retry_with_dependents
@@ -85,8 +86,8 @@ class WorkloadStore:
         self.unit = UnitOfWork(db, group_commit=group_commit)
         self.audit = AuditTrail(db, _now)
         """The audit: the log read by application, its chain sealed and verified."""
-        self.grants = Revocations(db, _now)
-        """The grants revoked in this store."""
+        self.grants = Revocations(db, _now)  # the grants revoked in this store
+        self.limits = Limits(db, _now)  # concurrency limits: what they hold, and defaults
         self.retention = Retention(db, _now)
         """Finished work pruned past its age (:mod:`feltdb.work.pruning`)."""
         self.workflows = Workflows(self.unit, _now)
