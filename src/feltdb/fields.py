@@ -65,9 +65,10 @@ Priority = Annotated[
 ]
 """A priority: a signed 32-bit integer, as in the reference; higher runs first."""
 
-MAX_CONCURRENCY_LIMIT = 10_000
+MAX_CONCURRENCY_LIMIT = 1000
 """The largest concurrency limit a workload may name (each claim of limited work reads the
-rows of the key's live claims: at most this many)."""
+rows of the key's live claims, at most this many, in one statement outside its
+transaction and one by one inside it)."""
 
 ConcurrencyLimit = Annotated[
     StrictInt, Ge(1), Le(MAX_CONCURRENCY_LIMIT), msgspec.Meta(ge=1, le=MAX_CONCURRENCY_LIMIT)

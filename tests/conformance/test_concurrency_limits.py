@@ -128,7 +128,7 @@ def test_a_key_without_a_limit_or_a_limit_without_a_key_is_refused(store, fields
     assert store.list("t", "app") == []
 
 
-@pytest.mark.parametrize("limit", [0, -1, 10_001, True, "2"])
+@pytest.mark.parametrize("limit", [0, -1, 1001, True, "2"])
 def test_a_limit_out_of_bounds_is_refused(limit: object):
     with pytest.raises(WorkloadError) as refused:
         make_request(idempotency_key="x", concurrency_key="c", concurrency_limit=limit)
@@ -208,3 +208,34 @@ def test_a_definitions_default_limit_is_given_to_its_new_work(store):
         store.limits.set_definition_limit("t", "app", "send", 0, actor="human:ops")
     assert refused.value.details["fields"] == ["limit"]
     assert store.get(plain(store, "later")).concurrency_key is None
+
+
+def test_work_asked_to_cancel_holds_its_slot_until_its_worker_confirms(store):
+    first = limited(store, "a", limit=1)
+    second = limited(store, "b", limit=1)
+    claim = store.claim(first, "w", CAPABILITIES, now=NOW)
+    store.start(first, claim.claim_id, "w", claim.fencing_token, now=NOW)
+    store.cancel(first, "ops", now=NOW)
+    assert store.get(first).state is WorkloadState.CANCELLATION_REQUESTED
+
+    assert claim_next(store) is None  # its worker still holds the claim
+    store.confirm_cancel(first, claim.claim_id, "w", claim.fencing_token, now=NOW)
+    claimed = claim_next(store)
+    assert claimed is not None and claimed.workload_id == second
+
+
+def test_a_definitions_key_is_not_a_requesters_to_name(store):
+    with pytest.raises(WorkloadError) as refused:
+        store.create(
+            make_request(
+                idempotency_key="x", concurrency_key="definition:send", concurrency_limit=1
+            )
+        )
+    assert refused.value.details["fields"] == ["concurrency_key"]
+
+
+def test_a_request_without_a_key_is_no_replay_of_work_that_named_one(store):
+    limited(store, "same", limit=2)
+    with pytest.raises(WorkloadError) as refused:
+        plain(store, "same")
+    assert refused.value.code == "IDEMPOTENCY_KEY_REUSED"

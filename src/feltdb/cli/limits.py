@@ -54,7 +54,7 @@ def limits(context: typer.Context, json_output: JsonOption = False, *, target: T
 @targeted
 def set_limit(
     definition: Annotated[str, typer.Argument(metavar="DEFINITION")],
-    limit: Annotated[str, typer.Argument(metavar="LIMIT", help="1 to 10000, or none.")],
+    limit: Annotated[str, typer.Argument(metavar="LIMIT", help="1 to 1000, or none.")],
     *,
     target: Target,
 ) -> None:
@@ -64,10 +64,10 @@ def set_limit(
     """
     if limit == "none":
         chosen = None
-    elif limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 10_000:
+    elif limit.isascii() and limit.isdigit() and 1 <= int(limit) <= 1000:
         chosen = int(limit)
     else:
-        raise usage_error(f"LIMIT {limit!r}: a number from 1 to 10000, or none")
+        raise usage_error(f"LIMIT {limit!r}: a number from 1 to 1000, or none")
     with connected(target, needs=(OPERATE,)) as client:
         client.set_definition_limit(definition, chosen)
     said = "no limit" if chosen is None else f"at most {chosen} at once"

@@ -67,7 +67,7 @@ ConcurrencyKeyOption = Annotated[
     ),
 ]
 ConcurrencyLimitOption = Annotated[
-    int | None, typer.Option(metavar="N", min=1, max=10_000, help="See --concurrency-key.")
+    int | None, typer.Option(metavar="N", min=1, max=1000, help="See --concurrency-key.")
 ]
 RevisionOption = Annotated[str, typer.Option(help="The definition's revision.")]
 TriggerOption = Annotated[str, typer.Option(help="What caused the submission.")]

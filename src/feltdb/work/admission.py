@@ -101,6 +101,10 @@ def _check_concurrency(request: CreateWorkload) -> None:
     key, limit = request.concurrency_key, request.concurrency_limit
     if key is not None and not key.strip():
         raise invalid("concurrency_key", "must not be blank")
+    if key is not None and key.startswith("definition:"):
+        # A definition's default limit is one (concurrency_defaults): its key is not a
+        # requester's to name, or work of one definition could fill another's slots.
+        raise invalid("concurrency_key", "'definition:…' keys are definitions' defaults")
     if (key is None) != (limit is None):
         missing, given = (
             ("concurrency_key", "concurrency_limit")
@@ -326,8 +330,11 @@ def replay(existing: Workload, request: CreateWorkload) -> tuple[Workload, bool]
     ]
     if existing.requested_by != request.requested_by:
         conflicting.insert(0, "requested_by")
-    # Asked for, compared; not asked for, the work may have its definition's default.
-    if request.concurrency_key is not None:
+    # Not asked for, the work may have been given its definition's default; else compared.
+    defaulted = request.concurrency_key is None and existing.concurrency_key == (
+        "definition:" + existing.definition_id
+    )
+    if not defaulted:
         for name in ("concurrency_key", "concurrency_limit"):
             if getattr(existing, name) != getattr(request, name):
                 conflicting.append(name)

@@ -25,7 +25,13 @@ from feltdb.storage.partitions import ClaimPartitions, GroupSample
 from feltdb.storage.selecting import SetAside
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
-from feltdb.work.concurrency import SATURATION, SlotRows, slot_key, take_slot
+from feltdb.work.concurrency import (
+    MAX_SLOTS_PER_TRANSACTION,
+    SATURATION,
+    SlotRows,
+    slot_key,
+    take_slot,
+)
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
 from feltdb.work.partitions import group_accepted, group_concurrency
@@ -163,7 +169,9 @@ class CandidateChoice:
                 continue
             if granted is not None and decided.concurrency_key is not None:
                 key = slot_key(*self.scope, decided.concurrency_key)
-                taking = key not in self.slots
+                taking = key not in self.slots and len(self.slots) < MAX_SLOTS_PER_TRANSACTION
+                if taking and SATURATION.fresh(key):
+                    continue  # found full a moment ago (here, or by another claim)
                 slot = take_slot(decided, granted.claim_id, read, self.slots)
                 if slot is None:  # at its limit (or taken once here): other work, if any
                     if taking:

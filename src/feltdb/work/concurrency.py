@@ -5,7 +5,8 @@ A workload may name a ``concurrency_key`` (a customer, an account, an external A
 ``concurrency_limit``. Each key of a tenant's application has one row in
 :data:`SLOTS_COLLECTION`: the workloads that took a slot, each with the claim it took it
 with. A claim of such work reads that row inside its transaction, counts the holders
-whose own row still holds that claim (in a held state: claimed, running, checkpointed),
+whose own row still holds that claim (in a held state: claimed, running, checkpointed,
+cancellation requested),
 and claims only while they are fewer than the limit, writing the row again, with itself
 added and the released holders gone, in the claim's own commit, guarded by the version
 read. So every claim of a key commits a new version of one row: two claims of one key,
@@ -32,9 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from feltdb.errors import WorkloadError
+from feltdb.fields import MAX_CONCURRENCY_LIMIT
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, RowReader, StoredRow
-from feltdb.work.states import HELD_STATES
+from feltdb.work.recovery import RECOVERABLE_STATES
 
 __all__ = [
     "SATURATION",
@@ -50,7 +53,9 @@ __all__ = [
 ]
 
 SLOTS_COLLECTION: Final = "system_concurrency_slots"
-HELD: Final = frozenset(state.value for state in HELD_STATES)
+HELD: Final = frozenset(state.value for state in RECOVERABLE_STATES)
+"""The states in which work holds its claim: claimed, running, checkpointed, and
+cancellation requested (its worker still holds the claim until it confirms)."""
 
 
 def slot_key(tenant_id: str, application_id: str, key: str) -> str:
@@ -112,11 +117,11 @@ def take_slot(
     One slot of a key per transaction: a second would be guarded by the version the first
     writes, and if the first's commit were lost to another transaction's write of that
     same version, the second's guard would hold on a row it never read. The claim loop
-    takes the next in its next transaction.
+    takes the next in its next transaction; so it does past :data:`MAX_SLOTS_PER_TRANSACTION`.
     """
     assert workload.concurrency_key is not None and workload.concurrency_limit is not None
     key = slot_key(workload.tenant_id, workload.application_id, workload.concurrency_key)
-    if key in taken:
+    if key in taken or len(taken) >= MAX_SLOTS_PER_TRANSACTION:
         return None
     row = read(SLOTS_COLLECTION, key)
     holders = holders_of(row)
@@ -144,6 +149,12 @@ def take_slot(
 
 SATURATION_MEMORY: Final = 4096
 """The most keys a process remembers finding at their limit."""
+SATURATION_FRESH_S: Final = 0.25
+"""How long a key found full is passed over without reading it again: a claim's check of
+a suspected key costs two reads, paid at most four times a second per key per process."""
+MAX_SLOTS_PER_TRANSACTION: Final = 32
+"""Slots one claiming transaction takes at most: each is a plan of two guards, written
+under a savepoint, and PostgreSQL's snapshots overflow past 64 subtransactions."""
 
 
 class Saturation:
@@ -168,6 +179,14 @@ class Saturation:
         with self._lock:
             return key in self._full
 
+    def fresh(self, key: str) -> bool:
+        """Whether ``key`` was found at its limit within :data:`SATURATION_FRESH_S`: passed
+        over again without a read (a slot freed meanwhile waits that long at most).
+        """
+        with self._lock:
+            noted = self._full.get(key)
+        return noted is not None and time.monotonic() - noted < SATURATION_FRESH_S
+
     def forget(self, key: str) -> None:
         """``key`` was found below its limit."""
         with self._lock:
@@ -178,12 +197,31 @@ SATURATION: Final = Saturation()
 """The keys this process's claims found at their limit lately."""
 
 
+def released(workload: Workload) -> None:
+    """``workload``, of a concurrency key, was committed in this process: if in a state that
+    holds no claim, its key's slot may be free, and is read again at the next claim (a
+    release in another process is seen within :data:`SATURATION_FRESH_S`).
+    """
+    if workload.concurrency_key is not None and workload.state.value not in HELD:
+        key = slot_key(workload.tenant_id, workload.application_id, workload.concurrency_key)
+        SATURATION.forget(key)
+
+
 def at_limit(db: Database, key: str, limit: int) -> bool:
     """Whether ``key``'s live holders, as committed now (outside any transaction: a hint),
-    are at ``limit``.
+    are at ``limit``; found full within :data:`SATURATION_FRESH_S`, without a read. A read
+    that fails says no: the choice decides on the rows it holds.
     """
-    holders = holders_of(db.get_row(SLOTS_COLLECTION, key))
-    if len(holders) < limit:
+    if SATURATION.fresh(key):
+        return True
+    try:
+        holders = holders_of(db.get_row(SLOTS_COLLECTION, key))
+        if len(holders) < limit:
+            return False
+        rows = db.get_rows(DURABLE_WORK_COLLECTION, list(holders)[:MAX_CONCURRENCY_LIMIT])
+    except WorkloadError:
         return False
-    rows = db.get_rows(DURABLE_WORK_COLLECTION, list(holders))
-    return len(live_holders(holders, rows)) >= limit
+    full = len(live_holders(holders, rows)) >= limit
+    if full:
+        SATURATION.note(key)
+    return full

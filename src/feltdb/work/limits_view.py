@@ -11,7 +11,7 @@ from feltdb.auth.policy import OPERATE, READ, authorize_application
 from feltdb.fields import MAX_CONCURRENCY_LIMIT
 from feltdb.records.limits import ConcurrencyKey, ConcurrencyKeys
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
-from feltdb.storage.base import Database
+from feltdb.storage.base import Database, StoredRow
 from feltdb.work import inputs
 from feltdb.work.authority import Authority
 from feltdb.work.concurrency import SLOTS_COLLECTION, holders_of, live_holders
@@ -25,9 +25,10 @@ __all__ = [
     "set_definition_limit_as",
 ]
 
-MAX_KEYS_LISTED: Final = 1000
-"""The most keys one answer lists (those whose slots were taken most lately first are not
-preferred: the first in the index's order)."""
+MAX_KEYS_LISTED: Final = 100
+"""The most keys one answer lists (the first in the index's order): each lists at most its
+limit of holders, whose rows are read, :data:`READ_AT_ONCE` a statement."""
+READ_AT_ONCE: Final = 1000
 
 
 def concurrency_keys(db: Database, tenant_id: str, application_id: str) -> ConcurrencyKeys:
@@ -46,7 +47,9 @@ def concurrency_keys(db: Database, tenant_id: str, application_id: str) -> Concu
     )
     named = {row.key: holders_of(row) for row in rows[:MAX_KEYS_LISTED]}
     holders = [holder for named_holders in named.values() for holder in named_holders]
-    held = db.get_rows(DURABLE_WORK_COLLECTION, holders) if holders else {}
+    held: dict[str, StoredRow] = {}
+    for start in range(0, len(holders), READ_AT_ONCE):
+        held |= db.get_rows(DURABLE_WORK_COLLECTION, holders[start : start + READ_AT_ONCE])
     keys = []
     for row in rows[:MAX_KEYS_LISTED]:
         key, limit = row.document.get("key"), row.document.get("limit")
@@ -72,7 +75,7 @@ def set_definition_limit_as(
 
     Raises:
         WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_INVALID`` (the definition, a
-            limit not 1 to 10,000); ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
+            limit not 1 to 1,000); ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
     """
     acting.whole_application(
         lambda grant: authorize_application(grant, OPERATE), "a definition's limit is"
@@ -130,7 +133,7 @@ class Limits:
         tenant's application: :mod:`feltdb.work.concurrency_defaults`.
 
         Raises:
-            WorkloadError: ``WORKLOAD_INVALID`` (a name, a limit not 1 to 10,000);
+            WorkloadError: ``WORKLOAD_INVALID`` (a name, a limit not 1 to 1,000);
                 ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
         """
         tenant_id = inputs.identifier(tenant_id, "tenant_id")

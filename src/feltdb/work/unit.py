@@ -35,6 +35,7 @@ from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
 from feltdb.work.batches import Batch, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
+from feltdb.work.concurrency import released
 from feltdb.work.dependency_outputs import dependency_outputs
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
 from feltdb.work.recent import RecentCommits
@@ -95,6 +96,8 @@ class UnitOfWork:
         """Tell every observer of a durable commit of ``workload`` (``loaded``: as it was
         read; ``None`` for an admission).
         """
+        if workload.concurrency_key is not None:
+            released(workload)  # a slot this process saw full may be free now
         observers = self._observers
         if not observers:
             return

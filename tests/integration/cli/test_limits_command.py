@@ -109,4 +109,4 @@ def test_a_definitions_default_is_set_over_http_and_from_the_command_line(
     )
     assert "definition send: at most 3 at once" in feltdb("limits", "--db", db).stdout
     bad = feltdb("limits", "set", "send", "zero", "--db", db)
-    assert bad.returncode == 2 and "1 to 10000, or none" in bad.stderr
+    assert bad.returncode == 2 and "1 to 1000, or none" in bad.stderr
