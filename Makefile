@@ -36,7 +36,9 @@ run: $(VENV)/.installed
 ## $(PARALLEL): two pytest-xdist workers, a test file (or a package sharing one server) each
 ## at a time; much of the suite waits on processes, sockets and fsync, so two overlap well on
 ## 2 cores. Every worker but the first runs its own throwaway PostgreSQL (tests/conftest.py).
-PARALLEL := -n 2 --dist loadfile
+## In collection order (not xdist's biggest-count-first): the few long reliability files are
+## handed out early and the many short unit files last, so both workers end together.
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 test: lint typecheck
 	scripts/ensure-chromium
 	scripts/with-postgres $(BIN)/pytest $(PARALLEL)
