@@ -32,18 +32,24 @@ run: $(VENV)/.installed
 
 ## test: install everything, lint, type-check, and run every test on SQLite and on a
 ## throwaway PostgreSQL cluster (scripts/with-postgres starts it, and stops it at the end),
-## the browser tests in Debian's Chromium (scripts/ensure-chromium; installed on CI)
+## the browser tests in Debian's Chromium (scripts/ensure-chromium; installed on CI).
+## $(PARALLEL): two pytest-xdist workers, a test file (or a package sharing one server) each
+## at a time; much of the suite waits on processes, sockets and fsync, so two overlap well on
+## 2 cores. Every worker but the first runs its own throwaway PostgreSQL (tests/conftest.py).
+## In collection order (not xdist's biggest-count-first): the few long reliability files are
+## handed out early and the many short unit files last, so both workers end together.
+PARALLEL := -n 2 --dist loadfile --no-loadscope-reorder
 test: lint typecheck
 	scripts/ensure-chromium
-	scripts/with-postgres $(BIN)/pytest
+	scripts/with-postgres $(BIN)/pytest $(PARALLEL)
 
 ## test-sqlite: every test that needs no PostgreSQL (the postgres-marked ones deselected)
 test-sqlite: $(VENV)/.installed-dev
-	$(BIN)/pytest -m "not postgres"
+	$(BIN)/pytest $(PARALLEL) -m "not postgres"
 
 ## test-fast: every test but the multi-process ones, on both backends
 test-fast: $(VENV)/.installed-dev
-	scripts/with-postgres $(BIN)/pytest -m "not multiprocess"
+	scripts/with-postgres $(BIN)/pytest $(PARALLEL) -m "not multiprocess"
 
 ## soak: the reliability suites (tests/reliability) at their long size, FELTDB_SOAK=1: 241
 ## SIGKILLs per backend, the stateful model, races, faults, schemathesis and the security

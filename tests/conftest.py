@@ -6,6 +6,11 @@ a throwaway cluster through ``scripts/with-postgres``); each test gets its own d
 cloned from a template that already holds the schema, and dropped when the test ends.
 Every test that touches PostgreSQL is marked ``postgres``, so ``-m "not postgres"`` (``make
 test-sqlite``) runs the rest without a server.
+
+``make test`` runs the tests in two pytest-xdist worker processes: the first uses the server
+of ``FELTDB_TEST_PG``, every further one a throwaway cluster of its own (``pg_admin_url``),
+so each worker's tests still fit in one server's default ``max_connections`` and what a
+test counts or terminates in ``pg_stat_activity`` is its own worker's alone.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import psycopg
 import pytest
 from psycopg import sql
 from support.ci import ON_CI
+from support.pg_cluster import ENV_SETTINGS, ClusterError, PostgresCluster, find_bin_dir
+from xdist.scheduler import LoadFileScheduling
 
 import feltdb
 
@@ -29,6 +36,11 @@ PG_ADMIN_URL = os.environ.get("FELTDB_TEST_PG") or None
 """Read once at import: the autouse fixture below removes FELTDB_* from every test's
 environment, this variable included.
 """
+PG_SETTINGS = os.environ.get(ENV_SETTINGS)
+"""The extra server settings (``FELTDB_PG_SETTINGS``) of ``FELTDB_TEST_PG``'s cluster, for
+a worker's own cluster; read at import for the same reason."""
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+"""This process's pytest-xdist worker (``gw0``, ``gw1``...), or "" when pytest runs alone."""
 
 
 BACKENDS = ["sqlite", "postgres"]
@@ -106,16 +118,33 @@ _databases: PgDatabases | None = None
 
 
 @pytest.fixture(scope="session")
-def pg_admin_url() -> str:
+def pg_admin_url() -> Iterator[str]:
     """A superuser URL of the test server (``FELTDB_TEST_PG``); skipped without one, but
-    failed on CI, where nothing may be skipped.
+    failed on CI, where nothing may be skipped. A pytest-xdist worker but the first gets a
+    throwaway cluster of its own instead (started here, stopped when the worker ends), when
+    the server binaries are there (``FELTDB_TEST_PG`` may name a server elsewhere).
     """
     if PG_ADMIN_URL is None:
         message = "PostgreSQL tests need FELTDB_TEST_PG (make test starts a server)"
         if ON_CI:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    return PG_ADMIN_URL
+    bin_dir = find_bin_dir()
+    if XDIST_WORKER in ("", "gw0") or bin_dir is None:
+        yield PG_ADMIN_URL
+        return
+    cluster = PostgresCluster(bin_dir)
+    with pytest.MonkeyPatch.context() as patch:
+        if PG_SETTINGS is not None:
+            patch.setenv(ENV_SETTINGS, PG_SETTINGS)
+        try:
+            url = cluster.start()
+        except ClusterError as error:
+            pytest.fail(f"worker {XDIST_WORKER}'s own cluster did not start: {error}")
+    try:
+        yield url
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -193,6 +222,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if uses_postgres(item):
             item.add_marker(pytest.mark.postgres)
+
+
+# --- pytest-xdist ------------------------------------------------------------------------
+
+
+SHARES_SERVERS = re.compile(r"^from support\.server_fixtures import .*\bserver\b", re.MULTILINE)
+"""A conftest line that shares ``support.server_fixtures``' servers with its package."""
+
+
+class FilesAndServerPackages(LoadFileScheduling):
+    """``--dist loadfile`` (what ``make test`` uses), but a package whose conftest shares
+    one server per backend among its tests (``support.server_fixtures``) goes to one worker
+    whole, so its servers start once per backend, as when pytest runs alone, instead of once
+    per file and worker.
+    """
+
+    def __init__(self, config: pytest.Config, log: object = None) -> None:
+        super().__init__(config, log)  # type: ignore[arg-type]
+        self.server_packages = tuple(
+            f"{conftest.parent.relative_to(config.rootpath).as_posix()}/"
+            for conftest in sorted((config.rootpath / "tests").rglob("conftest.py"))
+            if SHARES_SERVERS.search(conftest.read_text(encoding="utf-8"))
+        )
+
+    def _split_scope(self, nodeid: str) -> str:
+        for package in self.server_packages:
+            if nodeid.startswith(package):
+                return package
+        return super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    if config.getoption("dist") == "loadfile":
+        return FilesAndServerPackages(config, log)
+    return None
 
 
 def pytest_report_header() -> str:

@@ -148,8 +148,10 @@ def test_a_worker_takes_a_rotated_token_from_its_file_and_outlives_the_first(
     app = "rotating"
     worker = worker_grant("w-rotate", app)
     later = mint(home, *worker, "--lifetime", "3600")
-    # Long enough for the worker to start claiming under it, even on a busy machine.
-    first = mint(home, *worker, "--lifetime", "6")
+    # Long enough for the worker to start claiming under it, even on a busy machine: 6 s
+    # was not, once, with two pytest-xdist workers on a shared 2-core machine (the worker
+    # started after it had expired). The test sleeps only until it expires.
+    first = mint(home, *worker, "--lifetime", "15")
     token_file = home / "worker.token"
     token_file.write_text(first + "\n")
     running = Running(home, server.url, "--token-file", str(token_file))
