@@ -132,9 +132,14 @@ def example(
             chosen = next((b for b in branches if b.get("type") != "null"), branches[0])
             return example(chosen, fill, document)
     if "allOf" in schema:
-        merged: dict[str, Any] = {}
+        # The schema's own keywords and each part's; a conditional part (if/then: a
+        # submission's concurrency key and limit come together) only forbids what the
+        # example, naming neither, never gives.
+        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
         for part in schema["allOf"]:
-            merged.update(resolve(part, document))
+            resolved = resolve(part, document)
+            if "if" not in resolved:
+                merged.update(resolved)
         return example(merged, fill, document)
     if "const" in schema:
         return schema["const"]
