@@ -107,6 +107,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", type=int, default=20_000)
     parser.add_argument("--postgres", action="store_true", help="Run on PostgreSQL too.")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="Where the JSON goes.")
     args = parser.parse_args()
     runs: dict[str, Any] = {}
     with ExitStack() as stack:
@@ -125,7 +126,7 @@ def main() -> None:
         "machine": f"{platform.machine()}, CPython {platform.python_version()}",
         "runs": runs,
     }
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
 

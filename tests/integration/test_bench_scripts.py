@@ -27,6 +27,8 @@ RUNS = {
     "bench_input_checks.py": (["--rounds", "1", "--calls", "20"], "admission_us"),
     "bench_commit_many.py": (["--plans", "5", "--rounds", "1"], "results"),
     "bench_schedules.py": (["--schedules", "4", "--rounds", "1"], "results"),
+    "bench_limits.py": (["--workloads", "10", "--rounds", "1"], "runs"),
+    "bench_log_pruning.py": (["--workloads", "10"], "runs"),
 }
 """Each script, its tiny-size arguments, and a key of the figures it must write."""
 
