@@ -47,7 +47,7 @@ def limits(context: typer.Context, json_output: JsonOption = False, *, target: T
         for holder in entry.holders:
             console.print(f"  {holder}", markup=False)
     if not found.complete:
-        console.print("(more keys than one answer lists: --json for the first 1,000)")
+        console.print("(more keys than one answer lists: the first 100 are shown)")
 
 
 @limits_group.command("set")

@@ -6,17 +6,16 @@ A workload may name a ``concurrency_key`` (a customer, an account, an external A
 :data:`SLOTS_COLLECTION`: the workloads that took a slot, each with the claim it took it
 with. A claim of such work reads that row inside its transaction, counts the holders
 whose own row still holds that claim (in a held state: claimed, running, checkpointed,
-cancellation requested),
-and claims only while they are fewer than the limit, writing the row again, with itself
-added and the released holders gone, in the claim's own commit, guarded by the version
-read. So every claim of a key commits a new version of one row: two claims of one key,
-in two processes or on two servers, cannot both commit on the same count, and neither
-overshoots the limit.
+cancellation requested), and claims only while they are fewer than the limit, writing
+the row again, with itself added and the released holders gone, in the claim's own
+commit, guarded by the version read. So every claim of a key commits a new version of one
+row: two claims of one key, in two processes or on two servers, cannot both commit on
+the same count, and neither overshoots the limit.
 
 Nothing else writes the row: a slot is free once its holder's row no longer holds the
-claim (completed, failed, cancelled, recovered after its lease expired, timed out), which
-the next claim of the key sees. Work whose lease expired holds its slot until recovery
-releases it, as it holds its claim.
+claim (completed, failed, its cancellation confirmed, recovered after its lease expired,
+timed out), which the next claim of the key sees. Work whose lease expired holds its slot
+until recovery releases it, as it holds its claim.
 
 A claim that finds its key at its limit takes other work (:mod:`feltdb.work.claiming`); a
 claim by id is refused ``WORKLOAD_NOT_READY``. The claim groups of limited work carry its

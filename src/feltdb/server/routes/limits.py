@@ -27,7 +27,7 @@ router = APIRouter(prefix=PREFIX)
     "/limits/concurrency",
     summary="The application's concurrency keys: each one's limit and the work holding it",
     responses=declared(ConcurrencyKeys, *AUTH),
-    description="Each concurrency key a claim took a slot of, by key (at most 1,000; "
+    description="Each concurrency key a claim took a slot of, by key (at most 100; "
     "`complete` is false past that): the limit its last claim named, and the ids of the "
     "workloads whose claims hold its slots now. Needs `workload:read` over every workload "
     "of the application, unconstrained.",
