@@ -216,7 +216,9 @@ def test_a_pruning_stopped_before_its_deletions_is_finished_by_the_next(
     through = sealed_head(store)
     logged = [revision for revision in revisions(store) if revision <= through]
     # Stopped after one transaction of deletions (a crash, a ^C).
-    monkeypatch.setattr(log_pruning, "_delete", lambda db, upto: db.delete_log_through(upto, 3))
+    monkeypatch.setattr(
+        log_pruning, "_delete", lambda db, upto: (db.delete_log_through(upto, 3), 0)
+    )
     stopped = store.audit.prune_log(tmp_path / "log.jsonl", through, actor=OPS)
     assert stopped.deleted == 3
     assert store.audit.verify().ok  # the entries left there are checked as any other
@@ -410,3 +412,19 @@ def test_a_mark_edited_into_something_else_is_reported_not_raised(store, store_t
         ('{"through":"x"}', LOG_COLLECTION, PRUNED_KEY))  # fmt: skip
     report = store.audit.verify()
     assert not report.ok and report.problem is not None
+
+
+def test_the_space_the_deleted_entries_held_is_given_back(store, store_target, tmp_path):
+    finish_many(store, 300, 100)  # about 900 entries of some 1.3 KB each
+    report = store.audit.prune_log(tmp_path / "log.jsonl", sealed_head(store), actor=OPS)
+    if store_target.startswith("postgresql"):
+        assert report.reclaimed_bytes == 0  # autovacuum's, not the pruning's
+        return
+    import sqlite3
+
+    assert report.reclaimed_bytes > 500_000
+    connection = sqlite3.connect(store_target)
+    try:
+        assert connection.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    finally:
+        connection.close()

@@ -65,6 +65,8 @@ def prune_log(
     typer.echo(f"pruned the log through revision {report.through}")
     typer.echo(f"  rows written again first: {report.carried:,}")
     typer.echo(f"  transactions deleted: {report.deleted:,}")
+    if report.reclaimed_bytes:
+        typer.echo(f"  space returned to the file system: {report.reclaimed_bytes:,} bytes")
     if done is None:
         typer.echo("  export: none (the log was already pruned that far)")
     else:

@@ -45,6 +45,7 @@ from feltdb.storage.base import Database, Mutation, Precondition, StorageConflic
 from feltdb.work import inputs
 from feltdb.work.log_carry import CARRIED, CARRY_BATCH, carry_forward
 from feltdb.work.log_export import ExportSummary, reserved, write_export
+from feltdb.work.pruning import RECLAIM_PAGES
 
 __all__ = [
     "CARRIED",
@@ -96,6 +97,9 @@ class LogPruneReport:
     export: ExportSummary | None
     """The export written; ``None`` when the log was already pruned that far."""
     export_path: str | None = None
+    reclaimed_bytes: int = 0
+    """What the deletions freed and was given back to the file system (SQLite files made
+    ``auto_vacuum = INCREMENTAL``; 0 elsewhere)."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON."""
@@ -104,6 +108,7 @@ class LogPruneReport:
             "through": self.through,
             "carried": self.carried,
             "deleted": self.deleted,
+            "reclaimed_bytes": self.reclaimed_bytes,
             "export": None
             if export is None
             else {
@@ -179,12 +184,14 @@ def prune_log(
         summary = _exported(db, partial, export, current, through, now)
         said(f"exported {summary.entries:,} transactions to {export}")
         _mark(db, current, summary, export, actor, now)
-    return LogPruneReport(through, carried, _delete(db, through), summary, str(export))
+    deleted, returned = _delete(db, through)
+    return LogPruneReport(through, carried, deleted, summary, str(export), returned)
 
 
 def _finished(db: Database, mark: PrunedMark) -> LogPruneReport:
     """Nothing new to prune: the entries a pruning that stopped left, deleted."""
-    return LogPruneReport(mark.through, 0, _delete(db, mark.through), None)
+    deleted, returned = _delete(db, mark.through)
+    return LogPruneReport(mark.through, 0, deleted, None, None, returned)
 
 
 def _checked(
@@ -279,9 +286,17 @@ def _mark(
         raise _overtaken(pruned_mark(db).through) from None
 
 
-def _delete(db: Database, through: int) -> int:
-    """Delete the log entries up to ``through``, :data:`DELETE_BATCH` a transaction."""
-    deleted = 0
+def _delete(db: Database, through: int) -> tuple[int, int]:
+    """Delete the log entries up to ``through``, :data:`DELETE_BATCH` a transaction, each
+    followed by a return of at most :data:`~feltdb.work.pruning.RECLAIM_PAGES` free pages
+    to the file system (a SQLite file made ``auto_vacuum = INCREMENTAL``; nothing
+    elsewhere), then the rest of what they freed, a bound a transaction: the entries
+    deleted, and the bytes returned.
+    """
+    deleted = returned = 0
     while count := db.delete_log_through(through, DELETE_BATCH):
         deleted += count
-    return deleted
+        returned += db.reclaim_space(RECLAIM_PAGES).bytes
+    while (space := db.reclaim_space(RECLAIM_PAGES)).pages:
+        returned += space.bytes
+    return deleted, returned
