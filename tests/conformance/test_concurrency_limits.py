@@ -144,16 +144,22 @@ def test_the_same_key_with_another_limit_is_not_a_replay(store):
 
 
 def test_unlimited_work_keeps_the_claim_group_it_had(store):
-    # Work without a key is grouped as before limits existed: no index is rewritten.
-    from feltdb.work.partitions import claim_group
+    # Work without a key is grouped as before limits existed (the digest of its environment
+    # and capabilities, computed here as that release did): no index is rewritten. Work
+    # under a key is grouped apart, and labelled so.
+    import hashlib
 
-    workload = store.get(plain(store, "p"))
-    row = store.db.list_rows(WORK)[0]
-    assert workload.state is WorkloadState.READY
-    assert row.document["environment"] == workload.environment
-    assert claim_group(workload.environment, workload.capability_snapshot) == claim_group(
-        workload.environment, workload.capability_snapshot, None
-    )
+    import orjson
+
+    from feltdb.storage.index_columns import INDEX_NAMES
+
+    unlimited, keyed = store.get(plain(store, "p")), store.get(limited(store, "k"))
+    named = [unlimited.environment, sorted(unlimited.capability_snapshot)]
+    before = "c1:" + hashlib.sha256(orjson.dumps(named)).hexdigest()[:32]
+    place = INDEX_NAMES.index("claim_group")
+    groups = {row.key: row.index[place] for row in store.db.rows_indexed_after("", "", 100)}
+    assert groups[unlimited.workload_id] == before
+    assert groups[keyed.workload_id].startswith("c1l:") and groups[keyed.workload_id] != before
 
 
 def test_two_writers_claiming_one_key_at_once_hold_at_most_its_limit(

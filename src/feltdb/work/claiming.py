@@ -34,7 +34,7 @@ from feltdb.work.concurrency import (
 )
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
-from feltdb.work.partitions import group_accepted, group_concurrency
+from feltdb.work.partitions import group_accepted, group_concurrency, limited
 from feltdb.work.rows import (
     MUTATED,
     LoadedWorkload,
@@ -111,8 +111,10 @@ class CandidateChoice:
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         if not group_accepted(group, sample, self.held, self.environments):
             return False
+        if not limited(group) or self.saturated is None:
+            return True  # unlimited work's groups: no second look
         concurrency = group_concurrency(group, sample)
-        if concurrency is None or self.saturated is None:
+        if concurrency is None:
             return True
         # A key found at its limit lately is checked before its backlog is read: passed
         # over while still full (a hint: the choice decides on the rows it holds).

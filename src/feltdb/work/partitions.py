@@ -27,6 +27,9 @@ from feltdb.storage.partitions import GroupSample
 
 GROUP_PREFIX: Final = "c1:"
 """The first characters of every group made by :func:`claim_group` (its version)."""
+LIMITED_PREFIX: Final = "c1l:"
+"""The first characters of the group of work under a concurrency key instead: a claim tells
+such a group from the rest by its label alone (:func:`limited`)."""
 
 MAX_GROUPS_REMEMBERED: Final = 4096
 """The most group digests a process remembers the needs of (each a few hundred bytes)."""
@@ -50,7 +53,12 @@ def claim_group(
     if concurrency is not None:  # unlimited work keeps the groups it had
         named.append(list(concurrency))
     digest = hashlib.sha256(orjson.dumps(named)).hexdigest()
-    return GROUP_PREFIX + digest[:32]
+    return (GROUP_PREFIX if concurrency is None else LIMITED_PREFIX) + digest[:32]
+
+
+def limited(group: str) -> bool:
+    """Whether ``group`` is one of work under a concurrency key (by its label: no read)."""
+    return group.startswith(LIMITED_PREFIX)
 
 
 class _Remembered:
@@ -65,7 +73,7 @@ class _Remembered:
         they cannot be known (not a digest of :func:`claim_group`'s, or no row whose own
         needs make that digest).
         """
-        if not group.startswith(GROUP_PREFIX):
+        if not group.startswith((GROUP_PREFIX, LIMITED_PREFIX)):
             return None
         with self._lock:
             known = self._needs.get(group)
