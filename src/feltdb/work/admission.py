@@ -18,6 +18,7 @@ from feltdb.records.workload import (
 )
 from feltdb.storage.canonical import canonical_json, content_hash
 from feltdb.work.approvals import validate_approval_policy
+from feltdb.work.concurrency import DEFINITION_KEY_PREFIX
 from feltdb.work.inputs import invalid
 from feltdb.work.models import CreateWorkload
 from feltdb.work.safety import ensure_safe, ensure_safe_text, sensitive_text
@@ -101,7 +102,7 @@ def _check_concurrency(request: CreateWorkload) -> None:
     key, limit = request.concurrency_key, request.concurrency_limit
     if key is not None and not key.strip():
         raise invalid("concurrency_key", "must not be blank")
-    if key is not None and key.startswith("definition:"):
+    if key is not None and key.startswith(DEFINITION_KEY_PREFIX):
         # A definition's default limit is one (concurrency_defaults): its key is not a
         # requester's to name, or work of one definition could fill another's slots.
         raise invalid("concurrency_key", "'definition:…' keys are definitions' defaults")
@@ -332,7 +333,7 @@ def replay(existing: Workload, request: CreateWorkload) -> tuple[Workload, bool]
         conflicting.insert(0, "requested_by")
     # Not asked for, the work may have been given its definition's default; else compared.
     defaulted = request.concurrency_key is None and existing.concurrency_key == (
-        "definition:" + existing.definition_id
+        DEFINITION_KEY_PREFIX + existing.definition_id
     )
     if not defaulted:
         for name in ("concurrency_key", "concurrency_limit"):

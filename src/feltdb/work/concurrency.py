@@ -39,6 +39,7 @@ from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, RowR
 from feltdb.work.recovery import RECOVERABLE_STATES
 
 __all__ = [
+    "DEFINITION_KEY_PREFIX",
     "SATURATION",
     "SLOTS_COLLECTION",
     "Saturation",
@@ -52,6 +53,9 @@ __all__ = [
 ]
 
 SLOTS_COLLECTION: Final = "system_concurrency_slots"
+DEFINITION_KEY_PREFIX: Final = "definition:"
+"""The concurrency key a definition's default limit gives its work (this, then its id:
+:mod:`feltdb.work.concurrency_defaults`); no requester may name one."""
 HELD: Final = frozenset(state.value for state in RECOVERABLE_STATES)
 """The states in which work holds its claim: claimed, running, checkpointed, and
 cancellation requested (its worker still holds the claim until it confirms)."""

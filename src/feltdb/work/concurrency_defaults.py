@@ -25,11 +25,10 @@ import msgspec
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import Workload
 from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, StorageConflict
-from feltdb.work.concurrency import slot_key
+from feltdb.work.concurrency import DEFINITION_KEY_PREFIX, slot_key
 
 __all__ = [
     "DEFAULTS_COLLECTION",
-    "DEFINITION_KEY_PREFIX",
     "Defaults",
     "definition_limits",
     "set_definition_limit",
@@ -37,8 +36,6 @@ __all__ = [
 ]
 
 DEFAULTS_COLLECTION: Final = "system_concurrency_defaults"
-DEFINITION_KEY_PREFIX: Final = "definition:"
-"""The concurrency key a definition's default limit gives its work: this, then its id."""
 LIMITS_SET: Final = "limits.definition_set"
 """The audit kind of a change of a definition's default limit."""
 MAX_DEFAULTS_LISTED: Final = 1000
