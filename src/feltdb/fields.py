@@ -75,6 +75,12 @@ ConcurrencyLimit = Annotated[
 ]
 """How many workloads of one concurrency key may hold a live claim at once."""
 
+MAX_RATE_STARTS = 1000
+"""The most starts a rate limit allows a period (a limit's window row keeps at most this
+many entries)."""
+MAX_RATE_PERIOD_S = 86_400
+"""The longest period of a rate limit, in seconds: a day."""
+
 MAX_ID_CHARS = 256
 """The longest identifier, in characters: ids, keys, names, kinds, capabilities, tenants,
 applications, environments, definitions, subjects, workers, result ids."""

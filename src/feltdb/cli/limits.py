@@ -1,6 +1,7 @@
 """``feltdb limits``: what the application's concurrency limits hold now, as
 ``GET /v1/limits/concurrency`` answers (:func:`feltdb.work.limits_view.concurrency_keys`);
-``feltdb limits set``: a definition's default limit.
+``feltdb limits set``: a definition's default limit; ``feltdb limits rate``: the rate limits
+(``GET /v1/limits/rate``), set and removed.
 """
 
 from __future__ import annotations
@@ -72,3 +73,64 @@ def set_limit(
         client.set_definition_limit(definition, chosen)
     said = "no limit" if chosen is None else f"at most {chosen} at once"
     typer.echo(f"definition {definition}: {said} (work admitted from now on)")
+
+
+rate_group = typer.Typer(name="rate", add_completion=False, rich_markup_mode=None)
+limits_group.add_typer(rate_group)
+
+
+@rate_group.callback(invoke_without_command=True)
+@targeted
+def rates(context: typer.Context, json_output: JsonOption = False, *, target: Target) -> None:
+    """List the application's rate limits (needs workload:read over all of it): each
+    one's starts per period. Work names one with `feltdb submit --rate-limit NAME
+    [--rate-key KEY]`; `feltdb limits rate set` sets one.
+    """
+    if context.invoked_subcommand is not None:
+        return
+    from feltdb.cli.render import print_json, stdout_console
+
+    with connected(target, needs=(READ,)) as client:
+        found = client.rate_limits()
+    if json_output:
+        print_json(found.to_json())
+        return
+    console = stdout_console()
+    if not found.limits:
+        console.print("no rate limit is set")
+    for limit in found.limits:
+        console.print(
+            f"{limit.name}: at most {limit.starts} starts per {limit.period_s} s, per key",
+            markup=False,
+        )
+
+
+@rate_group.command("set")
+@targeted
+def set_rate(
+    name: Annotated[str, typer.Argument(metavar="NAME")],
+    starts: Annotated[int, typer.Argument(metavar="STARTS", min=1, max=1000, help="1 to 1000.")],
+    period: Annotated[
+        int, typer.Argument(metavar="SECONDS", min=1, max=86_400, help="1 to 86400 (a day).")
+    ],
+    *,
+    target: Target,
+) -> None:
+    """Let work naming the rate limit NAME start at most STARTS times per SECONDS, per key
+    (each --rate-key has a window of its own); from the next claim on. Needs
+    workload:operate over the whole application.
+    """
+    with connected(target, needs=(OPERATE,)) as client:
+        client.set_rate_limit(name, (starts, period))
+    typer.echo(f"rate limit {name}: at most {starts} starts per {period} s, per key")
+
+
+@rate_group.command("remove")
+@targeted
+def remove_rate(name: Annotated[str, typer.Argument(metavar="NAME")], *, target: Target) -> None:
+    """Remove the rate limit NAME: its work runs unlimited from the next claim on. Needs
+    workload:operate over the whole application.
+    """
+    with connected(target, needs=(OPERATE,)) as client:
+        client.set_rate_limit(name, None)
+    typer.echo(f"rate limit {name}: removed (its work runs unlimited)")

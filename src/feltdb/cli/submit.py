@@ -69,6 +69,18 @@ ConcurrencyKeyOption = Annotated[
 ConcurrencyLimitOption = Annotated[
     int | None, typer.Option(metavar="N", min=1, max=1000, help="See --concurrency-key.")
 ]
+RateLimitOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="The rate limit its starts count against (`feltdb limits rate set NAME N "
+        "SECONDS`); a limit not set runs unlimited.",
+    ),
+]
+RateKeyOption = Annotated[
+    str | None,
+    typer.Option(metavar="KEY", help="With --rate-limit: the key with a window of its own."),
+]
 RevisionOption = Annotated[str, typer.Option(help="The definition's revision.")]
 TriggerOption = Annotated[str, typer.Option(help="What caused the submission.")]
 ApprovalOption = Annotated[
@@ -128,6 +140,8 @@ def submit(
     after: AfterOption = None,
     concurrency_key: ConcurrencyKeyOption = None,
     concurrency_limit: ConcurrencyLimitOption = None,
+    rate_limit: RateLimitOption = None,
+    rate_key: RateKeyOption = None,
     environment: EnvironmentOption = "production",
     revision: RevisionOption = "1",
     trigger: TriggerOption = "cli",
@@ -176,6 +190,7 @@ def submit(
         ),
         "approval": _approval(approval, approver, approver_kind),
         "concurrency_key": concurrency_key, "concurrency_limit": concurrency_limit,
+        "rate_limit": rate_limit, "rate_key": rate_key,
     })  # fmt: skip
     _submit(target, fields, json_output, keyring)
 

@@ -1,6 +1,6 @@
-"""The concurrency limits through a client: :meth:`LimitsClient.concurrency_keys`, over HTTP
-(``GET /v1/limits/concurrency``) and in process, to the same answer
-(:mod:`feltdb.work.limits_view`).
+"""The limits through a client (:class:`LimitsClient`): concurrency keys, definitions'
+default limits and rate limits, over HTTP (``/v1/limits/...``) and in process, to the same
+answers (:mod:`feltdb.work.limits_view`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 from feltdb.client.transport import Transport
-from feltdb.records.limits import ConcurrencyKeys
+from feltdb.records.limits import ConcurrencyKeys, RateLimits
 
 if TYPE_CHECKING:  # the HTTP client never acts in process: the authority is the local one's
     from feltdb.work.authority import Authority
@@ -42,6 +42,25 @@ class LimitsClient(Protocol):
         """
         ...
 
+    def rate_limits(self) -> RateLimits:
+        """The application's rate limits, by name (needs ``workload:read`` over the whole
+        application, unconstrained).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED``.
+        """
+        ...
+
+    def set_rate_limit(self, name: str, limit: tuple[int, int] | None) -> None:
+        """Set the rate limit ``name`` to ``limit``: at most ``limit[0]`` starts of its work
+        (1 to 1,000) per ``limit[1]`` seconds (1 to 86,400), per key; ``None`` removes it
+        (needs ``workload:operate`` over the whole application, unconstrained).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_INVALID``.
+        """
+        ...
+
 
 class HttpLimits(Transport):
     """:meth:`LimitsClient.concurrency_keys` over the transport of the class this is mixed
@@ -59,6 +78,21 @@ class HttpLimits(Transport):
         """
         path = f"/v1/limits/concurrency/definitions/{quote(definition_id, safe='')}"
         self._ask("PUT", path, {"limit": limit})
+
+    def rate_limits(self) -> RateLimits:
+        """See :meth:`LimitsClient.rate_limits` (``GET /v1/limits/rate``)."""
+        found: RateLimits = RateLimits.parse(self._ask("GET", "/v1/limits/rate"))
+        return found
+
+    def set_rate_limit(self, name: str, limit: tuple[int, int] | None) -> None:
+        """See :meth:`LimitsClient.set_rate_limit` (``PUT`` or ``DELETE``
+        ``/v1/limits/rate/{name}``).
+        """
+        path = f"/v1/limits/rate/{quote(name, safe='')}"
+        if limit is None:
+            self._ask("DELETE", path)
+        else:
+            self._ask("PUT", path, {"starts": limit[0], "period_s": limit[1]})
 
 
 class LocalLimits:
@@ -79,3 +113,16 @@ class LocalLimits:
 
         now = self.clock() if self.clock is not None else int(time.time())
         set_definition_limit_as(self.acting, definition_id, limit, now)
+
+    def rate_limits(self) -> RateLimits:
+        """See :meth:`LimitsClient.rate_limits`."""
+        from feltdb.work.limits_view import rate_limits_as
+
+        return rate_limits_as(self.acting)
+
+    def set_rate_limit(self, name: str, limit: tuple[int, int] | None) -> None:
+        """See :meth:`LimitsClient.set_rate_limit`."""
+        from feltdb.work.limits_view import set_rate_limit_as
+
+        now = self.clock() if self.clock is not None else int(time.time())
+        set_rate_limit_as(self.acting, name, limit, now)

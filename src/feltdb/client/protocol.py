@@ -98,6 +98,8 @@ OPTIONAL_FIELDS = (
     "approval",
     "concurrency_key",
     "concurrency_limit",
+    "rate_limit",
+    "rate_key",
 )
 """The submission fields whose ``None`` means "not given": the submission's default
 (:data:`~feltdb.work.submission.SUBMISSION_DEFAULTS`, a new random idempotency key) or

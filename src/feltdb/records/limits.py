@@ -1,4 +1,6 @@
-"""What the concurrency limits of an application hold now (:mod:`feltdb.work.limits_view`)."""
+"""What the limits of an application hold now: its concurrency keys
+(:mod:`feltdb.work.limits_view`) and its rate limits (:mod:`feltdb.work.rate_limits`).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import msgspec
 
 from feltdb.records.base import Record
 
-__all__ = ["ConcurrencyKey", "ConcurrencyKeys"]
+__all__ = ["ConcurrencyKey", "ConcurrencyKeys", "RateLimit", "RateLimits"]
 
 
 class ConcurrencyKey(Record, frozen=True, kw_only=True):  # type: ignore[misc]
@@ -28,3 +30,19 @@ class ConcurrencyKeys(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     keys: list[ConcurrencyKey] = msgspec.field(default_factory=list)
     complete: bool = True
     definitions: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class RateLimit(Record, frozen=True, kw_only=True):  # type: ignore[misc]
+    """A named rate limit: at most ``starts`` starts of its work per ``period_s`` seconds,
+    per key (:mod:`feltdb.work.rate_limits`).
+    """
+
+    name: str
+    starts: int
+    period_s: int
+
+
+class RateLimits(Record, frozen=True, kw_only=True):  # type: ignore[misc]
+    """The rate limits of one application, by name (at most 1,000)."""
+
+    limits: list[RateLimit] = msgspec.field(default_factory=list)

@@ -259,6 +259,12 @@ class Workload(  # type: ignore[misc]
     """Work of one key (of its tenant's application) that holds a live claim at once is at
     most :attr:`concurrency_limit` (:mod:`feltdb.work.concurrency`); ``None``: no limit."""
     concurrency_limit: ConcurrencyLimit | None = None
+    rate_limit: str | None = None
+    """The name of the rate limit its starts count against (:mod:`feltdb.work.rate_limits`);
+    ``None``: none."""
+    rate_key: str | None = None
+    """The key within :attr:`rate_limit` (each key has its own window); ``None``: the one
+    window of the limit."""
 
     def is_eligible_at(self, now: int) -> bool:
         """Whether the eligibility instant has arrived (the temporal half of claimability;

@@ -121,12 +121,15 @@ def _submission_schema() -> dict[str, Any]:
             if option.get("type") == "integer":
                 option["minimum"] = 1
     _bound_approval(properties)
-    _bounded(properties["concurrency_key"], required=True)
+    for name in ("concurrency_key", "rate_limit", "rate_key"):
+        _bounded(properties[name], required=True)
     _sets_as_lists(schema)
-    # A concurrency key and its limit come together (neither, or both).
+    # A concurrency key and its limit come together (neither, or both); a rate key names
+    # its limit.
     schema["allOf"] = [
         {"if": _given("concurrency_key"), "then": _given("concurrency_limit")},
         {"if": _given("concurrency_limit"), "then": _given("concurrency_key")},
+        {"if": _given("rate_key"), "then": _given("rate_limit")},  # a key of a named limit
     ]
     # approval_ms is the wait for an approval, so it needs one.
     schema["if"] = {

@@ -28,7 +28,15 @@ from feltdb.work.transitions import transition
 ADMISSION_ACTOR = "feltdb"
 
 _REQUIRED_TEXT = ("tenant_id", "application_id", "environment", "definition_id", "idempotency_key")
-_BOUNDED_TEXT = (*_REQUIRED_TEXT, "definition_revision", "trigger", "session_id", "concurrency_key")
+_BOUNDED_TEXT = (
+    *_REQUIRED_TEXT,
+    "definition_revision",
+    "trigger",
+    "session_id",
+    "concurrency_key",
+    "rate_limit",
+    "rate_key",
+)
 _BOUNDED_LISTS = (
     "capability_snapshot",
     "connection_scopes",
@@ -98,7 +106,9 @@ def validate_admission(request: CreateWorkload) -> None:
 
 
 def _check_concurrency(request: CreateWorkload) -> None:
-    """Refuse a concurrency key without a limit, a limit without a key, a blank key."""
+    """Refuse a concurrency key without a limit, a limit without a key, a blank key; a rate
+    key without its limit's name, a blank name or key.
+    """
     key, limit = request.concurrency_key, request.concurrency_limit
     if key is not None and not key.strip():
         raise invalid("concurrency_key", "must not be blank")
@@ -113,6 +123,12 @@ def _check_concurrency(request: CreateWorkload) -> None:
             else ("concurrency_limit", "concurrency_key")
         )
         raise invalid(missing, f"required with {given}")
+    if request.rate_key is not None and request.rate_limit is None:
+        raise invalid("rate_limit", "required with rate_key")
+    for name in ("rate_limit", "rate_key"):
+        value = getattr(request, name)
+        if value is not None and not value.strip():
+            raise invalid(name, "must not be blank")
 
 
 def _text_fields(request: CreateWorkload) -> Iterator[tuple[str, str]]:
@@ -217,6 +233,8 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         ),
         concurrency_key=request.concurrency_key,
         concurrency_limit=request.concurrency_limit,
+        rate_limit=request.rate_limit,
+        rate_key=request.rate_key,
     )
     # The history records the eligibility the work was admitted with, so "why was this
     # Ready and unclaimed for an hour" is answerable from the workload itself.
@@ -339,6 +357,9 @@ def replay(existing: Workload, request: CreateWorkload) -> tuple[Workload, bool]
         for name in ("concurrency_key", "concurrency_limit"):
             if getattr(existing, name) != getattr(request, name):
                 conflicting.append(name)
+    for name in ("rate_limit", "rate_key"):
+        if getattr(existing, name) != getattr(request, name):
+            conflicting.append(name)
     if not conflicting:
         return existing, False
     raise WorkloadError(

@@ -12,9 +12,10 @@ from feltdb.auth.grants import Grant
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import StorageConflict
 from feltdb.work import inputs
-from feltdb.work.claimed import ClaimedWork
+from feltdb.work.claimed import ClaimedWork, Claims
 from feltdb.work.claiming import CandidateChoice
 from feltdb.work.concurrency import at_limit
+from feltdb.work.rate_limits import next_start_in
 from feltdb.work.revocations import grant_in_force
 from feltdb.work.states import WorkloadState
 from feltdb.work.unit import UnitOfWork
@@ -39,7 +40,7 @@ def claim_work(
     environments: Iterable[str] | None,
     start: bool,
     under: Grant | None = None,
-) -> list[ClaimedWork]:
+) -> Claims:
     """Claim up to ``limit`` of the application's ready work for ``worker``, holding
     ``capabilities``, under leases of ``lease_ms`` (at most ``max_lease_ms``), of the
     ``definitions`` and ``environments`` given (``None``: any); each also started when
@@ -72,7 +73,7 @@ def _optional_set(values: Iterable[str] | None, field: str) -> frozenset[str] | 
 
 def claim_up_to(
     unit: UnitOfWork, tenant_id: str, application_id: str, choice: CandidateChoice
-) -> list[ClaimedWork]:
+) -> Claims:
     """Claim up to ``choice.wanted`` of the application's ready work, batch after batch
     of candidates from the scheduling index, each batch one transaction.
     """
@@ -80,8 +81,10 @@ def claim_up_to(
     application_id = inputs.identifier(application_id, "application_id")
     choice.scope = (tenant_id, application_id)
     choice.saturated = partial(at_limit, unit.db)
+    choice.rate_wait = lambda rate: next_start_in(unit.db, choice.scope, rate, choice.now)
+    choice.next_start_s = None
     wanted, offset = choice.wanted, 0
-    granted: list[ClaimedWork] = []
+    granted = Claims()
     # Only as many candidates as it may take are read (and, on PostgreSQL, locked) until
     # a read finds one it cannot take; from then on, pages of CANDIDATE_BATCH.
     paging = False
@@ -127,4 +130,5 @@ def claim_up_to(
         # the selection: counting them would skip as many rows nobody has looked at.
         offset += choice.examined - choice.aside
         choice.after = choice.last
+    granted.next_start_s = choice.next_start_s
     return granted

@@ -20,6 +20,16 @@ class ClaimedWork:
     workload: Workload
 
 
+class Claims(list[ClaimedWork]):
+    """The work one claim call took, in order; and, when it found work held back by a rate
+    limit, how long until such work may start (:mod:`feltdb.work.rate_limits`).
+    """
+
+    next_start_s: int | None = None
+    """The fewest seconds until rate-limited work the claim passed over may start
+    (``None``: it passed over none)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseRenewal:
     """A heartbeat's answer: the extended claim, and whether an operator asked the holder

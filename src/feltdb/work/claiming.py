@@ -34,7 +34,8 @@ from feltdb.work.concurrency import (
 )
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
-from feltdb.work.partitions import group_accepted, group_concurrency, limited
+from feltdb.work.partitions import group_accepted, group_concurrency, group_rate, limited
+from feltdb.work.rate_limits import RATE_HELD, StartHeld, take_start, window_key
 from feltdb.work.rows import (
     MUTATED,
     LoadedWorkload,
@@ -92,6 +93,19 @@ class CandidateChoice:
     saturated: Callable[[str, int], bool] | None = None
     """Whether a concurrency key (a slot row's key) is at a limit, as committed now: asked,
     outside the transaction, of keys a claim lately found full (:data:`SATURATION`)."""
+    starts: SlotRows = field(default_factory=set)
+    """The rate limits' windows this batch's transaction took a start of (:func:`take_start`)."""
+    held_windows: dict[str, int] = field(default_factory=dict)
+    """The windows found at their limit in this batch, and the seconds until each allows a
+    start (each read once a batch)."""
+    rate_wait: Callable[[tuple[str, str]], int | None] | None = None
+    """Seconds until a rate limit's key (name, key) allows a start, as committed now
+    (``None``: now): asked, outside the transaction, of windows lately found at their limit
+    (:data:`~feltdb.work.rate_limits.RATE_HELD`)."""
+    next_start_s: int | None = None
+    """The fewest seconds until a window found at its limit allows a start, over every
+    batch of the claim: when the claim found nothing else, how long until rate-limited work
+    may start (set by the claim, never by :meth:`reset`)."""
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
@@ -100,6 +114,8 @@ class CandidateChoice:
         self.examined, self.aside, self.chosen = 0, 0, []
         self.dependency_rows.clear()
         self.slots.clear()
+        self.starts.clear()
+        self.held_windows.clear()
         self.deferred = False
 
     def partitions(self) -> ClaimPartitions:
@@ -111,20 +127,32 @@ class CandidateChoice:
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         if not group_accepted(group, sample, self.held, self.environments):
             return False
-        if not limited(group) or self.saturated is None:
+        if not limited(group):
             return True  # unlimited work's groups: no second look
-        concurrency = group_concurrency(group, sample)
-        if concurrency is None:
-            return True
         # A key found at its limit lately is checked before its backlog is read: passed
         # over while still full (a hint: the choice decides on the rows it holds).
-        key = slot_key(*self.scope, concurrency[0])
-        if not SATURATION.suspected(key):
-            return True
-        if self.saturated(key, concurrency[1]):
-            return False
-        SATURATION.forget(key)
+        concurrency = group_concurrency(group, sample)
+        if concurrency is not None and self.saturated is not None:
+            key = slot_key(*self.scope, concurrency[0])
+            if SATURATION.suspected(key):
+                if self.saturated(key, concurrency[1]):
+                    return False
+                SATURATION.forget(key)
+        rate = group_rate(group, sample)
+        if rate is not None and self.rate_wait is not None:
+            key = window_key(*self.scope, *rate)
+            if RATE_HELD.suspected(key):
+                wait = self.rate_wait(rate)
+                if wait is not None:
+                    self._start_held(wait)
+                    return False
+                RATE_HELD.forget(key)
         return True
+
+    def _start_held(self, wait_s: int) -> None:
+        """Note that rate-limited work may start in ``wait_s`` seconds."""
+        if self.next_start_s is None or wait_s < self.next_start_s:
+            self.next_start_s = wait_s
 
     def choose(self, rows: Sequence[StoredRow], read: RowReader) -> list[PlannedCommit | SetAside]:
         """The commits of the first candidates this worker may run, claimed, until
@@ -169,22 +197,56 @@ class CandidateChoice:
                 # fail the whole search for one candidate.
                 log.warning("claim: %s skipped: %s", row.key, error.message)
                 continue
-            if granted is not None and decided.concurrency_key is not None:
-                key = slot_key(*self.scope, decided.concurrency_key)
-                taking = key not in self.slots and len(self.slots) < MAX_SLOTS_PER_TRANSACTION
-                if taking and SATURATION.fresh(key):
-                    continue  # found full a moment ago (here, or by another claim)
-                slot = take_slot(decided, granted.claim_id, read, self.slots)
-                if slot is None:  # at its limit (or taken once here): other work, if any
-                    if taking:
-                        SATURATION.note(key)
-                    self.deferred = self.deferred or not taking
-                    continue
-                plan = holding(plan, [slot.guard], [slot.mutation])
+            if granted is not None:
+                limited_plan = self._within_limits(decided, granted.claim_id, read, plan)
+                if limited_plan is None:
+                    continue  # at a limit: other work, if any
+                plan = limited_plan
             claimed += granted is not None
             self.chosen.append((loaded.decided(decided), operation, granted, plan))
             plans.append(plan)
         return plans
+
+    def _within_limits(
+        self, decided: Workload, claim_id: str, read: RowReader, plan: PlannedCommit
+    ) -> PlannedCommit | None:
+        """``plan`` (the claim of ``decided``) with the start of its rate limit and the slot
+        of its concurrency key it takes, if any; ``None`` when either is at its limit (or
+        taken once in this transaction: the next takes it).
+        """
+        window = None
+        if decided.rate_limit is not None:
+            window = window_key(*self.scope, decided.rate_limit, decided.rate_key or "")
+            if window in self.held_windows:
+                return None
+            start = take_start(decided, self.now, read, self.starts)
+            if isinstance(start, StartHeld):
+                if start.wait_s == 0:
+                    self.deferred = True
+                    return None
+                RATE_HELD.note(window)
+                self.held_windows[window] = start.wait_s
+                self._start_held(start.wait_s)
+                return None
+            if start is None:
+                window = None  # no limit set: nothing taken
+            else:
+                plan = holding(plan, [start.guard], [start.mutation])
+        if decided.concurrency_key is not None:
+            key = slot_key(*self.scope, decided.concurrency_key)
+            taking = key not in self.slots and len(self.slots) < MAX_SLOTS_PER_TRANSACTION
+            # Found full a moment ago (here, or by another claim): not read again yet.
+            fresh = taking and SATURATION.fresh(key)
+            slot = None if fresh else take_slot(decided, claim_id, read, self.slots)
+            if slot is None:
+                if taking and not fresh:
+                    SATURATION.note(key)
+                self.deferred = self.deferred or not taking
+                if window is not None:  # its start is not taken after all
+                    self.starts.discard(window)
+                return None
+            plan = holding(plan, [slot.guard], [slot.mutation])
+        return plan
 
     def _candidate(self, workload: Workload) -> bool:
         # The definitions, the environment and the state are guards only: the selection

@@ -1,5 +1,6 @@
-"""What the concurrency limits of one tenant's application hold now: each key a claim took
-a slot of, its limit, and the workloads holding its slots (:mod:`feltdb.work.concurrency`).
+"""What the limits of one tenant's application hold now: each concurrency key a claim took
+a slot of, its limit, and the workloads holding its slots (:mod:`feltdb.work.concurrency`);
+its rate limits (:mod:`feltdb.work.rate_limits`). Each set, or read, as a caller may.
 """
 
 from __future__ import annotations
@@ -8,21 +9,24 @@ from collections.abc import Callable
 from typing import Final
 
 from feltdb.auth.policy import OPERATE, READ, authorize_application
-from feltdb.fields import MAX_CONCURRENCY_LIMIT
-from feltdb.records.limits import ConcurrencyKey, ConcurrencyKeys
+from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_RATE_PERIOD_S, MAX_RATE_STARTS
+from feltdb.records.limits import ConcurrencyKey, ConcurrencyKeys, RateLimits
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import Database, StoredRow
 from feltdb.work import inputs
 from feltdb.work.authority import Authority
 from feltdb.work.concurrency import SLOTS_COLLECTION, holders_of, live_holders
 from feltdb.work.concurrency_defaults import definition_limits, set_definition_limit
+from feltdb.work.rate_limits import rate_limits, set_rate_limit
 
 __all__ = [
     "MAX_KEYS_LISTED",
     "Limits",
     "concurrency_keys",
     "concurrency_keys_as",
+    "rate_limits_as",
     "set_definition_limit_as",
+    "set_rate_limit_as",
 ]
 
 MAX_KEYS_LISTED: Final = 100
@@ -100,6 +104,36 @@ def concurrency_keys_as(acting: Authority) -> ConcurrencyKeys:
     return concurrency_keys(acting.store.db, scope.tenant_id, scope.application_id)
 
 
+def rate_limits_as(acting: Authority) -> RateLimits:
+    """The rate limits of ``acting``'s application, to a caller that may read all of it
+    (``workload:read``, unconstrained: a limit counts any definition's work).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    acting.whole_application(lambda grant: authorize_application(grant, READ), "rate limits are")
+    scope = acting.scope
+    return RateLimits(limits=rate_limits(acting.store.db, scope.tenant_id, scope.application_id))
+
+
+def set_rate_limit_as(
+    acting: Authority, name: str, limit: tuple[int, int] | None, now: int
+) -> None:
+    """Set (``None``: remove) the rate limit ``name`` of ``acting``'s application to
+    ``limit`` (starts, period in seconds), needing ``workload:operate`` over the whole of
+    it, unconstrained; recorded as its subject's (:meth:`Limits.set_rate_limit`).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_INVALID``;
+            ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    acting.whole_application(lambda grant: authorize_application(grant, OPERATE), "a rate limit is")
+    scope = acting.scope
+    acting.store.limits.set_rate_limit(
+        scope.tenant_id, scope.application_id, name, limit, actor=acting.actor, now=now
+    )
+
+
 class Limits:
     """The concurrency limits of one store (``WorkloadStore.limits``), for its holder: what
     they hold in an application, and a definition's default limit set or removed.
@@ -143,5 +177,49 @@ class Limits:
             limit = inputs.integer(limit, "limit", 1, MAX_CONCURRENCY_LIMIT)
         set_definition_limit(
             self._db, tenant_id, application_id, definition_id, limit,
+            actor=inputs.actor(actor), now=self._clock(now),
+        )  # fmt: skip
+
+    def rate_limits(self, tenant_id: str, application_id: str) -> RateLimits:
+        """The rate limits of a tenant's application, by name (at most 1,000).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        return RateLimits(limits=rate_limits(self._db, tenant_id, application_id))
+
+    def set_rate_limit(
+        self,
+        tenant_id: str,
+        application_id: str,
+        name: str,
+        limit: tuple[int, int] | None,
+        *,
+        actor: str,
+        now: int | None = None,
+    ) -> None:
+        """Set the rate limit ``name`` of a tenant's application to ``limit``: at most
+        ``limit[0]`` starts (1 to 1,000) of its work per ``limit[1]`` seconds (1 to 86,400),
+        per key; ``None`` removes it (its work then runs unlimited):
+        :mod:`feltdb.work.rate_limits`.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` (a name, starts or a period out of range);
+                ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        name = inputs.identifier(name, "name")
+        if limit is not None:
+            if not isinstance(limit, tuple) or len(limit) != 2:
+                raise inputs.invalid("limit", "must be (starts, period_s) or None")
+            limit = (
+                inputs.integer(limit[0], "starts", 1, MAX_RATE_STARTS),
+                inputs.integer(limit[1], "period_s", 1, MAX_RATE_PERIOD_S),
+            )
+        set_rate_limit(
+            self._db, (tenant_id, application_id), name, limit,
             actor=inputs.actor(actor), now=self._clock(now),
         )  # fmt: skip

@@ -126,5 +126,10 @@ class CreateWorkload(Request):
     concurrency_limit: ConcurrencyLimit | None = Field(
         default=None, exclude_if=lambda value: value is None
     )
+    rate_limit: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The name of a rate limit of the application (N starts a period): its claims wait
+    their turn. A name not set runs unlimited."""
+    rate_key: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """With ``rate_limit``: the key whose own window the starts count in (a customer)."""
 
     _validate_input = field_validator("input")(classmethod(lambda cls, value: _require_json(value)))

@@ -1,5 +1,6 @@
-"""What a claim partitions ready work by: its environment, the capabilities it needs, and
-its concurrency key and limit (:mod:`feltdb.work.concurrency`).
+"""What a claim partitions ready work by: its environment, the capabilities it needs, its
+concurrency key and limit (:mod:`feltdb.work.concurrency`) and its rate limit and key
+(:mod:`feltdb.work.rate_limits`).
 
 Every ready workload's index carries a *claim group* (:func:`claim_group`), a digest of
 these, so the ready work of one definition that needs the same
@@ -28,32 +29,41 @@ from feltdb.storage.partitions import GroupSample
 GROUP_PREFIX: Final = "c1:"
 """The first characters of every group made by :func:`claim_group` (its version)."""
 LIMITED_PREFIX: Final = "c1l:"
-"""The first characters of the group of work under a concurrency key instead: a claim tells
-such a group from the rest by its label alone (:func:`limited`)."""
+"""The first characters of the group of work under a concurrency key or a rate limit
+instead: a claim tells such a group from the rest by its label alone (:func:`limited`)."""
 
 MAX_GROUPS_REMEMBERED: Final = 4096
 """The most group digests a process remembers the needs of (each a few hundred bytes)."""
 
 Concurrency = tuple[str, int] | None
 """A group's concurrency key and limit (``None``: none)."""
-Needs = tuple[str, frozenset[str], Concurrency]
-"""What a group's work needs of a claim: its environment and its capability set; and its
-concurrency key and limit."""
+Rate = tuple[str, str] | None
+"""A group's rate limit name and key (``""``: none; ``None``: no rate limit)."""
+Needs = tuple[str, frozenset[str], Concurrency, Rate]
+"""What a group's work needs of a claim: its environment and its capability set; its
+concurrency key and limit; and its rate limit and key."""
 
 
 def claim_group(
-    environment: str, capabilities: Collection[str], concurrency: Concurrency = None
+    environment: str,
+    capabilities: Collection[str],
+    concurrency: Concurrency = None,
+    rate: Rate = None,
 ) -> str:
     """The claim group of work of ``environment`` needing ``capabilities`` (under the
-    ``concurrency`` key and limit, if any): a prefix and the first 128 bits of a SHA-256 of
-    them, so an index entry stays small whatever they are. A collision would only make a
-    claim read a range it cannot take from: every candidate is still checked.
+    ``concurrency`` key and limit, and the ``rate`` limit and key, if any): a prefix and the
+    first 128 bits of a SHA-256 of them, so an index entry stays small whatever they are. A
+    collision would only make a claim read a range it cannot take from: every candidate is
+    still checked.
     """
     named: list[object] = [environment, sorted(capabilities)]
     if concurrency is not None:  # unlimited work keeps the groups it had
         named.append(list(concurrency))
+    if rate is not None:
+        named.append(["rate", *rate])
     digest = hashlib.sha256(orjson.dumps(named)).hexdigest()
-    return (GROUP_PREFIX if concurrency is None else LIMITED_PREFIX) + digest[:32]
+    unlimited = concurrency is None and rate is None
+    return (GROUP_PREFIX if unlimited else LIMITED_PREFIX) + digest[:32]
 
 
 def limited(group: str) -> bool:
@@ -89,9 +99,10 @@ class _Remembered:
             return None
         key, limit = document.get("concurrency_key"), document.get("concurrency_limit")
         concurrency = (key, limit) if isinstance(key, str) and type(limit) is int else None
-        if claim_group(environment, capabilities, concurrency) != group:
+        rate = rate_of(document.get("rate_limit"), document.get("rate_key"))
+        if claim_group(environment, capabilities, concurrency, rate) != group:
             return None  # its index is stale: the choice checks it
-        needs = (environment, frozenset(capabilities), concurrency)
+        needs = (environment, frozenset(capabilities), concurrency, rate)
         with self._lock:
             self._needs[group] = needs
             while len(self._needs) > MAX_GROUPS_REMEMBERED:
@@ -115,7 +126,7 @@ def group_accepted(
     needs = _REMEMBERED.needs(group, sample)
     if needs is None:
         return True
-    environment, capabilities, _ = needs
+    environment, capabilities = needs[0], needs[1]
     return capabilities <= held and (environments is None or environment in environments)
 
 
@@ -123,3 +134,16 @@ def group_concurrency(group: str, sample: GroupSample) -> Concurrency:
     """The concurrency key and limit of ``group``'s work (``None``: none, or not known)."""
     needs = _REMEMBERED.needs(group, sample)
     return None if needs is None else needs[2]
+
+
+def group_rate(group: str, sample: GroupSample) -> Rate:
+    """The rate limit name and key of ``group``'s work (``None``: none, or not known)."""
+    needs = _REMEMBERED.needs(group, sample)
+    return None if needs is None else needs[3]
+
+
+def rate_of(name: object, key: object) -> Rate:
+    """The rate limit and key a workload's fields name (``None``: no limit)."""
+    if not isinstance(name, str):
+        return None
+    return name, key if isinstance(key, str) else ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from feltdb.records.workload import Workload
 from feltdb.storage.base import RowIndex
 from feltdb.work.deadlines import next_deadline_at
-from feltdb.work.partitions import claim_group
+from feltdb.work.partitions import claim_group, rate_of
 from feltdb.work.recovery import RECOVERABLE_STATES
 from feltdb.work.states import TERMINAL_STATES, WorkloadState
 
@@ -41,7 +41,12 @@ def row_index(workload: Workload) -> RowIndex:
         definition_id=workload.definition_id,
         environment=workload.environment,
         claim_group=(
-            claim_group(workload.environment, workload.capability_snapshot, _limited(workload))
+            claim_group(
+                workload.environment,
+                workload.capability_snapshot,
+                _limited(workload),
+                rate_of(workload.rate_limit, workload.rate_key),
+            )
             if workload.state is WorkloadState.READY
             else None
         ),

@@ -36,7 +36,7 @@ from feltdb.work import worker_commands as worker_
 from feltdb.work.audit import AuditTrail
 from feltdb.work.batches import Completion, Heartbeat
 from feltdb.work.changes import CommitObserver
-from feltdb.work.claimed import ClaimedWork, LeaseRenewal
+from feltdb.work.claimed import Claims, LeaseRenewal
 from feltdb.work.clock import resolved_now as _now
 from feltdb.work.inputs import DEFAULT_LEASE_MS, DEFAULT_MAX_LEASE_MS, Cursor
 from feltdb.work.limits_view import Limits
@@ -281,7 +281,7 @@ class WorkloadStore:
         environments: Iterable[str] | None = None,
         start: bool = True,
         under: Grant | None = None,
-    ) -> builtins.list[ClaimedWork]:
+    ) -> Claims:
         """:meth:`claim_many` (started unless ``start=False``), each claim answered with
         the workload as its commit left it, needing no read; ``under``: a grant checked
         again in each claiming transaction (expired or revoked: ``WORKLOAD_UNAUTHORIZED``).

@@ -17,7 +17,7 @@ from feltdb.errors import WorkloadError
 from feltdb.records.workload import WorkloadClaim, WorkloadResult
 from feltdb.work.authority import Authority
 from feltdb.work.batches import Completion, Heartbeat, per_item
-from feltdb.work.claimed import ClaimedWork, LeaseRenewal
+from feltdb.work.claimed import Claims, LeaseRenewal
 
 
 class Fenced(Protocol):
@@ -109,7 +109,7 @@ def claim_work(
     now: int | None,
     lease_ms: int,
     start: bool,
-) -> list[ClaimedWork]:
+) -> Claims:
     """Claim up to ``limit`` of the caller's work that ``eligible`` admits, each with its
     workload (started, with ``start``). A caller's grant is checked again where the claim
     commits, so a long-poll opened before a revocation or the grant's expiry claims nothing.

@@ -27,7 +27,7 @@ from feltdb.records.workload import (
     WorkloadExecutionContext,
     WorkloadResult,
 )
-from feltdb.storage.base import RowReader
+from feltdb.storage.base import Mutation, Precondition, RowReader
 from feltdb.storage.canonical import content_hash
 from feltdb.work import inputs, lifecycle, operators, recovery
 from feltdb.work.batches import Completion, Heartbeat, Step
@@ -36,6 +36,7 @@ from feltdb.work.concurrency import take_slot
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead
 from feltdb.work.outcome import Outcome
+from feltdb.work.rate_limits import StartHeld, take_start
 from feltdb.work.rows import LoadedWorkload
 from feltdb.work.safety import ensure_safe, ensure_safe_text
 from feltdb.work.states import WorkloadState
@@ -109,8 +110,9 @@ def claim(
 ) -> Step[WorkloadClaim]:
     """Claim one ready workload by id (``worker``, ``held`` and ``lease_ms`` checked), but
     not while ``dependencies`` reads one of its dependencies not yet in the state it
-    requires, nor while its concurrency key is at its limit (its slot read with ``rows``);
-    the claim commits only while each dependency and the slot are still as read.
+    requires, nor while its rate limit allows no start or its concurrency key is at its
+    limit (their rows read with ``rows``); the claim commits only while each dependency,
+    the window and the slot are still as read.
     """
     loaded = load(workload_id)
     timed_out = deadline_step(loaded, now)
@@ -142,18 +144,47 @@ def claim(
         )
         return Step(loaded.decided(ended), Operation.DEPENDENCY, refusal=refusal, held=read.held)
     claimed = lifecycle.claim(workload, worker, held, now, lease_ms, read.awaited)
-    step = replace(decided_step(loaded, Operation.CLAIM, claimed), held=read.held)
-    if claimed.workload.concurrency_key is None:
-        return step
-    slot = take_slot(claimed.workload, claimed.answer.claim_id, rows, set())
-    if slot is None:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_NOT_READY,
-            f"workload waits for a slot of concurrency key {workload.concurrency_key!r}: "
-            f"{workload.concurrency_limit} of its work already hold a claim",
-            {"concurrency_key": workload.concurrency_key},
-        )
-    return replace(step, held=(*read.held, slot.guard), also=(slot.mutation,))
+    guards, taken = _limits_taken(claimed.workload, claimed.answer.claim_id, now, rows)
+    step = decided_step(loaded, Operation.CLAIM, claimed)
+    return replace(step, held=(*read.held, *guards), also=taken)
+
+
+def _limits_taken(
+    workload: Workload, claim_id: str, now: int, rows: RowReader
+) -> tuple[tuple[Precondition, ...], tuple[Mutation, ...]]:
+    """The guards and writes of the start of ``workload``'s rate limit and the slot of its
+    concurrency key that its claim ``claim_id`` takes (none for work with neither).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_NOT_YET_ELIGIBLE`` (its rate limit allows no start
+            now: the details say when), ``WORKLOAD_NOT_READY`` (its key is at its limit).
+    """
+    guards: list[Precondition] = []
+    taken: list[Mutation] = []
+    if workload.rate_limit is not None:
+        start = take_start(workload, now, rows, set())
+        if isinstance(start, StartHeld):
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_NOT_YET_ELIGIBLE,
+                f"workload waits its turn under rate limit {workload.rate_limit!r}: "
+                f"its next start is allowed in {start.wait_s} s",
+                {"eligible_at": now + start.wait_s, "rate_limit": workload.rate_limit},
+            )
+        if start is not None:
+            guards.append(start.guard)
+            taken.append(start.mutation)
+    if workload.concurrency_key is not None:
+        slot = take_slot(workload, claim_id, rows, set())
+        if slot is None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_NOT_READY,
+                f"workload waits for a slot of concurrency key {workload.concurrency_key!r}: "
+                f"{workload.concurrency_limit} of its work already hold a claim",
+                {"concurrency_key": workload.concurrency_key},
+            )
+        guards.append(slot.guard)
+        taken.append(slot.mutation)
+    return tuple(guards), tuple(taken)
 
 
 def start(

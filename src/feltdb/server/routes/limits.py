@@ -1,6 +1,8 @@
-"""The limits route: what the application's concurrency limits hold now
-(``GET /v1/limits/concurrency``, ``workload:read`` over every workload of the application,
-unconstrained; :mod:`feltdb.work.limits_view`).
+"""The limits routes: what the application's concurrency limits hold now
+(``GET /v1/limits/concurrency``) and its rate limits (``GET /v1/limits/rate``), each to
+``workload:read`` over every workload of the application, unconstrained; a definition's
+default concurrency limit and a rate limit set by ``workload:operate`` over all of it
+(:mod:`feltdb.work.limits_view`).
 
 Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one as the
 operation's OpenAPI description; the route's ``summary`` says what it does.
@@ -8,17 +10,22 @@ operation's OpenAPI description; the route's ``summary`` says what it does.
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_ID_CHARS
-from feltdb.records.limits import ConcurrencyKeys
+from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_ID_CHARS, MAX_RATE_PERIOD_S, MAX_RATE_STARTS
+from feltdb.records.limits import ConcurrencyKeys, RateLimits
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Acting, Now
-from feltdb.work.limits_view import concurrency_keys_as, set_definition_limit_as
+from feltdb.work.limits_view import (
+    concurrency_keys_as,
+    rate_limits_as,
+    set_definition_limit_as,
+    set_rate_limit_as,
+)
 
 router = APIRouter(prefix=PREFIX)
 
@@ -63,3 +70,55 @@ def set_definition_limit(  # noqa: D103
 ) -> JSONResponse:
     set_definition_limit_as(acting, definition_id, body.limit, now)
     return JSONResponse({"limit": body.limit})
+
+
+@router.get(
+    "/limits/rate",
+    summary="The application's rate limits: each one's starts per period",
+    responses=declared(RateLimits, *AUTH),
+    description="Each rate limit set in the application, by name (at most 1,000): at most "
+    "`starts` starts of its work per `period_s` seconds, per key. Needs `workload:read` over "
+    "every workload of the application, unconstrained.",
+)
+def rate(acting: Acting) -> JSONResponse:  # noqa: D103
+    return JSONResponse(rate_limits_as(acting).to_json())
+
+
+class RateLimitBody(BaseModel):
+    """``PUT /v1/limits/rate/{name}``: at most ``starts`` starts per ``period_s`` seconds."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    starts: int = Field(ge=1, le=MAX_RATE_STARTS)
+    period_s: int = Field(ge=1, le=MAX_RATE_PERIOD_S)
+
+
+RateName = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
+
+
+@router.put(
+    "/limits/rate/{name}",
+    summary="Set a rate limit: at most `starts` starts of its work per `period_s` seconds",
+    responses=declared(RateLimitBody, *AUTH, 409, 422),
+    description="Work naming the limit (`rate_limit`, and `rate_key` for a window of its "
+    "own) starts at most that often; a change applies to claims from now on. Needs "
+    "`workload:operate` over every workload of the application, unconstrained.",
+)
+def set_rate(  # noqa: D103
+    acting: Acting, now: Now, name: RateName, body: RateLimitBody
+) -> JSONResponse:
+    set_rate_limit_as(acting, name, (body.starts, body.period_s), now)
+    return JSONResponse(body.model_dump())
+
+
+@router.delete(
+    "/limits/rate/{name}",
+    status_code=204,
+    summary="Remove a rate limit: its work runs unlimited",
+    responses=declared(None, *AUTH, 409, 422),
+    description="Needs `workload:operate` over every workload of the application, "
+    "unconstrained. Removing a limit that is not set changes nothing.",
+)
+def remove_rate(acting: Acting, now: Now, name: RateName) -> Response:  # noqa: D103
+    set_rate_limit_as(acting, name, None, now)
+    return Response(status_code=204)

@@ -57,6 +57,7 @@ from feltdb.server.routes.deps import (
     WorkloadId,
 )
 from feltdb.work import worker_authority
+from feltdb.work.claimed import Claims
 from feltdb.work.disclosure import disclosed
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.store import WorkloadStore
@@ -70,13 +71,22 @@ commits do not wake this one) or work whose ``next_attempt_at`` arrived."""
 
 router = APIRouter(prefix=PREFIX)
 
+_RATE_RETRY_AFTER = {
+    "description": "Seconds until work held back by a rate limit may start, when such work "
+    "was all the claim found",
+    "schema": {"type": "integer", "minimum": 1},
+}
+
 
 @router.post(
     "/claims",
     summary="Claim the next eligible workload (204 when none); long-polls up to wait_ms",
     responses={
         **declared(WorkloadClaim, *AUTH, 413, 422),
-        204: {"description": "No claimable work (within wait_ms)"},
+        204: {
+            "description": "No claimable work (within wait_ms)",
+            "headers": {"Retry-After": _RATE_RETRY_AFTER},
+        },
     },
 )
 async def claim_next(  # noqa: D103
@@ -85,10 +95,20 @@ async def claim_next(  # noqa: D103
     options = body if body is not None else ClaimNextBody()
     eligible = claim_choice(acting, options.capabilities, options.definitions)
     look = functools.partial(
-        worker_authority.claim_next, acting, eligible, lease_ms=options.lease_ms
+        worker_authority.claim_work, acting, eligible, 1, lease_ms=options.lease_ms, start=False
     )
-    claim = await _long_poll(state, request, options.wait_ms, look)
-    return Response(status_code=204) if claim is None else JSONResponse(claim.to_json())
+    claimed = await _long_poll(state, request, options.wait_ms, look)
+    if not claimed:
+        return Response(status_code=204, headers=_next_start(claimed))
+    return JSONResponse(claimed[0].claim.to_json())
+
+
+def _next_start(claimed: Claims) -> dict[str, str]:
+    """``Retry-After`` for a claim that found nothing but work held back by a rate limit:
+    the seconds until such work may start (none otherwise).
+    """
+    wait = claimed.next_start_s
+    return {} if wait is None else {"Retry-After": str(max(1, wait))}
 
 
 async def _long_poll(
@@ -238,7 +258,7 @@ async def claim_many(  # noqa: D103
     if not claimed:
         request.state.idle_poll = True  # the access log's: not news (see metrics)
     items = [{"claim": w.claim.to_json(), "workload": disclosed(w.workload)} for w in claimed]
-    return JSONResponse({"items": items})
+    return JSONResponse({"items": items}, headers=_next_start(claimed) if not claimed else None)
 
 
 def _within_the_lease_cap(store: WorkloadStore, items: Sequence[HeartbeatItem]) -> None:

@@ -1,0 +1,104 @@
+"""Rate limits through a real server (set, listed, removed over HTTP; claims answered
+``204`` with ``Retry-After`` while only rate-limited work is ready; a long-poll that takes
+the work once its window opens) and a real ``feltdb`` process on a store file.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from support.server import Server, serve, submission
+from test_newcomer import feltdb
+
+from feltdb import Subject, WorkloadStore
+from feltdb.auth.capabilities import OPERATE, READ, SUBMIT
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from serve(tmp_path_factory.mktemp("rate-server"))
+
+
+def test_rate_limits_are_set_listed_and_removed_over_http(server: Server) -> None:
+    application = f"app-{uuid.uuid4().hex[:8]}"
+    url = f"{server.url}/v1/limits/rate"
+    operator = server.headers(application, subject=Subject.human("ada"), capabilities=[OPERATE])
+    reader = server.headers(application, subject=Subject.human("ada"), capabilities=[READ])
+
+    body = {"starts": 5, "period_s": 60}
+    assert httpx.put(f"{url}/smtp", headers=reader, json=body).status_code == 403
+    for bad in ({"starts": 0, "period_s": 1}, {"starts": 1}, {"starts": 1, "period_s": 86_401}):
+        assert httpx.put(f"{url}/smtp", headers=operator, json=bad).status_code == 422
+    done = httpx.put(f"{url}/smtp", headers=operator, json=body)
+    assert done.status_code == 200 and done.json() == body
+    assert httpx.get(url, headers=reader).json() == {
+        "limits": [{"name": "smtp", "starts": 5, "period_s": 60}]
+    }
+    narrowed = server.headers(
+        application, subject=Subject.human("ada"), capabilities=[READ], environments=["prod"]
+    )
+    assert httpx.get(url, headers=narrowed).status_code == 403
+    assert httpx.delete(f"{url}/smtp", headers=operator).status_code == 204
+    assert httpx.get(url, headers=reader).json() == {"limits": []}
+
+
+def test_a_claim_at_the_limit_answers_retry_after_and_a_long_poll_takes_the_next_start(
+    server: Server,
+) -> None:
+    application = f"app-{uuid.uuid4().hex[:8]}"
+    operator = server.headers(application, subject=Subject.human("ada"), capabilities=[OPERATE])
+    limit = httpx.put(
+        f"{server.url}/v1/limits/rate/smtp", headers=operator, json={"starts": 1, "period_s": 1}
+    )
+    assert limit.status_code == 200, limit.text
+    submitter = server.headers(application, subject=Subject.agent("a1"), capabilities=[SUBMIT])
+    for n in range(2):
+        body = submission(f"k{n}", rate_limit="smtp", rate_key="acme")
+        made = httpx.post(f"{server.url}/v1/workloads", headers=submitter, json=body)
+        assert made.status_code == 201 and made.json()["rate_key"] == "acme", made.text
+    worker = server.headers(application)
+    claims = f"{server.url}/v1/claims"
+
+    first = httpx.post(claims, headers=worker, json={})
+    assert first.status_code == 200, first.text
+    # Unless the second turned meanwhile, the next start waits for the next one.
+    held = httpx.post(claims, headers=worker, json={})
+    if held.status_code == 204:
+        assert held.headers["Retry-After"] == "1"
+    else:
+        assert held.status_code == 200  # the window opened between the two claims
+        return
+    waited = httpx.post(claims, headers=worker, json={"wait_ms": 10_000}, timeout=20)
+    assert waited.status_code == 200, waited.text
+    assert waited.json()["workload_id"] != first.json()["workload_id"]
+    # Nothing left: no Retry-After (it is only for work held back by a rate limit).
+    assert "Retry-After" not in httpx.post(claims, headers=worker, json={}).headers
+
+
+def test_the_command_line_sets_lists_and_removes_a_rate_limit(tmp_path: Path) -> None:
+    db = str(tmp_path / "w.db")
+    made = feltdb("submit", "send", "--db", db, "--rate-limit", "smtp", "--rate-key", "acme")
+    assert made.returncode == 0, made.stderr
+    said = feltdb("limits", "rate", "set", "smtp", "2", "60", "--db", db, columns=80)
+    assert said.returncode == 0, said.stderr
+    assert said.stdout.strip() == "rate limit smtp: at most 2 starts per 60 s, per key"
+    listed = feltdb("limits", "rate", "--db", db, columns=80)
+    assert listed.stdout.strip() == "smtp: at most 2 starts per 60 s, per key"
+    assert json.loads(feltdb("limits", "rate", "--db", db, "--json").stdout) == {
+        "limits": [{"name": "smtp", "starts": 2, "period_s": 60}]
+    }
+    with WorkloadStore.open(db) as store:
+        (workload,) = store.list("default", "default")
+        assert (workload.rate_limit, workload.rate_key) == ("smtp", "acme")
+    bad = feltdb("limits", "rate", "set", "smtp", "0", "60", "--db", db)
+    assert bad.returncode == 2 and "STARTS" in bad.stderr
+    blank = feltdb("submit", "send", "--db", db, "--rate-key", "acme", "--key", "x")
+    assert blank.returncode == 1 and "rate_limit: required with rate_key" in blank.stderr
+    removed = feltdb("limits", "rate", "remove", "smtp", "--db", db)
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert feltdb("limits", "rate", "--db", db).stdout.strip() == "no rate limit is set"
