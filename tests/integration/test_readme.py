@@ -428,3 +428,13 @@ def test_the_concurrency_block_claims_two_of_three_and_lists_them(tmp_path: Path
     with WorkloadStore.open(tmp_path / "work.db") as store:
         held = [w for w in store.list("default", "default") if w.state.value == "CLAIMED"]
         assert len(held) == 2 and all(w.workload_id in out for w in held)
+
+
+@runs("rate-limits")
+def test_the_rate_limits_block_starts_two_and_says_when_the_third_may(tmp_path: Path):
+    out = bash(blocks()["rate-limits"], tmp_path)
+    lines = out.strip().splitlines()
+    assert lines[-2:] == ["2 60", "smtp: at most 2 starts per 60 s, per key"], lines
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        states = sorted(w.state.value for w in store.list("default", "default"))
+        assert states == ["READY", "RUNNING", "RUNNING"]  # claim_work starts what it claims

@@ -164,20 +164,17 @@ def submit(
     *,
     target: Target,
 ) -> None:
-    """Submit work: prints its id and state ("already submitted" for a key used before for
-    the same request); with --db, names on stderr the keyring that signs its grant.
+    """Submit work: prints its id and state ("already submitted": its key's work exists),
+    and with --db, on stderr, the keyring that signs its grant.
     """
     from feltdb.client.protocol import given_fields  # here, as every command: not for --help
 
     fields = given_fields({
-        "environment": environment,
-        "definition_id": definition,
-        "definition_revision": revision, "trigger": trigger,
-        "input": parse_input(input),
+        "environment": environment, "definition_id": definition,
+        "definition_revision": revision, "trigger": trigger, "input": parse_input(input),
         "idempotency_key": key if key is not None else str(uuid.uuid4()),
         "capability_snapshot": capability or [],
-        "dependencies": [parse_dependency(text) for text in after or []],
-        "priority": priority,
+        "dependencies": [parse_dependency(text) for text in after or []], "priority": priority,
         "not_before": parse_not_before(not_before, int(time.time())) if not_before else None,
         "retry_policy": _given(
             max_attempts=max_attempts, initial_delay_ms=initial_delay_ms,
@@ -189,10 +186,21 @@ def submit(
             overall_ms=overall_timeout_ms, approval_ms=approval_timeout_ms,
         ),
         "approval": _approval(approval, approver, approver_kind),
-        "concurrency_key": concurrency_key, "concurrency_limit": concurrency_limit,
-        "rate_limit": rate_limit, "rate_key": rate_key,
+        **_limits(concurrency_key, concurrency_limit, rate_limit, rate_key),
     })  # fmt: skip
     _submit(target, fields, json_output, keyring)
+
+
+def _limits(
+    concurrency_key: str | None, concurrency_limit: int | None, rate: str | None, key: str | None
+) -> dict[str, Any]:
+    """The limits' fields of a submission (``None``: not given)."""
+    return {
+        "concurrency_key": concurrency_key,
+        "concurrency_limit": concurrency_limit,
+        "rate_limit": rate,
+        "rate_key": key,
+    }
 
 
 def _submit(

@@ -220,9 +220,8 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         timeouts=request.timeouts,
         attempt_count=0,
         retry_count=0,
-        # Creation-time eligibility and retry backoff are the same thing, so they are the
-        # same field: a workload with not_before is created like any other, only not yet
-        # claimable.
+        # Creation-time eligibility and retry backoff are the same thing, so the same field:
+        # a workload with not_before is created like any other, only not yet claimable.
         next_attempt_at=request.not_before,
         last_failure=None,
         current_claim=None,

@@ -14,8 +14,6 @@ from feltdb.storage.base import StorageConflict
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork, Claims
 from feltdb.work.claiming import CandidateChoice
-from feltdb.work.concurrency import at_limit
-from feltdb.work.rate_limits import next_start_in
 from feltdb.work.revocations import grant_in_force
 from feltdb.work.states import WorkloadState
 from feltdb.work.unit import UnitOfWork
@@ -79,10 +77,7 @@ def claim_up_to(
     """
     tenant_id = inputs.identifier(tenant_id, "tenant_id")
     application_id = inputs.identifier(application_id, "application_id")
-    choice.scope = (tenant_id, application_id)
-    choice.saturated = partial(at_limit, unit.db)
-    choice.rate_wait = lambda rate: next_start_in(unit.db, choice.scope, rate, choice.now)
-    choice.next_start_s = None
+    choice.bind(unit.db, (tenant_id, application_id))
     wanted, offset = choice.wanted, 0
     granted = Claims()
     # Only as many candidates as it may take are read (and, on PostgreSQL, locked) until

@@ -20,7 +20,7 @@ from feltdb.records.workload import (
     Workload,
     WorkloadClaim,
 )
-from feltdb.storage.base import PlannedCommit, RowReader, StoredRow
+from feltdb.storage.base import Database, PlannedCommit, RowReader, StoredRow
 from feltdb.storage.partitions import ClaimPartitions, GroupSample
 from feltdb.storage.selecting import SetAside
 from feltdb.work import lifecycle, recovery
@@ -29,13 +29,14 @@ from feltdb.work.concurrency import (
     MAX_SLOTS_PER_TRANSACTION,
     SATURATION,
     SlotRows,
+    at_limit,
     slot_key,
     take_slot,
 )
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
 from feltdb.work.partitions import group_accepted, group_concurrency, group_rate, limited
-from feltdb.work.rate_limits import RATE_HELD, StartHeld, take_start, window_key
+from feltdb.work.rate_limits import RATE_HELD, StartHeld, next_start_in, take_start, window_key
 from feltdb.work.rows import (
     MUTATED,
     LoadedWorkload,
@@ -89,7 +90,7 @@ class CandidateChoice:
     """Whether a candidate was left for the next batch: its key's slot is taken once in
     this one (one a transaction, :func:`take_slot`)."""
     scope: tuple[str, str] = ("", "")
-    """The tenant and application claimed from (set by the claim loop)."""
+    """The tenant and application claimed from (:meth:`bind`)."""
     saturated: Callable[[str, int], bool] | None = None
     """Whether a concurrency key (a slot row's key) is at a limit, as committed now: asked,
     outside the transaction, of keys a claim lately found full (:data:`SATURATION`)."""
@@ -106,6 +107,15 @@ class CandidateChoice:
     """The fewest seconds until a window found at its limit allows a start, over every
     batch of the claim: when the claim found nothing else, how long until rate-limited work
     may start (set by the claim, never by :meth:`reset`)."""
+
+    def bind(self, db: Database, scope: tuple[str, str]) -> None:
+        """Claim from ``scope`` (tenant, application) of ``db``: its limits' hints read there,
+        and no start yet found held.
+        """
+        self.scope = scope
+        self.saturated = functools.partial(at_limit, db)
+        self.rate_wait = lambda rate: next_start_in(db, scope, rate, self.now)
+        self.next_start_s = None
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
