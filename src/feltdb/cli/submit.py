@@ -81,6 +81,14 @@ RateKeyOption = Annotated[
     str | None,
     typer.Option(metavar="KEY", help="With --rate-limit: the key with a window of its own."),
 ]
+FairnessKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="KEY",
+        help="Take turns with other keys' work at each claim (a customer): one key's "
+        "backlog never starves another's.",
+    ),
+]
 RevisionOption = Annotated[str, typer.Option(help="The definition's revision.")]
 TriggerOption = Annotated[str, typer.Option(help="What caused the submission.")]
 ApprovalOption = Annotated[
@@ -142,6 +150,7 @@ def submit(
     concurrency_limit: ConcurrencyLimitOption = None,
     rate_limit: RateLimitOption = None,
     rate_key: RateKeyOption = None,
+    fairness_key: FairnessKeyOption = None,
     environment: EnvironmentOption = "production",
     revision: RevisionOption = "1",
     trigger: TriggerOption = "cli",
@@ -186,21 +195,17 @@ def submit(
             overall_ms=overall_timeout_ms, approval_ms=approval_timeout_ms,
         ),
         "approval": _approval(approval, approver, approver_kind),
-        **_limits(concurrency_key, concurrency_limit, rate_limit, rate_key),
+        **_limits(concurrency_key, concurrency_limit, rate_limit, rate_key, fairness_key),
     })  # fmt: skip
     _submit(target, fields, json_output, keyring)
 
 
-def _limits(
-    concurrency_key: str | None, concurrency_limit: int | None, rate: str | None, key: str | None
-) -> dict[str, Any]:
-    """The limits' fields of a submission (``None``: not given)."""
-    return {
-        "concurrency_key": concurrency_key,
-        "concurrency_limit": concurrency_limit,
-        "rate_limit": rate,
-        "rate_key": key,
-    }
+def _limits(*given: str | int | None) -> dict[str, Any]:
+    """The limits' and fairness's fields of a submission, in this order (``None``: not
+    given).
+    """
+    names = ("concurrency_key", "concurrency_limit", "rate_limit", "rate_key", "fairness_key")
+    return dict(zip(names, given, strict=True))
 
 
 def _submit(

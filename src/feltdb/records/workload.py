@@ -265,6 +265,9 @@ class Workload(  # type: ignore[misc]
     rate_key: str | None = None
     """The key within :attr:`rate_limit` (each key has its own window); ``None``: the one
     window of the limit."""
+    fairness_key: str | None = None
+    """Work of one key takes its turn with other keys' work at each claim that finds
+    several (:mod:`feltdb.work.fairness`); ``None``: the turn of work naming no key."""
 
     def is_eligible_at(self, now: int) -> bool:
         """Whether the eligibility instant has arrived (the temporal half of claimability;

@@ -121,7 +121,7 @@ def _submission_schema() -> dict[str, Any]:
             if option.get("type") == "integer":
                 option["minimum"] = 1
     _bound_approval(properties)
-    for name in ("concurrency_key", "rate_limit", "rate_key"):
+    for name in ("concurrency_key", "rate_limit", "rate_key", "fairness_key"):
         _bounded(properties[name], required=True)
     _sets_as_lists(schema)
     # A concurrency key and its limit come together (neither, or both); a rate key names

@@ -381,12 +381,7 @@ class SQLEngine(
                 return stored_row(*found[0]) if found else None
 
             select = Selection(session, self._queries, self._limit, params)
-            after = None if partitions is None else partitions.after
-            selected = (
-                select.by_state()
-                if groups is None
-                else select.in_groups(groups, offset, limit, after)
-            )
+            selected = select.rows(groups, offset, limit, partitions)
             plans = write_set_aside(
                 session, self._queries, choose(RowsDecodedOnRead(selected), read)
             )

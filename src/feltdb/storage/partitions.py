@@ -18,7 +18,7 @@ holds, and is never read, decoded or locked.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,8 @@ from feltdb.storage.base import StoredRow
 from feltdb.storage.encoding import invalid
 
 GroupSample = Callable[[], "StoredRow | None"]
+Group = tuple[str, str]
+"""A ``(definition, claim group)`` range."""
 """Reads the first committed row of a group (``None`` if it has gone since)."""
 
 
@@ -46,6 +48,12 @@ class ClaimPartitions:
     """Read only the rows past this ``(priority, created_at, key)`` in claim order (a
     claim's next page, found by two seeks a range, never by reading past the rows before
     it); ``None``: from each range's start, paged by the selection's ``offset``."""
+    turns: Callable[[Sequence[Group]], Sequence[Sequence[Group]]] | None = None
+    """The accepted groups split into *turns*, in the order they take them (``None``, or
+    one turn: the groups' rows merged in claim order). With several, the selection takes
+    one row of each turn's merged rows in turn, round robin, skipping a turn that has no
+    more (a claim fair to several keys: :func:`~feltdb.storage.selection.in_turns`); it is
+    then paged by ``offset`` alone, ``after`` unused."""
 
 
 MAX_GROUPS_WALKED = 4096

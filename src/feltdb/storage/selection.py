@@ -15,6 +15,7 @@ from typing import Any, LiteralString
 
 from feltdb.storage.dialect import Session
 from feltdb.storage.encoding import SelectedRow, merge_ranges, past_position
+from feltdb.storage.partitions import ClaimPartitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,56 @@ class Selection:
             self.queries["claimable_rows"], self.params
         ).fetchall()
         return rows
+
+    def rows(
+        self,
+        groups: Sequence[tuple[str, str]] | None,
+        offset: int,
+        limit: int,
+        partitions: ClaimPartitions | None,
+    ) -> Sequence[SelectedRow]:
+        """The rows selected: by state (``groups`` ``None``: no partitions, or too many
+        groups to walk), else of the accepted ``groups``, in turns if ``partitions`` splits
+        them into several (:meth:`in_turns`), else merged (:meth:`in_groups`).
+        """
+        if groups is None or partitions is None:
+            return self.by_state()
+        turns = partitions.turns(groups) if partitions.turns is not None else [groups]
+        if len(turns) > 1:
+            return self.in_turns(turns, offset, limit)
+        return self.in_groups(groups, offset, limit, partitions.after)
+
+    def in_turns(
+        self, turns: Sequence[Sequence[tuple[str, str]]], offset: int, limit: int
+    ) -> Sequence[SelectedRow]:
+        """The eligible rows of several turns of ``(definition, group)`` ranges, one row of
+        each turn's merged rows in turn (round robin, a turn with no more skipped), paged by
+        ``offset``. Only the turns that give a row of the page are read: a claim of one row
+        reads the first turn alone.
+        """
+        wanted = max(offset, 0) + limit
+        count = len(turns)
+        # Position p of the round robin is the turn p % count's (p // count)th row, while
+        # every turn has rows; each turn is read first to the depth that needs.
+        depths = [len(range(n, wanted, count)) for n in range(count)]
+        rows: list[Sequence[SelectedRow]] = [
+            self.in_groups(turn, 0, depth) if depth else []
+            for turn, depth in zip(turns, depths, strict=True)
+        ]
+        if any(len(got) < depth for got, depth in zip(rows, depths, strict=True)):
+            # A turn ran out: the others fill its places, so each is read to the whole page.
+            rows = [
+                got if len(got) < depth else self.in_groups(turn, 0, wanted)
+                for turn, got, depth in zip(turns, rows, depths, strict=True)
+            ]
+        taken: list[SelectedRow] = []
+        at = [0] * count
+        while len(taken) < wanted and any(at[n] < len(rows[n]) for n in range(count)):
+            for n in range(count):
+                if at[n] < len(rows[n]) and len(taken) < wanted:
+                    taken.append(rows[n][at[n]])
+                    at[n] += 1
+        return taken[max(offset, 0) :]
 
     def in_groups(
         self,

@@ -36,6 +36,7 @@ _BOUNDED_TEXT = (
     "concurrency_key",
     "rate_limit",
     "rate_key",
+    "fairness_key",
 )
 _BOUNDED_LISTS = (
     "capability_snapshot",
@@ -125,7 +126,7 @@ def _check_concurrency(request: CreateWorkload) -> None:
         raise invalid(missing, f"required with {given}")
     if request.rate_key is not None and request.rate_limit is None:
         raise invalid("rate_limit", "required with rate_key")
-    for name in ("rate_limit", "rate_key"):
+    for name in ("rate_limit", "rate_key", "fairness_key"):
         value = getattr(request, name)
         if value is not None and not value.strip():
             raise invalid(name, "must not be blank")
@@ -227,13 +228,12 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         current_claim=None,
         fencing_token=0,
         dependencies=list(request.dependencies),
-        approval=(
-            WorkloadApproval(policy=request.approval) if request.approval is not None else None
-        ),
+        approval=WorkloadApproval(policy=request.approval) if request.approval else None,
         concurrency_key=request.concurrency_key,
         concurrency_limit=request.concurrency_limit,
         rate_limit=request.rate_limit,
         rate_key=request.rate_key,
+        fairness_key=request.fairness_key,
     )
     # The history records the eligibility the work was admitted with, so "why was this
     # Ready and unclaimed for an hour" is answerable from the workload itself.
@@ -356,7 +356,7 @@ def replay(existing: Workload, request: CreateWorkload) -> tuple[Workload, bool]
         for name in ("concurrency_key", "concurrency_limit"):
             if getattr(existing, name) != getattr(request, name):
                 conflicting.append(name)
-    for name in ("rate_limit", "rate_key"):
+    for name in ("rate_limit", "rate_key", "fairness_key"):
         if getattr(existing, name) != getattr(request, name):
             conflicting.append(name)
     if not conflicting:

@@ -21,7 +21,7 @@ from feltdb.records.workload import (
     WorkloadClaim,
 )
 from feltdb.storage.base import Database, PlannedCommit, RowReader, StoredRow
-from feltdb.storage.partitions import ClaimPartitions, GroupSample
+from feltdb.storage.partitions import ClaimPartitions, Group, GroupSample
 from feltdb.storage.selecting import SetAside
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
@@ -35,7 +35,15 @@ from feltdb.work.concurrency import (
 )
 from feltdb.work.deadlines import deadline_breach
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
-from feltdb.work.partitions import group_accepted, group_concurrency, group_rate, limited
+from feltdb.work.fairness import ROTATION, in_turns
+from feltdb.work.partitions import (
+    group_accepted,
+    group_concurrency,
+    group_fairness,
+    group_rate,
+    keyed,
+    limited,
+)
 from feltdb.work.rate_limits import RATE_HELD, StartHeld, next_start_in, take_start, window_key
 from feltdb.work.rows import (
     MUTATED,
@@ -103,6 +111,10 @@ class CandidateChoice:
     """Seconds until a rate limit's key (name, key) allows a start, as committed now
     (``None``: now): asked, outside the transaction, of windows lately found at their limit
     (:data:`~feltdb.work.rate_limits.RATE_HELD`)."""
+    key_of: dict[Group, str] = field(default_factory=dict)
+    """The fairness key of each group the walk accepted whose work names one."""
+    turn: int = 0
+    """Where this claim starts in its keys' turns (:mod:`feltdb.work.fairness`)."""
     next_start_s: int | None = None
     """The fewest seconds until a window found at its limit allows a start, over every
     batch of the claim: when the claim found nothing else, how long until rate-limited work
@@ -116,6 +128,7 @@ class CandidateChoice:
         self.saturated = functools.partial(at_limit, db)
         self.rate_wait = lambda rate: next_start_in(db, scope, rate, self.now)
         self.next_start_s = None
+        self.turn = ROTATION.advance(scope)
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
@@ -132,13 +145,20 @@ class CandidateChoice:
         """The ready work's partitions this claim reads: of its definitions, only the
         groups whose needs it meets (the rest is never read, nor locked).
         """
-        return ClaimPartitions(self._accepts, self.definitions, self.after)
+        self.key_of.clear()
+        turns = lambda groups: in_turns(groups, self.key_of, self.turn)  # noqa: E731
+        return ClaimPartitions(self._accepts, self.definitions, self.after, turns)
 
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         if not group_accepted(group, sample, self.held, self.environments):
             return False
+        if not keyed(group):
+            return True  # unlimited work naming no key's groups: no second look
+        fairness = group_fairness(group, sample)
+        if fairness is not None:
+            self.key_of[(definition, group)] = fairness
         if not limited(group):
-            return True  # unlimited work's groups: no second look
+            return True
         # A key found at its limit lately is checked before its backlog is read: passed
         # over while still full (a hint: the choice decides on the rows it holds).
         concurrency = group_concurrency(group, sample)

@@ -131,5 +131,8 @@ class CreateWorkload(Request):
     their turn. A name not set runs unlimited."""
     rate_key: str | None = Field(default=None, exclude_if=lambda value: value is None)
     """With ``rate_limit``: the key whose own window the starts count in (a customer)."""
+    fairness_key: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The key (a customer) whose work takes turns with other keys' at each claim, so one
+    key's backlog does not starve another's."""
 
     _validate_input = field_validator("input")(classmethod(lambda cls, value: _require_json(value)))

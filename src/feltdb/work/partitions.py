@@ -1,6 +1,6 @@
 """What a claim partitions ready work by: its environment, the capabilities it needs, its
-concurrency key and limit (:mod:`feltdb.work.concurrency`) and its rate limit and key
-(:mod:`feltdb.work.rate_limits`).
+concurrency key and limit (:mod:`feltdb.work.concurrency`), its rate limit and key
+(:mod:`feltdb.work.rate_limits`) and its fairness key (:mod:`feltdb.work.fairness`).
 
 Every ready workload's index carries a *claim group* (:func:`claim_group`), a digest of
 these, so the ready work of one definition that needs the same
@@ -32,6 +32,9 @@ LIMITED_PREFIX: Final = "c1l:"
 """The first characters of the group of work under a concurrency key or a rate limit
 instead: a claim tells such a group from the rest by its label alone (:func:`limited`)."""
 
+FAIR_PREFIX: Final = "c1f:"
+"""The first characters of the group of work under a fairness key and no limit."""
+
 MAX_GROUPS_REMEMBERED: Final = 4096
 """The most group digests a process remembers the needs of (each a few hundred bytes)."""
 
@@ -39,9 +42,9 @@ Concurrency = tuple[str, int] | None
 """A group's concurrency key and limit (``None``: none)."""
 Rate = tuple[str, str] | None
 """A group's rate limit name and key (``""``: none; ``None``: no rate limit)."""
-Needs = tuple[str, frozenset[str], Concurrency, Rate]
+Needs = tuple[str, frozenset[str], Concurrency, Rate, str | None]
 """What a group's work needs of a claim: its environment and its capability set; its
-concurrency key and limit; and its rate limit and key."""
+concurrency key and limit; its rate limit and key; and its fairness key."""
 
 
 def claim_group(
@@ -49,26 +52,37 @@ def claim_group(
     capabilities: Collection[str],
     concurrency: Concurrency = None,
     rate: Rate = None,
+    fairness: str | None = None,
 ) -> str:
     """The claim group of work of ``environment`` needing ``capabilities`` (under the
-    ``concurrency`` key and limit, and the ``rate`` limit and key, if any): a prefix and the
-    first 128 bits of a SHA-256 of them, so an index entry stays small whatever they are. A
-    collision would only make a claim read a range it cannot take from: every candidate is
-    still checked.
+    ``concurrency`` key and limit, the ``rate`` limit and key and the ``fairness`` key, if
+    any): a prefix and the first 128 bits of a SHA-256 of them, so an index entry stays
+    small whatever they are. A collision would only make a claim read a range it cannot
+    take from: every candidate is still checked.
     """
     named: list[object] = [environment, sorted(capabilities)]
     if concurrency is not None:  # unlimited work keeps the groups it had
         named.append(list(concurrency))
     if rate is not None:
         named.append(["rate", *rate])
+    if fairness is not None:
+        named.append(["fair", fairness])
     digest = hashlib.sha256(orjson.dumps(named)).hexdigest()
-    unlimited = concurrency is None and rate is None
-    return (GROUP_PREFIX if unlimited else LIMITED_PREFIX) + digest[:32]
+    if concurrency is not None or rate is not None:
+        return LIMITED_PREFIX + digest[:32]
+    return (GROUP_PREFIX if fairness is None else FAIR_PREFIX) + digest[:32]
 
 
 def limited(group: str) -> bool:
-    """Whether ``group`` is one of work under a concurrency key (by its label: no read)."""
+    """Whether ``group`` is one of work under a concurrency key or a rate limit (by its
+    label: no read).
+    """
     return group.startswith(LIMITED_PREFIX)
+
+
+def keyed(group: str) -> bool:
+    """Whether ``group``'s work may name a fairness key (by its label: no read)."""
+    return group.startswith((LIMITED_PREFIX, FAIR_PREFIX))
 
 
 class _Remembered:
@@ -83,7 +97,7 @@ class _Remembered:
         they cannot be known (not a digest of :func:`claim_group`'s, or no row whose own
         needs make that digest).
         """
-        if not group.startswith((GROUP_PREFIX, LIMITED_PREFIX)):
+        if not group.startswith((GROUP_PREFIX, LIMITED_PREFIX, FAIR_PREFIX)):
             return None
         with self._lock:
             known = self._needs.get(group)
@@ -100,9 +114,11 @@ class _Remembered:
         key, limit = document.get("concurrency_key"), document.get("concurrency_limit")
         concurrency = (key, limit) if isinstance(key, str) and type(limit) is int else None
         rate = rate_of(document.get("rate_limit"), document.get("rate_key"))
-        if claim_group(environment, capabilities, concurrency, rate) != group:
+        fair = document.get("fairness_key")
+        fairness = fair if isinstance(fair, str) else None
+        if claim_group(environment, capabilities, concurrency, rate, fairness) != group:
             return None  # its index is stale: the choice checks it
-        needs = (environment, frozenset(capabilities), concurrency, rate)
+        needs = (environment, frozenset(capabilities), concurrency, rate, fairness)
         with self._lock:
             self._needs[group] = needs
             while len(self._needs) > MAX_GROUPS_REMEMBERED:
@@ -147,3 +163,9 @@ def rate_of(name: object, key: object) -> Rate:
     if not isinstance(name, str):
         return None
     return name, key if isinstance(key, str) else ""
+
+
+def group_fairness(group: str, sample: GroupSample) -> str | None:
+    """The fairness key of ``group``'s work (``None``: none, or not known)."""
+    needs = _REMEMBERED.needs(group, sample)
+    return None if needs is None else needs[4]

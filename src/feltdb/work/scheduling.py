@@ -46,6 +46,7 @@ def row_index(workload: Workload) -> RowIndex:
                 workload.capability_snapshot,
                 _limited(workload),
                 rate_of(workload.rate_limit, workload.rate_key),
+                workload.fairness_key,
             )
             if workload.state is WorkloadState.READY
             else None
