@@ -134,3 +134,34 @@ def remove_rate(name: Annotated[str, typer.Argument(metavar="NAME")], *, target:
     with connected(target, needs=(OPERATE,)) as client:
         client.set_rate_limit(name, None)
     typer.echo(f"rate limit {name}: removed (its work runs unlimited)")
+
+
+@limits_group.command("aging")
+@targeted
+def aging(
+    seconds: Annotated[
+        str | None,
+        typer.Argument(metavar="[SECONDS|none]", help="1 to 2592000 (30 days), or none."),
+    ] = None,
+    *,
+    target: Target,
+) -> None:
+    """Show the application's aging period, or set it: at each claim, ready work counts
+    one priority higher for every SECONDS since it was created, so low-priority work is
+    served in time whatever arrives above it; `none` removes it. Setting needs
+    workload:operate over the whole application.
+    """
+    if seconds is None:
+        with connected(target, needs=(READ,)) as client:
+            period = client.aging()
+        typer.echo("no aging" if period is None else f"aging: one priority step per {period} s")
+        return
+    if seconds == "none":
+        chosen = None
+    elif seconds.isascii() and seconds.isdigit() and 1 <= int(seconds) <= 2_592_000:
+        chosen = int(seconds)
+    else:
+        raise usage_error(f"SECONDS {seconds!r}: a number from 1 to 2592000, or none")
+    with connected(target, needs=(OPERATE,)) as client:
+        client.set_aging(chosen)
+    typer.echo("no aging" if chosen is None else f"aging: one priority step per {chosen} s")

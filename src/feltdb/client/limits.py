@@ -61,6 +61,25 @@ class LimitsClient(Protocol):
         """
         ...
 
+    def aging(self) -> int | None:
+        """The application's aging period in seconds (``None``: none; needs
+        ``workload:read`` over the whole application, unconstrained).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED``.
+        """
+        ...
+
+    def set_aging(self, aging_s: int | None) -> None:
+        """Set (``None``: remove) the application's aging period: its ready work counts
+        one priority higher at a claim for every ``aging_s`` seconds waited (needs
+        ``workload:operate`` over the whole application, unconstrained).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_INVALID``.
+        """
+        ...
+
 
 class HttpLimits(Transport):
     """:meth:`LimitsClient.concurrency_keys` over the transport of the class this is mixed
@@ -94,6 +113,15 @@ class HttpLimits(Transport):
         else:
             self._ask("PUT", path, {"starts": limit[0], "period_s": limit[1]})
 
+    def aging(self) -> int | None:
+        """See :meth:`LimitsClient.aging` (``GET /v1/limits/aging``)."""
+        found = self._ask("GET", "/v1/limits/aging").get("aging_s")
+        return found if isinstance(found, int) else None
+
+    def set_aging(self, aging_s: int | None) -> None:
+        """See :meth:`LimitsClient.set_aging` (``PUT /v1/limits/aging``)."""
+        self._ask("PUT", "/v1/limits/aging", {"aging_s": aging_s})
+
 
 class LocalLimits:
     """:meth:`LimitsClient.concurrency_keys` in process, through the client's authority."""
@@ -126,3 +154,16 @@ class LocalLimits:
 
         now = self.clock() if self.clock is not None else int(time.time())
         set_rate_limit_as(self.acting, name, limit, now)
+
+    def aging(self) -> int | None:
+        """See :meth:`LimitsClient.aging`."""
+        from feltdb.work.limits_view import aging_as
+
+        return aging_as(self.acting)
+
+    def set_aging(self, aging_s: int | None) -> None:
+        """See :meth:`LimitsClient.set_aging`."""
+        from feltdb.work.limits_view import set_aging_as
+
+        now = self.clock() if self.clock is not None else int(time.time())
+        set_aging_as(self.acting, aging_s, now)

@@ -54,6 +54,10 @@ class ClaimPartitions:
     one row of each turn's merged rows in turn, round robin, skipping a turn that has no
     more (a claim fair to several keys: :func:`~feltdb.storage.selection.in_turns`); it is
     then paged by ``offset`` alone, ``after`` unused."""
+    aging_s: int | None = None
+    """With a period, the first page of each range of groups read (a turn's, or all of
+    them merged) starts at a priority level whose oldest row has waited long enough to go
+    first (:mod:`~feltdb.storage.aging`); ``None``: claim order."""
 
 
 MAX_GROUPS_WALKED = 4096

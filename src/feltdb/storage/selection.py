@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
+from feltdb.storage.aging import aged_start
 from feltdb.storage.dialect import Session
 from feltdb.storage.encoding import SelectedRow, merge_ranges, past_position
 from feltdb.storage.partitions import ClaimPartitions
@@ -52,16 +53,21 @@ class Selection:
             return self.by_state()
         turns = partitions.turns(groups) if partitions.turns is not None else [groups]
         if len(turns) > 1:
-            return self.in_turns(turns, offset, limit)
-        return self.in_groups(groups, offset, limit, partitions.after)
+            return self.in_turns(turns, offset, limit, partitions.aging_s)
+        return self.in_groups(groups, offset, limit, partitions.after, partitions.aging_s)
 
     def in_turns(
-        self, turns: Sequence[Sequence[tuple[str, str]]], offset: int, limit: int
+        self,
+        turns: Sequence[Sequence[tuple[str, str]]],
+        offset: int,
+        limit: int,
+        aging_s: int | None = None,
     ) -> Sequence[SelectedRow]:
         """The eligible rows of several turns of ``(definition, group)`` ranges, one row of
         each turn's merged rows in turn (round robin, a turn with no more skipped), paged by
         ``offset``. Only the turns that give a row of the page are read: a claim of one row
-        reads the first turn alone.
+        reads the first turn alone. Each turn's rows start at an aged level, with
+        ``aging_s``, from the first page (:mod:`~feltdb.storage.aging`).
         """
         wanted = max(offset, 0) + limit
         count = len(turns)
@@ -69,13 +75,13 @@ class Selection:
         # every turn has rows; each turn is read first to the depth that needs.
         depths = [len(range(n, wanted, count)) for n in range(count)]
         rows: list[Sequence[SelectedRow]] = [
-            self.in_groups(turn, 0, depth) if depth else []
+            self.in_groups(turn, 0, depth, None, aging_s) if depth else []
             for turn, depth in zip(turns, depths, strict=True)
         ]
         if any(len(got) < depth for got, depth in zip(rows, depths, strict=True)):
             # A turn ran out: the others fill its places, so each is read to the whole page.
             rows = [
-                got if len(got) < depth else self.in_groups(turn, 0, wanted)
+                got if len(got) < depth else self.in_groups(turn, 0, wanted, None, aging_s)
                 for turn, got, depth in zip(turns, rows, depths, strict=True)
             ]
         taken: list[SelectedRow] = []
@@ -93,10 +99,14 @@ class Selection:
         offset: int,
         limit: int,
         after: tuple[int, int, str] | None = None,
+        aging_s: int | None = None,
     ) -> Sequence[SelectedRow]:
         """The eligible rows of the ``(definition, group)`` ranges, merged and paged: past
-        ``after`` when given (``offset`` is then not applied), else past ``offset`` rows.
+        ``after`` when given (``offset`` is then not applied), else past ``offset`` rows;
+        from the first page, with ``aging_s``, from an aged level on (:mod:`~feltdb.storage.aging`).
         """
+        if aging_s is not None and after is None and offset <= 0:
+            after = aged_start(self._fetch, groups, self.params["now"], aging_s)
 
         def fetch(group: tuple[str, str], depth: int) -> list[tuple[Any, ...]]:
             definition, claim_group = group

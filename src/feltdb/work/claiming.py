@@ -25,6 +25,7 @@ from feltdb.storage.partitions import ClaimPartitions, Group, GroupSample
 from feltdb.storage.selecting import SetAside
 from feltdb.work import lifecycle, recovery
 from feltdb.work.changes import Operation
+from feltdb.work.claim_aging import aging_period
 from feltdb.work.concurrency import (
     MAX_SLOTS_PER_TRANSACTION,
     SATURATION,
@@ -115,6 +116,9 @@ class CandidateChoice:
     """The fairness key of each group the walk accepted whose work names one."""
     turn: int = 0
     """Where this claim starts in its keys' turns (:mod:`feltdb.work.fairness`)."""
+    aging_s: int | None = None
+    """The application's aging period (:mod:`feltdb.work.claim_aging`), applied to this
+    claim's first selection only: if it finds nothing there, the next reads from the top."""
     next_start_s: int | None = None
     """The fewest seconds until a window found at its limit allows a start, over every
     batch of the claim: when the claim found nothing else, how long until rate-limited work
@@ -129,6 +133,7 @@ class CandidateChoice:
         self.rate_wait = lambda rate: next_start_in(db, scope, rate, self.now)
         self.next_start_s = None
         self.turn = ROTATION.advance(scope)
+        self.aging_s = aging_period(db, scope)
 
     def reset(self) -> None:
         """Forget the last batch: none examined, none chosen (a selection that finds no
@@ -147,7 +152,8 @@ class CandidateChoice:
         """
         self.key_of.clear()
         turns = lambda groups: in_turns(groups, self.key_of, self.turn)  # noqa: E731
-        return ClaimPartitions(self._accepts, self.definitions, self.after, turns)
+        aging_s, self.aging_s = self.aging_s, None  # the first selection only
+        return ClaimPartitions(self._accepts, self.definitions, self.after, turns, aging_s)
 
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         if not group_accepted(group, sample, self.held, self.environments):

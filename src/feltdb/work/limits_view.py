@@ -15,6 +15,7 @@ from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import Database, StoredRow
 from feltdb.work import inputs
 from feltdb.work.authority import Authority
+from feltdb.work.claim_aging import MAX_AGING_S, aging_period, set_aging
 from feltdb.work.concurrency import SLOTS_COLLECTION, holders_of, live_holders
 from feltdb.work.concurrency_defaults import definition_limits, set_definition_limit
 from feltdb.work.rate_limits import rate_limits, set_rate_limit
@@ -22,9 +23,11 @@ from feltdb.work.rate_limits import rate_limits, set_rate_limit
 __all__ = [
     "MAX_KEYS_LISTED",
     "Limits",
+    "aging_as",
     "concurrency_keys",
     "concurrency_keys_as",
     "rate_limits_as",
+    "set_aging_as",
     "set_definition_limit_as",
     "set_rate_limit_as",
 ]
@@ -134,6 +137,32 @@ def set_rate_limit_as(
     )
 
 
+def aging_as(acting: Authority) -> int | None:
+    """The aging period of ``acting``'s application (``workload:read`` over all of it).
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    acting.whole_application(lambda grant: authorize_application(grant, READ), "aging is")
+    scope = acting.scope
+    return acting.store.limits.aging(scope.tenant_id, scope.application_id)
+
+
+def set_aging_as(acting: Authority, aging_s: int | None, now: int) -> None:
+    """Set (``None``: remove) the aging period of ``acting``'s application
+    (``workload:operate`` over all of it, unconstrained): :meth:`Limits.set_aging`.
+
+    Raises:
+        WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_INVALID``;
+            ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
+    """
+    acting.whole_application(lambda grant: authorize_application(grant, OPERATE), "aging is")
+    scope = acting.scope
+    acting.store.limits.set_aging(
+        scope.tenant_id, scope.application_id, aging_s, actor=acting.actor, now=now
+    )
+
+
 class Limits:
     """The concurrency limits of one store (``WorkloadStore.limits``), for its holder: what
     they hold in an application, and a definition's default limit set or removed.
@@ -221,5 +250,42 @@ class Limits:
             )
         set_rate_limit(
             self._db, (tenant_id, application_id), name, limit,
+            actor=inputs.actor(actor), now=self._clock(now),
+        )  # fmt: skip
+
+    def aging(self, tenant_id: str, application_id: str) -> int | None:
+        """The aging period of a tenant's application, in seconds (``None``: none).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        return aging_period(self._db, (tenant_id, application_id))
+
+    def set_aging(
+        self,
+        tenant_id: str,
+        application_id: str,
+        aging_s: int | None,
+        *,
+        actor: str,
+        now: int | None = None,
+    ) -> None:
+        """Set the aging period of a tenant's application: its ready work counts one
+        priority higher at a claim for every ``aging_s`` seconds (1 to 30 days) since it
+        was created; ``None`` removes it (claims follow priority alone):
+        :mod:`feltdb.work.claim_aging`.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_CONFLICT``;
+                ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        application_id = inputs.identifier(application_id, "application_id")
+        if aging_s is not None:
+            aging_s = inputs.integer(aging_s, "aging_s", 1, MAX_AGING_S)
+        set_aging(
+            self._db, (tenant_id, application_id), aging_s,
             actor=inputs.actor(actor), now=self._clock(now),
         )  # fmt: skip

@@ -102,3 +102,27 @@ def test_the_command_line_sets_lists_and_removes_a_rate_limit(tmp_path: Path) ->
     removed = feltdb("limits", "rate", "remove", "smtp", "--db", db)
     assert removed.returncode == 0 and "removed" in removed.stdout
     assert feltdb("limits", "rate", "--db", db).stdout.strip() == "no rate limit is set"
+
+
+def test_aging_is_set_over_http_and_from_the_command_line(server: Server, tmp_path: Path) -> None:
+    application = f"app-{uuid.uuid4().hex[:8]}"
+    url = f"{server.url}/v1/limits/aging"
+    operator = server.headers(application, subject=Subject.human("ada"), capabilities=[OPERATE])
+    reader = server.headers(application, subject=Subject.human("ada"), capabilities=[READ])
+    assert httpx.get(url, headers=reader).json() == {"aging_s": None}
+    assert httpx.put(url, headers=reader, json={"aging_s": 60}).status_code == 403
+    assert httpx.put(url, headers=operator, json={"aging_s": 0}).status_code == 422
+    assert httpx.put(url, headers=operator, json={"aging_s": 60}).status_code == 200
+    assert httpx.get(url, headers=reader).json() == {"aging_s": 60}
+
+    db = str(tmp_path / "w.db")
+    assert feltdb("submit", "send", "--db", db, "--fairness-key", "acme").returncode == 0
+    assert feltdb("limits", "aging", "--db", db).stdout.strip() == "no aging"
+    said = feltdb("limits", "aging", "300", "--db", db)
+    assert said.returncode == 0 and said.stdout.strip() == "aging: one priority step per 300 s"
+    assert feltdb("limits", "aging", "--db", db).stdout.strip() == said.stdout.strip()
+    bad = feltdb("limits", "aging", "soon", "--db", db)
+    assert bad.returncode == 2 and "1 to 2592000, or none" in bad.stderr
+    with WorkloadStore.open(db) as store:
+        assert store.limits.aging("default", "default") == 300
+        assert store.list("default", "default")[0].fairness_key == "acme"

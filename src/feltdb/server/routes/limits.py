@@ -20,9 +20,12 @@ from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Acting, Now
+from feltdb.work.claim_aging import MAX_AGING_S
 from feltdb.work.limits_view import (
+    aging_as,
     concurrency_keys_as,
     rate_limits_as,
+    set_aging_as,
     set_definition_limit_as,
     set_rate_limit_as,
 )
@@ -122,3 +125,38 @@ def set_rate(  # noqa: D103
 def remove_rate(acting: Acting, now: Now, name: RateName) -> Response:  # noqa: D103
     set_rate_limit_as(acting, name, None, now)
     return Response(status_code=204)
+
+
+class AgingBody(BaseModel):
+    """``PUT /v1/limits/aging``: one priority step per ``aging_s`` seconds waited
+    (``null``: none).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    aging_s: int | None = Field(ge=1, le=MAX_AGING_S)
+
+
+@router.get(
+    "/limits/aging",
+    summary="The application's aging period",
+    responses=declared(AgingBody, *AUTH),
+    description="At each claim, ready work counts one priority higher for every `aging_s` "
+    "seconds since it was created (`null`: claims follow priority alone). Needs "
+    "`workload:read` over every workload of the application, unconstrained.",
+)
+def aging(acting: Acting) -> JSONResponse:  # noqa: D103
+    return JSONResponse({"aging_s": aging_as(acting)})
+
+
+@router.put(
+    "/limits/aging",
+    summary="Set (or remove) the application's aging period",
+    responses=declared(AgingBody, *AUTH, 409, 422),
+    description="1 second to 30 days; `null` removes it. Another server applies a change "
+    "within a second. Needs `workload:operate` over every workload of the application, "
+    "unconstrained.",
+)
+def set_aging(acting: Acting, now: Now, body: AgingBody) -> JSONResponse:  # noqa: D103
+    set_aging_as(acting, body.aging_s, now)
+    return JSONResponse({"aging_s": body.aging_s})
