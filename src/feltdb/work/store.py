@@ -46,6 +46,7 @@ from feltdb.work.rearming import cancel_with_dependents, retry_with_dependents
 from feltdb.work.revocations import REVOKED_GRANTS_COLLECTION, Revocations, revoked_grant_key
 from feltdb.work.schedule_book import Schedules
 from feltdb.work.states import ApprovalOutcome, WorkloadState
+from feltdb.work.tenant_claims import TenantClaims
 from feltdb.work.unit import UnitOfWork
 from feltdb.work.workflows import Workflows
 
@@ -84,8 +85,7 @@ class WorkloadStore:
         self.db = db
         self.max_lease_ms = inputs.integer(max_lease_ms, "max_lease_ms", 1000)
         self.unit = UnitOfWork(db, group_commit=group_commit)
-        self.audit = AuditTrail(db, _now)
-        """The audit: the log read by application, its chain sealed and verified."""
+        self.audit = AuditTrail(db, _now)  # the log by application, its chain sealed, verified
         self.grants = Revocations(db, _now)  # the grants revoked in this store
         self.limits = Limits(db, _now)  # concurrency limits: what they hold, and defaults
         self.retention = Retention(db, _now)
@@ -93,8 +93,8 @@ class WorkloadStore:
         self.workflows = Workflows(self.unit, _now)
         """Workloads submitted together with dependencies between them, seen as one run."""
         self.schedules = Schedules(self, _now)  # and the scheduler's pass
-        self._release: Callable[[], None] = lambda: None
-        """What :meth:`close` does: nothing, or (opened by :meth:`open`) close the database."""
+        self.tenants = TenantClaims(self, _now)  # claims serving several tenants in turn
+        self._release: Callable[[], None] = lambda: None  # close: nothing, or db.close
 
     @classmethod
     def open(
