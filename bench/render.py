@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import render_bounds
 import render_goals
+import render_limits
 from harness import summary
 from harness.summary import rate, ratio, table
 
@@ -389,6 +390,7 @@ def render(results: dict[str, Any]) -> str:
     lines += render_goals.profile_section(results)
     lines += render_goals.startup_section(results)
     lines += wakeups_section(results)
+    lines += render_limits.limits_section(results)
     lines += notes_section(results)
     return "\n".join(lines).rstrip() + "\n"
 

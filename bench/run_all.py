@@ -12,7 +12,9 @@ Measures, on embedded SQLite (WAL, synchronous=FULL) and PostgreSQL (synchronous
   (e) peers draining the same N with the same P and durability: huey (SqliteHuey) and
       persist-queue (SQLiteAckQueue) on SQLite, pgqueuer and procrastinate on PostgreSQL,
       installed into bench/.peers-venv from bench/peers-requirements.txt;
-  (f) plots (docs/benchmarks/*.png).
+  (f) plots (docs/benchmarks/*.png);
+  (g) limits and fairness: drains with a concurrency limit on half the work, fairness
+      across 100 keys and 100 tenants, beside the unlimited one (``bench_limits.py``).
 
 Rounds alternate systems (feltdb, peer, feltdb, peer, …) and the report takes each
 figure's median over rounds. Results go to --out (JSON) as they come; then
@@ -339,6 +341,20 @@ def measure_cpu_profile(run: Run, options: argparse.Namespace, backends: list[st
     run.save()
 
 
+def measure_limits(run: Run, options: argparse.Namespace, backends: list[str]) -> None:
+    """``bench_limits.py``: drains with a concurrency limit on half the work, with fairness
+    across 100 keys and 100 tenants, beside the unlimited one; a small key's first claim.
+    """
+    log("limits and fairness …")
+    extra = ["--postgres"] if "postgres" in backends else []
+    count = str(min(options.workloads, 2000))
+    run.data["limits"] = script_figures(
+        "bench_limits.py", "limits.json", "--workloads", count,
+        "--rounds", str(options.rounds), *extra,
+    )  # fmt: skip
+    run.save()
+
+
 def render(options: argparse.Namespace) -> None:
     subprocess.run(
         [sys.executable, str(BENCH / "render.py"), "--results", options.out, "--doc", options.doc],
@@ -394,6 +410,7 @@ def main() -> None:
     measure_unclaimable(run, options, backends)
     measure_startup(run, options, backends)
     measure_cpu_profile(run, options, backends)
+    measure_limits(run, options, backends)
     run.data["meta"]["seconds"] = time.time() - began
     run.data["meta"]["load_average_at_end"] = os.getloadavg()
     run.save()

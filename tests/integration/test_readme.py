@@ -438,3 +438,9 @@ def test_the_rate_limits_block_starts_two_and_says_when_the_third_may(tmp_path: 
     with WorkloadStore.open(tmp_path / "work.db") as store:
         states = sorted(w.state.value for w in store.list("default", "default"))
         assert states == ["READY", "RUNNING", "RUNNING"]  # claim_work starts what it claims
+
+
+@runs("fairness")
+def test_the_fairness_block_serves_the_small_key_beside_the_backlog(tmp_path: Path):
+    out = bash(blocks()["fairness"], tmp_path)
+    assert out.strip().splitlines()[-1] == "['big', 'small']"
