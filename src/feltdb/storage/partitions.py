@@ -60,6 +60,8 @@ class ClaimPartitions:
     first (:mod:`~feltdb.storage.aging`); ``None``: claim order."""
 
 
+GROUPS_A_READ = 128
+"""The most claim groups one statement of the walk finds (each one index seek)."""
 MAX_GROUPS_WALKED = 4096
 """The most index seeks one selection's walk makes (one per definition with ready work, one
 per group, one to find where each ends). A walk that would need more is abandoned, and that
@@ -82,7 +84,8 @@ def accepted_groups(
     ``collection``, ``tenant_id`` and ``application_id``) that ``partitions`` accepts, in
     index order; ``None`` when that takes more than :data:`MAX_GROUPS_WALKED` seeks. Each
     definition with claimable rows (unless ``partitions`` names them) is found by one seek
-    (``next_claim_definition``), and each of its groups by one more (``next_claim_group``).
+    (``next_claim_definition``), and each of its groups by one more, up to
+    :data:`GROUPS_A_READ` in one statement (``claim_groups_after``).
     ``sample(key)`` reads a group's first row by key.
     """
     accepted: list[tuple[str, str]] = []
@@ -98,12 +101,18 @@ def accepted_groups(
     try:
         for definition in _definitions(seek, partitions.definitions):
             group = ""
-            while found := seek(
-                "next_claim_group", {"definition": definition, "claim_group": group}
-            ):
-                _, group, key = found[0]
-                if partitions.accepts(definition, group, functools.partial(sample, key)):
-                    accepted.append((definition, group))
+            while True:
+                # One statement finds the next groups, a seek each: one round trip.
+                ranged = {"definition": definition, "claim_group": group}
+                found = seek("claim_groups_after", {**ranged, "limit": GROUPS_A_READ})
+                seeks += max(len(found) - 1, 0)
+                if seeks > MAX_GROUPS_WALKED:
+                    raise _TooMany
+                for _, group, key in sorted(found, key=lambda each: each[1]):
+                    if partitions.accepts(definition, group, functools.partial(sample, key)):
+                        accepted.append((definition, group))
+                if len(found) < GROUPS_A_READ:
+                    break
     except _TooMany:
         return None
     return accepted

@@ -1027,7 +1027,7 @@ PLANS: dict[str, str | tuple[str, ...]] = {
     "row_revisions_at": "rows_pkey",
     "chain_keys_after": "transactions_pkey",
     "claimable_rows": "rows_by_state",
-    "next_claim_group": "rows_ready",
+    "claim_groups_after": "rows_ready",
     "next_claim_definition": "rows_ready",
     "claimable_rows_in_group": "rows_ready",
     "claimable_rows_in_group_same_priority": "rows_ready",
@@ -1273,9 +1273,10 @@ def test_a_new_database_s_rows_are_analyzed_once_so_a_claim_walk_seeks_rows_read
     params = {"collection": "work", "tenant_id": "t1", "application_id": "app1", "definition": "d"}
     with admin(url) as connection:
         plan = connection.execute(
-            ("EXPLAIN " + QUERIES["next_claim_group"]).encode(), {**params, "claim_group": ""}
+            ("EXPLAIN " + QUERIES["claim_groups_after"]).encode(),
+            {**params, "claim_group": "", "limit": 8},
         ).fetchall()
-    assert "rows_ready" in plan[0][0] + plan[1][0], plan
+    assert "rows_ready" in "".join(line[0] for line in plan), plan
 
 
 def test_a_claim_s_selection_gathers_missing_statistics_itself_and_asks_rarely(

@@ -191,18 +191,40 @@ WHERE collection = %(collection)s
 ORDER BY definition_id
 LIMIT 1;
 
--- name: next_claim_group
--- description: commit_selected with partitions: the claim group after claim_group of one definition's claimable rows, and the key of its first row; one seek of rows_ready
+-- name: claim_groups_after
+-- description: commit_selected with partitions: up to limit claim groups after claim_group of one definition's claimable rows (unordered: the walk's steps are), each with the key of its first row; one seek of rows_ready each, in one statement (one round trip)
+WITH RECURSIVE walk (definition_id, claim_group, key, n) AS (
+    (
+        SELECT definition_id, claim_group, key, 1
+        FROM rows
+        WHERE collection = %(collection)s
+          AND tenant_id = %(tenant_id)s
+          AND application_id = %(application_id)s
+          AND definition_id = %(definition)s
+          AND claim_group > %(claim_group)s
+          AND waits_on IS NULL
+        ORDER BY claim_group
+        LIMIT 1
+    )
+    UNION ALL
+    SELECT later.definition_id, later.claim_group, later.key, walk.n + 1
+    FROM walk
+    CROSS JOIN LATERAL (
+        SELECT definition_id, claim_group, key
+        FROM rows
+        WHERE collection = %(collection)s
+          AND tenant_id = %(tenant_id)s
+          AND application_id = %(application_id)s
+          AND definition_id = %(definition)s
+          AND claim_group > walk.claim_group
+          AND waits_on IS NULL
+        ORDER BY claim_group
+        LIMIT 1
+    ) AS later
+    WHERE walk.n < %(limit)s
+)
 SELECT definition_id, claim_group, key
-FROM rows
-WHERE collection = %(collection)s
-  AND tenant_id = %(tenant_id)s
-  AND application_id = %(application_id)s
-  AND definition_id = %(definition)s
-  AND claim_group > %(claim_group)s
-  AND waits_on IS NULL
-ORDER BY claim_group
-LIMIT 1;
+FROM walk;
 
 -- name: claimable_rows_in_group
 -- description: commit_selected with partitions: the rows of one (definition, claim group), whatever their state, eligible at now, in index order (one range of rows_ready), each locked until the transaction ends; rows another transaction holds are skipped

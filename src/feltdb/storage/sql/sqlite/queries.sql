@@ -201,18 +201,39 @@ WHERE collection = :collection
 ORDER BY definition_id
 LIMIT 1;
 
--- name: next_claim_group
--- description: commit_selected with partitions: the claim group after :claim_group of one definition's claimable rows, and the key of its first row; one seek of rows_ready
-SELECT definition_id, claim_group, key
-FROM rows
-WHERE collection = :collection
-  AND tenant_id = :tenant_id
-  AND application_id = :application_id
-  AND definition_id = :definition
-  AND claim_group > :claim_group
-  AND waits_on IS NULL
-ORDER BY claim_group
-LIMIT 1;
+-- name: claim_groups_after
+-- description: commit_selected with partitions: up to :limit claim groups after :claim_group of one definition's claimable rows (unordered: the walk's steps are), each with the key of its first row; one seek of rows_ready each, in one statement
+WITH RECURSIVE walk (claim_group, n) AS (
+    SELECT :claim_group, 0
+    UNION ALL
+    SELECT (
+        SELECT later.claim_group
+        FROM rows AS later
+        WHERE later.collection = :collection
+          AND later.tenant_id = :tenant_id
+          AND later.application_id = :application_id
+          AND later.definition_id = :definition
+          AND later.claim_group > walk.claim_group
+          AND later.waits_on IS NULL
+        ORDER BY later.claim_group
+        LIMIT 1
+    ), walk.n + 1
+    FROM walk
+    WHERE walk.claim_group IS NOT NULL AND walk.n < :limit
+)
+SELECT :definition, walk.claim_group, (
+    SELECT first.key
+    FROM rows AS first
+    WHERE first.collection = :collection
+      AND first.tenant_id = :tenant_id
+      AND first.application_id = :application_id
+      AND first.definition_id = :definition
+      AND first.claim_group = walk.claim_group
+      AND first.waits_on IS NULL
+    LIMIT 1
+)
+FROM walk
+WHERE walk.n > 0 AND walk.claim_group IS NOT NULL;
 
 -- name: claimable_rows_in_group
 -- description: commit_selected with partitions: the rows of one (definition, claim group), whatever their state, eligible at :now, in index order (one range of rows_ready), with priority and created_at to merge several groups by
