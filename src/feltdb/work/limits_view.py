@@ -10,14 +10,19 @@ from typing import Final
 
 from feltdb.auth.policy import OPERATE, READ, authorize_application
 from feltdb.fields import MAX_CONCURRENCY_LIMIT
-from feltdb.records.limits import AdmissionQuotas, ConcurrencyKey, ConcurrencyKeys
+from feltdb.records.limits import (
+    AdmissionQuota,
+    AdmissionQuotas,
+    ConcurrencyKey,
+    ConcurrencyKeys,
+)
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import Database, StoredRow
 from feltdb.work import inputs
 from feltdb.work.authority import Authority
 from feltdb.work.concurrency import SLOTS_COLLECTION, holders_of, live_holders
 from feltdb.work.concurrency_defaults import definition_limits, set_definition_limit
-from feltdb.work.quota_view import admission_quotas, set_quota_checked
+from feltdb.work.quota_view import admission_quotas, quota_as_set, set_quota_checked
 
 __all__ = [
     "MAX_KEYS_LISTED",
@@ -183,3 +188,17 @@ class Limits:
         if tenant_id is not None:
             tenant_id = inputs.identifier(tenant_id, "tenant_id")
         return admission_quotas(self._db, tenant_id, self._clock(now))
+
+    def quota(
+        self, tenant_id: str, grant_id: str | None = None, *, now: int | None = None
+    ) -> AdmissionQuota | None:
+        """The admission quota of ``tenant_id`` (or of its grant ``grant_id``) as it stands
+        now, or ``None``: none is set.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        if grant_id is not None:
+            grant_id = inputs.identifier(grant_id, "grant_id")
+        return quota_as_set(self._db, tenant_id, grant_id, self._clock(now))

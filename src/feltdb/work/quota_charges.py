@@ -72,11 +72,11 @@ def subjects_of(db: Database, workload: Workload) -> list[str]:
 
 def cap_refusal(quota: Quota) -> WorkloadError:
     """The refusal of an admission past ``quota``'s cap."""
-    cap = quota.max_unfinished
+    cap = quota.max_unfinished or 0
     return WorkloadError(
         ErrorCode.WORKLOAD_QUOTA_EXCEEDED,
-        f"the admission quota of {quota.subject()} allows {cap:,} unfinished workloads, "
-        f"and {cap:,} are unfinished: admit again once some finish",
+        f"the admission quota of {quota.subject()} is {_many(cap, 'unfinished workload')} "
+        "at most, and it holds that many: admit again once some finish",
         _details(quota, "max_unfinished", CAP_RETRY_AFTER_S),
     )
 
@@ -86,10 +86,14 @@ def rate_refusal(quota: Quota, wait_s: int) -> WorkloadError:
     burst = quota.burst_milli // MILLI
     return WorkloadError(
         ErrorCode.WORKLOAD_QUOTA_EXCEEDED,
-        f"the admission quota of {quota.subject()} allows {quota.per_second:g} admissions "
-        f"a second (bursts of {burst:,}): the next may be admitted in {wait_s} s",
+        f"the admission quota of {quota.subject()} is {quota.per_second:g} admissions a "
+        f"second (bursts of {burst:,}), all taken: the next may be admitted in {wait_s} s",
         _details(quota, "per_second", wait_s),
     )
+
+
+def _many(count: int, thing: str) -> str:
+    return f"{count:,} {thing}" + ("" if count == 1 else "s")
 
 
 def _details(quota: Quota, which: str, wait_s: int) -> dict[str, object]:

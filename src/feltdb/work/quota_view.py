@@ -31,6 +31,7 @@ __all__ = [
     "MAX_QUOTAS_LISTED",
     "admission_quotas",
     "admission_quotas_as",
+    "quota_as_set",
     "quota_now",
     "set_quota_checked",
 ]
@@ -72,6 +73,16 @@ def admission_quotas(db: Database, tenant_id: str | None, now: int) -> Admission
     return AdmissionQuotas(quotas=listed, complete=len(found) <= MAX_QUOTAS_LISTED)
 
 
+def quota_as_set(
+    db: Database, tenant_id: str, grant_id: str | None, now: int
+) -> AdmissionQuota | None:
+    """The quota of ``tenant_id`` (or of its grant ``grant_id``) as it stands at ``now``;
+    ``None``: none is set.
+    """
+    quota = quota_of(db.get_row(QUOTAS_COLLECTION, quota_key(tenant_id, grant_id)))
+    return None if quota is None else quota_now(db, quota, now)
+
+
 def admission_quotas_as(acting: Authority, now: int) -> AdmissionQuotas:
     """The quotas ``acting``'s admissions are charged to, as they stand at ``now``: its
     tenant's, and its grant's (those that exist), to a caller that may submit work or read
@@ -84,15 +95,10 @@ def admission_quotas_as(acting: Authority, now: int) -> AdmissionQuotas:
         acting.as_requester()
     except WorkloadError:
         acting.may_in_application(READ)
-    db = acting.store.db
-    tenant_id = acting.scope.tenant_id
-    keys = [quota_key(tenant_id)]
-    if acting.grant is not None:
-        keys.append(quota_key(tenant_id, acting.grant.id))
-    quotas = [quota_of(db.get_row(QUOTAS_COLLECTION, key)) for key in keys]
-    return AdmissionQuotas(
-        quotas=[quota_now(db, quota, now) for quota in quotas if quota is not None]
-    )
+    db, tenant_id = acting.store.db, acting.scope.tenant_id
+    grants = [None] if acting.grant is None else [None, acting.grant.id]
+    found = [quota_as_set(db, tenant_id, grant_id, now) for grant_id in grants]
+    return AdmissionQuotas(quotas=[quota for quota in found if quota is not None])
 
 
 def set_quota_checked(

@@ -1,6 +1,7 @@
-"""The limits route: what the application's concurrency limits hold now
+"""The limits routes: what the application's concurrency limits hold now
 (``GET /v1/limits/concurrency``, ``workload:read`` over every workload of the application,
-unconstrained; :mod:`feltdb.work.limits_view`).
+unconstrained; :mod:`feltdb.work.limits_view`), and the admission quotas the caller's
+admissions are charged to (``GET /v1/limits/quota``; :mod:`feltdb.work.quota_view`).
 
 Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one as the
 operation's OpenAPI description; the route's ``summary`` says what it does.
@@ -13,12 +14,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_ID_CHARS
-from feltdb.records.limits import ConcurrencyKeys
+from feltdb.records.limits import AdmissionQuotas, ConcurrencyKeys
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Acting, Now
 from feltdb.work.limits_view import concurrency_keys_as, set_definition_limit_as
+from feltdb.work.quota_view import admission_quotas_as
 
 router = APIRouter(prefix=PREFIX)
 
@@ -63,3 +65,20 @@ def set_definition_limit(  # noqa: D103
 ) -> JSONResponse:
     set_definition_limit_as(acting, definition_id, body.limit, now)
     return JSONResponse({"limit": body.limit})
+
+
+@router.get(
+    "/limits/quota",
+    summary="The admission quotas the caller's admissions are charged to, and their use",
+    responses=declared(AdmissionQuotas, *AUTH),
+    description="The quota of the caller's tenant and the quota of the caller's grant, of "
+    "those that exist (none: `quotas` is empty): each one's cap of unfinished work "
+    "(`max_unfinished`) and rate (`per_second`, a bucket of that many rounded up), the "
+    "tenant's (or grant's) unfinished work now, counted up to the cap (`unfinished`), and "
+    "the admissions the bucket allows now (`tokens`). An admission past either is refused "
+    "429 `WORKLOAD_QUOTA_EXCEEDED` with `Retry-After`. Only the store's holder sets quotas "
+    "(`feltdb limits quota set --db`). Needs `workload:execute`, or `workload:read` over "
+    "every workload of the application.",
+)
+def quota(acting: Acting, now: Now) -> JSONResponse:  # noqa: D103
+    return JSONResponse(admission_quotas_as(acting, now).to_json())
