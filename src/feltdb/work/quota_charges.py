@@ -136,7 +136,8 @@ class Charges:
             tokens = quota.tokens_at(now)
             if tokens < MILLI:
                 wait = max(1, math.ceil((MILLI - tokens) / rate))
-                REFUSED.note(self._db, quota, now + wait)
+                if key not in self._charged:  # remembered only of the bucket as committed
+                    REFUSED.note(self._db, quota, now + wait)
                 raise rate_refusal(quota, wait)
             last = quota.refilled_at if quota.refilled_at is not None else now
             quota = replace(quota, tokens_milli=tokens - MILLI, refilled_at=max(last, now))
@@ -157,7 +158,8 @@ class Charges:
             )
             count, counted_at = unfinished + self._pending.get(key, 0), now
             if count + 1 > cap:
-                REFUSED.note(self._db, quota)
+                if unfinished >= cap:  # full as committed, not only by this transaction's
+                    REFUSED.note(self._db, quota)
                 raise cap_refusal(quota)
         application_id = quota.application_id
         if quota.grant_id is not None:
