@@ -196,6 +196,20 @@ def test_two_stores_on_one_target_share_the_cap(store, open_store):
     assert unfinished(store) == 3
 
 
+def test_threads_admitting_at_once_share_a_transaction_and_hold_the_cap(store):
+    from concurrent.futures import ThreadPoolExecutor
+
+    cap(store, 10)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda n: admit(store, f"k{n}"), range(40)))
+
+    assert sum(answer is True for answer in answers) == 10
+    refusals = {answer.code for answer in answers if isinstance(answer, WorkloadError)}
+    assert refusals == {"WORKLOAD_QUOTA_EXCEEDED"}
+    assert unfinished(store) == 10
+    assert store.db.get_row(QUOTAS_COLLECTION, quota_key("t")).document["count"] == 10
+
+
 def test_a_workflow_is_charged_whole(store):
     cap(store, 3)
     assert admit(store, "solo") is True

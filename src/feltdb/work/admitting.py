@@ -20,7 +20,7 @@ from feltdb.work.changes import Operation
 from feltdb.work.concurrency_defaults import Defaults, with_default_limit
 from feltdb.work.identities import workload_id_for
 from feltdb.work.models import CreateWorkload
-from feltdb.work.quota_charges import commit_admissions, subjects_of
+from feltdb.work.quota_charges import QUOTA_GROUPS, commit_admissions, subjects_of
 from feltdb.work.rows import CREATED, LoadedWorkload, planned_commit, same_application
 from feltdb.work.unit import ReadAhead, UnitOfWork
 
@@ -38,7 +38,9 @@ def admit(unit: UnitOfWork, request: CreateWorkload) -> Admitted:
     plan = planned_commit(workload, CREATED, None, Operation.ADMIT.value)
     keys = subjects_of(unit.db, workload)
     try:
-        if keys:
+        if keys and unit.group is not None:
+            QUOTA_GROUPS.commit(unit.db, plan, workload, keys)
+        elif keys:
             limited = {workload.workload_id: (workload, keys)}
             [outcome] = commit_admissions(unit.db, [plan], limited)
             if isinstance(outcome, WorkloadError):

@@ -25,19 +25,26 @@ already admitted is answered before any quota is looked at: it admits nothing.
 
 Before the transaction, an item of a subject found full, or out of tokens, by this process
 within :data:`~feltdb.work.quotas.REFUSED_FRESH_S` is refused on that: a flood of refused
-admissions does not take the write lock each.
+admissions does not take the write lock each. Single admissions that threads of a process
+make at once are committed together (:class:`QuotaGroups`, a
+:class:`~feltdb.storage.group_commit.GroupCommit` writing by :func:`commit_admissions`),
+one transaction holding their quotas, as other admissions share one by group commit.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Final
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Commit, Database, Mutation, PlannedCommit, StoredRow
+from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.held import Counter, Decision
 from feltdb.work.quotas import (
     MILLI,
@@ -51,7 +58,7 @@ from feltdb.work.quotas import (
     quota_of,
 )
 
-__all__ = ["commit_admissions", "subjects_of"]
+__all__ = ["QUOTA_GROUPS", "QuotaGroups", "commit_admissions", "subjects_of"]
 
 CAP_RETRY_AFTER_S: Final = 1
 """What a refusal by a cap says to wait: work finishes at its own pace."""
@@ -230,3 +237,49 @@ def commit_admissions(
         return Decision(items, charges.writes())
 
     return db.commit_held(QUOTAS_COLLECTION, keys, DURABLE_WORK_COLLECTION, decide)
+
+
+class QuotaGroups:
+    """Per store, the group commit of single admissions charged to quotas: the plans that
+    threads commit at one moment, written by one :func:`commit_admissions` (bounded: one
+    group per store, forgotten with it).
+    """
+
+    def __init__(self) -> None:
+        self._groups: weakref.WeakKeyDictionary[Database, GroupCommit] = weakref.WeakKeyDictionary()
+        self._charged: dict[str, tuple[Workload, Sequence[str]]] = {}
+        self._lock = threading.Lock()
+
+    def commit(
+        self, db: Database, plan: PlannedCommit, workload: Workload, keys: Sequence[str]
+    ) -> None:
+        """Commit the admission ``plan`` of ``workload``, charged to the quotas of ``keys``,
+        with the single admissions other threads commit at the same moment.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_QUOTA_EXCEEDED``; ``StorageConflict``: its guard was
+                lost (another writer admitted it); ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        with self._lock:
+            group = self._groups.get(db)
+            if group is None:
+                group = GroupCommit(db, commit_many=partial(self._write, db))
+                self._groups[db] = group
+            self._charged[workload.workload_id] = (workload, keys)
+        try:
+            group.commit(plan)
+        finally:
+            with self._lock:
+                self._charged.pop(workload.workload_id, None)
+
+    def _write(self, db: Database, plans: list[PlannedCommit]) -> list[Commit | WorkloadError]:
+        with self._lock:
+            limited = {
+                key: self._charged[key]
+                for key in (plan.mutations[0].key for plan in plans)
+                if key in self._charged
+            }
+        return commit_admissions(db, plans, limited)
+
+
+QUOTA_GROUPS: Final = QuotaGroups()
