@@ -9,9 +9,11 @@ with a bounded count of rows (:meth:`~feltdb.storage.counts.IndexCounts.count_in
 read inside the same transaction. ``decide`` answers the plans to commit, the refusals of
 the items it will not commit, and the new documents of the held rows. The plans are
 written as :meth:`~feltdb.storage.base.Database.commit_many` writes them (each its own
-commit, guards and log entry), and the held rows' writes ride on the first plan that
-commits, guarded by the versions read: held, they cannot have changed. No plan commits:
-the held rows are not written either.
+commit, guards and log entry; by arrays on PostgreSQL), and the held rows' writes ride on
+the last, guarded by the versions read: held, they cannot have changed. If that plan loses
+its own guard (its workload was admitted by another writer meanwhile), they are written in
+a plan of their own after it, if any plan before it committed; if none did, they are not
+written.
 
 So a decision on a shared row (a quota's count) is never lost to another writer's, as a
 guard read outside the transaction would be under a flood: writers of a held row queue
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from feltdb.errors import WorkloadError
 
@@ -45,6 +47,9 @@ class Decision:
 
     items: Sequence[PlannedCommit | WorkloadError]
     held_writes: Sequence[Mutation] = ()
+    held_audit: Mapping[str, Any] | None = None
+    """The audit record of the held rows' writes in a plan of their own (when the plan
+    that was to carry them lost its guard after others committed)."""
 
 
 class HeldCommits(Protocol):

@@ -46,6 +46,7 @@ from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import Commit, Database, Mutation, PlannedCommit, StoredRow
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.held import Counter, Decision
+from feltdb.work.admission import ADMISSION_ACTOR
 from feltdb.work.quotas import (
     MILLI,
     PRESENT,
@@ -60,6 +61,9 @@ from feltdb.work.quotas import (
 
 __all__ = ["QUOTA_GROUPS", "QuotaGroups", "commit_admissions", "subjects_of"]
 
+QUOTA_CHARGED: Final = "limits.quota_charged"
+"""The audit kind of quotas' rows written alone (the admission that was to carry them lost
+its guard after others of its transaction committed)."""
 CAP_RETRY_AFTER_S: Final = 1
 """What a refusal by a cap says to wait: work finishes at its own pace."""
 
@@ -234,7 +238,8 @@ def commit_admissions(
         denied = [item for item in items if isinstance(item, WorkloadError)]
         if whole and denied:
             return Decision([denied[0]] * len(items))
-        return Decision(items, charges.writes())
+        audit = {"kind": QUOTA_CHARGED, "actor": ADMISSION_ACTOR, "quotas": keys}
+        return Decision(items, charges.writes(), audit)
 
     return db.commit_held(QUOTAS_COLLECTION, keys, DURABLE_WORK_COLLECTION, decide)
 
