@@ -252,7 +252,9 @@ class QuotaGroups:
 
     def __init__(self) -> None:
         self._groups: weakref.WeakKeyDictionary[Database, GroupCommit] = weakref.WeakKeyDictionary()
-        self._charged: dict[str, tuple[Workload, Sequence[str]]] = {}
+        self._charged: dict[str, list[tuple[Workload, Sequence[str]]]] = {}
+        """What each waiting plan is charged to, by workload id (a list: two threads may
+        admit one id at once, and each must find its own charge)."""
         self._lock = threading.Lock()
 
     def commit(
@@ -270,17 +272,21 @@ class QuotaGroups:
             if group is None:
                 group = GroupCommit(db, commit_many=partial(self._write, db))
                 self._groups[db] = group
-            self._charged[workload.workload_id] = (workload, keys)
+            charge = (workload, keys)
+            self._charged.setdefault(workload.workload_id, []).append(charge)
         try:
             group.commit(plan)
         finally:
             with self._lock:
-                self._charged.pop(workload.workload_id, None)
+                charges = self._charged[workload.workload_id]
+                charges.remove(charge)
+                if not charges:
+                    del self._charged[workload.workload_id]
 
     def _write(self, db: Database, plans: list[PlannedCommit]) -> list[Commit | WorkloadError]:
         with self._lock:
             limited = {
-                key: self._charged[key]
+                key: self._charged[key][0]
                 for key in (plan.mutations[0].key for plan in plans)
                 if key in self._charged
             }
