@@ -367,3 +367,22 @@ def test_the_audit_chain_verifies_after_admissions_under_quotas(store):
     finish(store)
     admit(store, "after")
     assert store.audit.verify().ok
+
+
+def test_the_local_client_answers_its_own_quotas(store):
+    from feltdb.auth.scope import Scope
+    from feltdb.client import LocalClient
+
+    signed = SIGNER.sign(make_grant(id="g7", expires_at=2_000_000_000))
+    client = LocalClient(store, Scope("t", "app"), Subject.agent("a1"), grant=signed)
+    assert client.admission_quotas().quotas == []
+    cap(store, 4)
+    store.limits.set_quota("t", grant_id="g7", per_second=0.5, actor=OPERATOR, now=SET_AT)
+    store.limits.set_quota("t", grant_id="g8", per_second=1, actor=OPERATOR, now=SET_AT)
+    client.admit(definition_id="send", input={}, idempotency_key="k")
+
+    shown = client.admission_quotas().quotas
+
+    assert [(q.grant_id, q.max_unfinished, q.per_second, q.unfinished) for q in shown] == [
+        (None, 4, None, 1), ("g7", None, 0.5, None),
+    ]  # fmt: skip
