@@ -97,6 +97,10 @@ class ErrorCode(enum.StrEnum):
         "WORKLOAD_MIGRATION_CONFLICT",
         "the legacy source conflicts with canonical work",
     )
+    WORKLOAD_QUOTA_EXCEEDED = (
+        "WORKLOAD_QUOTA_EXCEEDED",
+        "the admission quota of the tenant or grant is used up",
+    )
 
 
 class WorkloadError(Exception):

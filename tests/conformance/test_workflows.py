@@ -239,9 +239,9 @@ def test_a_node_taken_by_another_writer_meanwhile_undoes_the_submission(store, m
     admit_many = workflows.admitting.admit_many
     taken = make_request(idempotency_key="node-b", input={"someone": "else"})
 
-    def another_writer_first(unit, requests):
+    def another_writer_first(unit, requests, **options):
         store.create(taken)  # between the decision and the commit: node b's key, other input
-        return admit_many(unit, requests)
+        return admit_many(unit, requests, **options)
 
     monkeypatch.setattr(workflows.admitting, "admit_many", another_writer_first)
     with pytest.raises(WorkloadError) as refused:

@@ -29,6 +29,7 @@ RUNS = {
     "bench_schedules.py": (["--schedules", "4", "--rounds", "1"], "results"),
     "bench_limits.py": (["--workloads", "10", "--rounds", "1"], "runs"),
     "bench_log_pruning.py": (["--workloads", "10"], "runs"),
+    "bench_quotas.py": (["--workloads", "16", "--rounds", "1"], "runs"),
 }
 """Each script, its tiny-size arguments, and a key of the figures it must write."""
 

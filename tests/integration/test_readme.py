@@ -420,6 +420,17 @@ def test_the_log_pruning_block_prunes_verifies_and_checks_the_export(tmp_path: P
         assert kinds == {"audit.carried_forward", "audit.log_pruned"}
 
 
+@runs("quota")
+def test_the_quota_block_refuses_past_the_cap_and_lists_the_quota(tmp_path: Path):
+    out = bash("{\n" + blocks()["quota"] + "} 2> said.txt", tmp_path)  # stderr kept to read
+    lines = out.strip().splitlines()
+    assert "tenant default: 1 of 2 unfinished; 50 a second (50 admissible now)" in lines
+    assert lines[-1].startswith("tenant default: 2 of 2 unfinished; 50 a second (")
+    assert "error WORKLOAD_QUOTA_EXCEEDED" in (tmp_path / "said.txt").read_text()
+    with WorkloadStore.open(tmp_path / "work.db") as store:
+        assert len(store.list("default", "default")) == 2
+
+
 @runs("concurrency")
 def test_the_concurrency_block_claims_two_of_three_and_lists_them(tmp_path: Path):
     out = bash(blocks()["concurrency"], tmp_path)  # python3: the installed one, on PATH

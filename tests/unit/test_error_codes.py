@@ -36,11 +36,12 @@ API_CODES = [
     "WORKLOAD_TIMED_OUT",
     "WORKLOAD_STORAGE_FAILURE",
     "WORKLOAD_MIGRATION_CONFLICT",
+    "WORKLOAD_QUOTA_EXCEEDED",
 ]
 
 
 def test_the_codes_are_exactly_those_of_api_md():
-    assert len(API_CODES) == len(set(API_CODES)) == 27
+    assert len(API_CODES) == len(set(API_CODES)) == 28
     assert {code.value for code in ErrorCode} == set(API_CODES)
 
 

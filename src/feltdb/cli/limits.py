@@ -1,7 +1,8 @@
 """``feltdb limits``: what the application's concurrency limits hold now, as
 ``GET /v1/limits/concurrency`` answers (:func:`feltdb.work.limits_view.concurrency_keys`);
 ``feltdb limits set``: a definition's default limit; ``feltdb limits rate``: the rate limits
-(``GET /v1/limits/rate``), set and removed.
+(``GET /v1/limits/rate``), set and removed; ``feltdb limits aging``; ``feltdb limits quota``:
+the admission quotas (:mod:`feltdb.cli.quota`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Annotated
 import typer
 
 from feltdb.auth.capabilities import OPERATE, READ
+from feltdb.cli.quota import quota_group
 from feltdb.cli.targets import JsonOption, Target, connected, targeted, usage_error
 
 limits_app = typer.Typer(add_completion=False, rich_markup_mode=None)
@@ -18,6 +20,7 @@ limits_app = typer.Typer(add_completion=False, rich_markup_mode=None)
 
 limits_group = typer.Typer(name="limits", add_completion=False, rich_markup_mode=None)
 limits_app.add_typer(limits_group)
+limits_group.add_typer(quota_group)
 
 
 @limits_group.callback(invoke_without_command=True)

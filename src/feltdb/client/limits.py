@@ -1,6 +1,8 @@
 """The limits through a client (:class:`LimitsClient`): concurrency keys, definitions'
 default limits and rate limits, over HTTP (``/v1/limits/...``) and in process, to the same
-answers (:mod:`feltdb.work.limits_view`).
+answers (:mod:`feltdb.work.limits_view`); and the admission quotas the client's admissions
+are charged to, :meth:`LimitsClient.admission_quotas` (``GET /v1/limits/quota``,
+:mod:`feltdb.work.quota_view`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 from feltdb.client.transport import Transport
-from feltdb.records.limits import ConcurrencyKeys, RateLimits
+from feltdb.records.limits import AdmissionQuotas, ConcurrencyKeys, RateLimits
 
 if TYPE_CHECKING:  # the HTTP client never acts in process: the authority is the local one's
     from feltdb.work.authority import Authority
@@ -39,6 +41,17 @@ class LimitsClient(Protocol):
 
         Raises:
             WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_INVALID``.
+        """
+        ...
+
+    def admission_quotas(self) -> AdmissionQuotas:
+        """The admission quotas of the client's tenant and of its grant (those that exist):
+        each one's cap and rate, its subject's unfinished work (counted up to the cap) and
+        the admissions its bucket allows now (needs ``workload:execute``, or
+        ``workload:read`` over the whole application). Only the store's holder sets them.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_UNAUTHORIZED``.
         """
         ...
 
@@ -98,6 +111,11 @@ class HttpLimits(Transport):
         path = f"/v1/limits/concurrency/definitions/{quote(definition_id, safe='')}"
         self._ask("PUT", path, {"limit": limit})
 
+    def admission_quotas(self) -> AdmissionQuotas:
+        """See :meth:`LimitsClient.admission_quotas` (``GET /v1/limits/quota``)."""
+        found: AdmissionQuotas = AdmissionQuotas.parse(self._ask("GET", "/v1/limits/quota"))
+        return found
+
     def rate_limits(self) -> RateLimits:
         """See :meth:`LimitsClient.rate_limits` (``GET /v1/limits/rate``)."""
         found: RateLimits = RateLimits.parse(self._ask("GET", "/v1/limits/rate"))
@@ -141,6 +159,13 @@ class LocalLimits:
 
         now = self.clock() if self.clock is not None else int(time.time())
         set_definition_limit_as(self.acting, definition_id, limit, now)
+
+    def admission_quotas(self) -> AdmissionQuotas:
+        """See :meth:`LimitsClient.admission_quotas`."""
+        from feltdb.work.quota_view import admission_quotas_as
+
+        now = self.clock() if self.clock is not None else int(time.time())
+        return admission_quotas_as(self.acting, now)
 
     def rate_limits(self) -> RateLimits:
         """See :meth:`LimitsClient.rate_limits`."""

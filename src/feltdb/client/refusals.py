@@ -32,7 +32,8 @@ class ClientError(WorkloadError):
     Attributes:
         status: the HTTP status that answered, ``None`` when no answer arrived.
         retry_after: the answer's ``Retry-After`` in seconds (``WORKLOAD_NOT_YET_ELIGIBLE``
-            is answered ``425`` with one), else ``None``.
+            is answered ``425`` with one, ``WORKLOAD_QUOTA_EXCEEDED`` ``429``), else
+            ``None``.
     """
 
     def __init__(

@@ -1,5 +1,6 @@
 """What the limits of an application hold now: its concurrency keys
-(:mod:`feltdb.work.limits_view`) and its rate limits (:mod:`feltdb.work.rate_limits`).
+(:mod:`feltdb.work.limits_view`), its rate limits (:mod:`feltdb.work.rate_limits`), and the
+admission quotas (:mod:`feltdb.work.quota_view`).
 """
 
 from __future__ import annotations
@@ -8,7 +9,14 @@ import msgspec
 
 from feltdb.records.base import Record
 
-__all__ = ["ConcurrencyKey", "ConcurrencyKeys", "RateLimit", "RateLimits"]
+__all__ = [
+    "AdmissionQuota",
+    "AdmissionQuotas",
+    "ConcurrencyKey",
+    "ConcurrencyKeys",
+    "RateLimit",
+    "RateLimits",
+]
 
 
 class ConcurrencyKey(Record, frozen=True, kw_only=True):  # type: ignore[misc]
@@ -30,6 +38,32 @@ class ConcurrencyKeys(Record, frozen=True, kw_only=True):  # type: ignore[misc]
     keys: list[ConcurrencyKey] = msgspec.field(default_factory=list)
     complete: bool = True
     definitions: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class AdmissionQuota(Record, frozen=True, kw_only=True):  # type: ignore[misc]
+    """One admission quota (:mod:`feltdb.work.quotas`): its subject (a tenant, or one grant
+    of it), its cap and rate, who set it when, and what it holds now: the subject's
+    unfinished work, counted up to the cap (``None`` without a cap), and the admissions its
+    bucket allows now (``None`` without a rate).
+    """
+
+    tenant_id: str
+    grant_id: str | None = None
+    max_unfinished: int | None = None
+    per_second: float | None = None
+    unfinished: int | None = None
+    tokens: float | None = None
+    set_by: str = ""
+    set_at: int = 0
+
+
+class AdmissionQuotas(Record, frozen=True, kw_only=True):  # type: ignore[misc]
+    """Admission quotas, by tenant then grant (a tenant's own first); ``complete``: every
+    one asked for (``False``: more than an answer lists).
+    """
+
+    quotas: list[AdmissionQuota] = msgspec.field(default_factory=list)
+    complete: bool = True
 
 
 class RateLimit(Record, frozen=True, kw_only=True):  # type: ignore[misc]

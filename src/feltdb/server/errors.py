@@ -14,7 +14,8 @@ Decisions worth stating: ``WORKLOAD_SECRET_REJECTED`` is ``422`` (the request's 
 refused, like any invalid input: resending it unchanged can never succeed);
 ``WORKLOAD_NOT_YET_ELIGIBLE`` is ``425 Too Early`` with ``Retry-After`` (seconds until the
 ``eligible_at`` its details name); a refusal whose details hold ``retry_after_s`` (a busy
-audit verification's ``503``) says it in ``Retry-After`` too; ``WORKLOAD_CONFLICT`` is
+audit verification's ``503``, an admission quota's ``429``, ``WORKLOAD_QUOTA_EXCEEDED``)
+says it in ``Retry-After`` too; ``WORKLOAD_CONFLICT`` is
 ``409`` (another writer won: re-read and decide again).
 
 An unexpected exception is logged with its traceback on the server and answered ``500``
@@ -58,6 +59,7 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     _C.WORKLOAD_APPROVER_NOT_PERMITTED: 403,
     _C.WORKLOAD_CAPABILITY_DENIED: 403,
     _C.WORKLOAD_NOT_YET_ELIGIBLE: 425,
+    _C.WORKLOAD_QUOTA_EXCEEDED: 429,
     _C.WORKLOAD_STORAGE_FAILURE: 503,
     _C.WORKLOAD_CONFLICT: 409,
     _C.WORKLOAD_STALE_FENCE: 409,
@@ -130,6 +132,8 @@ ERROR_DESCRIPTIONS: dict[int, str] = {
     413: "The request body is over the 1 MiB limit (WORKLOAD_INVALID)",
     422: "The request is invalid (WORKLOAD_INVALID, WORKLOAD_SECRET_REJECTED)",
     425: "The workload is not yet eligible; Retry-After says when (WORKLOAD_NOT_YET_ELIGIBLE)",
+    429: "An admission quota of the tenant or the grant refused the work; Retry-After says"
+    " when to try again (WORKLOAD_QUOTA_EXCEEDED)",
     503: "The store could not be read or written (WORKLOAD_STORAGE_FAILURE)",
 }
 """The error statuses the server answers, as the OpenAPI describes them."""
@@ -139,6 +143,8 @@ _ERROR_HEADERS: dict[int, dict[str, Any]] = {
                                "schema": {"type": "string"}}},
     425: {"Retry-After": {"description": "Seconds until the work is eligible", "required": True,
                           "schema": {"type": "string"}}},
+    429: {"Retry-After": {"description": "Seconds after which an admission may be admitted",
+                          "required": True, "schema": {"type": "string"}}},
     503: {"Retry-After": {"description": "Seconds after which to ask again, when known (a"
                           " verification of the audit chain already running)",
                           "required": False, "schema": {"type": "string"}}},

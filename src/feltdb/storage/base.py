@@ -51,6 +51,7 @@ from feltdb.storage.canonical import json_object
 from feltdb.storage.chain_log import ChainLog
 from feltdb.storage.counts import IndexCounts
 from feltdb.storage.definition_pages import DefinitionPages
+from feltdb.storage.held import HeldCommits
 from feltdb.storage.readiness import Readiness
 from feltdb.storage.retention_reads import RetentionReads
 from feltdb.storage.selecting import SelectingCommits
@@ -237,6 +238,7 @@ class Database(
     BatchReads,
     ChainLog,
     DefinitionPages,
+    HeldCommits,
     IndexCounts,
     PlannerStatistics,
     Readiness,

@@ -35,7 +35,7 @@ from feltdb.storage.base import (
     StoredRow,
 )
 from feltdb.storage.chain_log import ChainQueries
-from feltdb.storage.counts import Activity
+from feltdb.storage.counts import Activity, IndexCountQueries
 from feltdb.storage.definition_pages import DefinitionPageQueries
 from feltdb.storage.dialect import Dialect, Session
 from feltdb.storage.encoding import (
@@ -45,6 +45,7 @@ from feltdb.storage.encoding import (
     logged_transaction,
     stored_row,
 )
+from feltdb.storage.held_commits import HeldQueries
 from feltdb.storage.index_columns import index_params
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
 from feltdb.storage.readiness import ReadinessQueries
@@ -69,6 +70,8 @@ _Dialect = TypeVar("_Dialect", bound=Dialect)
 class SQLEngine(
     ChainQueries,
     DefinitionPageQueries,
+    HeldQueries,
+    IndexCountQueries,
     ReadinessQueries,
     RetentionQueries,
     StatisticsQueries,
@@ -196,23 +199,6 @@ class SQLEngine(
         params = {"collection": collection, "state": state}
         fetched = self._dialect.read(self._queries["oldest_by_definition"], params)
         return {str(d): (int(count), int(oldest)) for d, count, oldest in fetched}
-
-    def count_in_application(
-        self, collection: str, tenant_id: str, application_id: str
-    ) -> dict[tuple[str, str], tuple[int, int]]:
-        """See :meth:`Database.count_in_application` (one ``GROUP BY`` over one index
-        range of the application).
-        """
-        params = {
-            "collection": collection,
-            "tenant_id": tenant_id,
-            "application_id": application_id,
-        }
-        fetched = self._dialect.read(self._queries["count_in_application"], params)
-        return {
-            (str(state), str(definition)): (int(count), int(oldest))
-            for state, definition, count, oldest in fetched
-        }
 
     def recent_operations(
         self, tenant_id: str, application_id: str, since: float, scan: int

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.limits import MAX_PLANS_PER_BATCH
@@ -28,7 +28,7 @@ from feltdb.storage.base import (
     storage_failure,
 )
 
-__all__ = ["GroupCommit"]
+__all__ = ["CommitMany", "GroupCommit"]
 
 
 class _Waiting:
@@ -46,6 +46,11 @@ class _Waiting:
         self.ready = threading.Event()
 
 
+CommitMany = Callable[[list[PlannedCommit]], Sequence[Commit | WorkloadError]]
+"""Writes a group's plans in one transaction: per plan, its commit, its lost guard, or its
+refusal (raised to its own thread)."""
+
+
 class GroupCommit:
     """Commits plans of concurrent threads over ``db`` in shared transactions.
 
@@ -53,10 +58,18 @@ class GroupCommit:
         db: the database written to.
         max_plans: the most plans one transaction takes (at most
             :data:`~feltdb.limits.MAX_PLANS_PER_BATCH`).
+        commit_many: how a group is written (``db.commit_many`` unless told).
     """
 
-    def __init__(self, db: Database, *, max_plans: int = MAX_PLANS_PER_BATCH) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_plans: int = MAX_PLANS_PER_BATCH,
+        commit_many: CommitMany | None = None,
+    ) -> None:
         self.db = db
+        self._commit_many = commit_many
         self.max_plans = max(1, min(max_plans, MAX_PLANS_PER_BATCH))
         self._lock = threading.Lock()
         self._queue: deque[_Waiting] = deque()
@@ -135,7 +148,8 @@ class GroupCommit:
     def _write(self, group: Sequence[_Waiting]) -> None:
         """Commit ``group``'s plans, giving each its own answer."""
         try:
-            outcomes = self.db.commit_many([waiting.plan for waiting in group])
+            writing = self.db.commit_many if self._commit_many is None else self._commit_many
+            outcomes = writing([waiting.plan for waiting in group])
         except WorkloadError as error:
             if error.code != ErrorCode.WORKLOAD_INVALID or len(group) == 1:
                 for waiting in group:

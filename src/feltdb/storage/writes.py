@@ -61,6 +61,7 @@ __all__ = [
     "write_batch",
     "write_plan",
     "write_set_aside",
+    "write_undoable",
 ]
 
 Queries = Mapping[str, LiteralString]
@@ -203,24 +204,35 @@ def write_batch(
     answers: list[Commit | StorageConflict] = []
     position = 0
     for prepared in batch:
-        # A plan's one guard, if it has only one, is its first statement: losing it writes
-        # nothing. A plan of more guards (of rows it writes, or only read, which are checked
-        # after its writes) may lose one after writing: it has a savepoint.
-        undoable = len(prepared.guards) + len(prepared.unwritten) > 1
-        if undoable:
-            session.execute(queries["savepoint"], {})
-        try:
-            answers.append(write_plan(session, queries, prepared, position))
-            position += 1
-        except StorageConflict as conflict:
-            if undoable:
-                # psycopg forgets its prepared statements after this, as after any
-                # ROLLBACK: the price of the rare plan that loses its second guard.
-                session.execute(queries["rollback_to_savepoint"], {})
-            answers.append(conflict)
-        if undoable:
-            session.execute(queries["release_savepoint"], {})
+        answer = write_undoable(session, queries, prepared, position)
+        position += not isinstance(answer, StorageConflict)
+        answers.append(answer)
     return answers
+
+
+def write_undoable(
+    session: Session, queries: Queries, prepared: PreparedCommit, position: int
+) -> Commit | StorageConflict:
+    """Inside the write transaction: :func:`write_plan`, answering a lost guard rather than
+    raising it, with nothing of the plan left behind.
+    """
+    # A plan's one guard, if it has only one, is its first statement: losing it writes
+    # nothing. A plan of more guards (of rows it writes, or only read, which are checked
+    # after its writes) may lose one after writing: it has a savepoint.
+    undoable = len(prepared.guards) + len(prepared.unwritten) > 1
+    if undoable:
+        session.execute(queries["savepoint"], {})
+    try:
+        answer: Commit | StorageConflict = write_plan(session, queries, prepared, position)
+    except StorageConflict as conflict:
+        if undoable:
+            # psycopg forgets its prepared statements after this, as after any
+            # ROLLBACK: the price of the rare plan that loses its second guard.
+            session.execute(queries["rollback_to_savepoint"], {})
+        answer = conflict
+    if undoable:
+        session.execute(queries["release_savepoint"], {})
+    return answer
 
 
 def release_params(mutation: Mutation) -> dict[str, Any]:

@@ -6,6 +6,7 @@ another writer committed when it admitted the same identity first.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from feltdb.auth.policy import covers, within_constraints, workload_uri
@@ -14,11 +15,12 @@ from feltdb.records.workload import DURABLE_WORK_COLLECTION, Workload
 from feltdb.storage.base import StorageConflict
 from feltdb.work import inputs
 from feltdb.work.admission import new_workload, replay, validate_admission
-from feltdb.work.batches import Step
+from feltdb.work.batches import CommitMany, Step
 from feltdb.work.changes import Operation
 from feltdb.work.concurrency_defaults import Defaults, with_default_limit
 from feltdb.work.identities import workload_id_for
 from feltdb.work.models import CreateWorkload
+from feltdb.work.quota_charges import QUOTA_GROUPS, commit_admissions, subjects_of
 from feltdb.work.rows import CREATED, LoadedWorkload, planned_commit, same_application
 from feltdb.work.unit import ReadAhead, UnitOfWork
 
@@ -26,14 +28,25 @@ Admitted = tuple[Workload, bool]
 
 
 def admit(unit: UnitOfWork, request: CreateWorkload) -> Admitted:
-    """Admit one request: see ``WorkloadStore.admit``."""
+    """Admit one request: see ``WorkloadStore.admit``; new work of a subject with an
+    admission quota is charged to it in its commit (:mod:`~feltdb.work.quota_charges`).
+    """
     step = admission_step(unit, request, {})
     if step.loaded is None:
         return step.answer  # type: ignore[return-value]  # a replay
     workload = step.loaded.workload
     plan = planned_commit(workload, CREATED, None, Operation.ADMIT.value)
+    keys = subjects_of(unit.db, workload)
     try:
-        unit.write(plan)
+        if keys and unit.group is not None:
+            QUOTA_GROUPS.commit(unit.db, plan, workload, keys)
+        elif keys:
+            limited = {workload.workload_id: (workload, keys)}
+            [outcome] = commit_admissions(unit.db, [plan], limited)
+            if isinstance(outcome, WorkloadError):
+                raise outcome
+        else:
+            unit.write(plan)
     except StorageConflict:
         return converge(unit, workload.workload_id, request)
     unit.remember(plan, workload, 1)
@@ -42,9 +55,13 @@ def admit(unit: UnitOfWork, request: CreateWorkload) -> Admitted:
 
 
 def admit_many(
-    unit: UnitOfWork, requests: Sequence[CreateWorkload]
+    unit: UnitOfWork, requests: Sequence[CreateWorkload], *, whole: bool = False
 ) -> list[Admitted | WorkloadError]:
-    """Admit each request, all in one transaction: see ``WorkloadStore.admit_many``."""
+    """Admit each request, all in one transaction: see ``WorkloadStore.admit_many``; new
+    work of subjects with admission quotas is charged to them in that transaction, each
+    item refused on its own (``whole``: one refused by a quota refuses all, as a
+    workflow's nodes are).
+    """
     requests = inputs.batch(requests, "requests")
     batch = unit.batch(None)
     # Whether each identity was admitted already, asked of the store in one statement.
@@ -62,7 +79,7 @@ def admit_many(
         if step.loaded is not None:
             admitted[step.loaded.workload.workload_id] = step.loaded.workload
         steps.append(step)
-    answers = unit.finish_many(batch, steps)
+    answers = unit.finish_many(batch, steps, _quota_commit(unit, admitted, whole))
     # A lost guard on an admission: another writer admitted that identity first, and
     # each item of it converges on what that writer committed, as admit would.
     for n, (decided, answer) in enumerate(zip(steps, answers, strict=True)):
@@ -74,6 +91,22 @@ def admit_many(
             except WorkloadError as refusal:
                 answers[n] = refusal
     return answers
+
+
+def _quota_commit(
+    unit: UnitOfWork, admitted: dict[str, Workload], whole: bool
+) -> CommitMany | None:
+    """How a batch admitting ``admitted`` commits: charged to the quotas of its subjects
+    that have one, or as any batch when none has.
+    """
+    limited: dict[str, tuple[Workload, Sequence[str]]] = {}
+    for workload_id, workload in admitted.items():
+        keys = subjects_of(unit.db, workload)
+        if keys:
+            limited[workload_id] = (workload, keys)
+    if not limited:
+        return None
+    return partial(commit_admissions, unit.db, limited=limited, whole=whole)
 
 
 def admission_step(

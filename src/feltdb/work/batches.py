@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import Workload
-from feltdb.storage.base import Database, Mutation, PlannedCommit, Precondition, StorageConflict
+from feltdb.storage.base import Commit, Database, Mutation, PlannedCommit, Precondition
 from feltdb.work.changes import Operation
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.rows import CREATED, MUTATED, LoadedWorkload, holding, planned_commit
@@ -97,6 +97,9 @@ def per_item(
 Notify = Callable[[Operation, LoadedWorkload | None, Workload], None]
 Remember = Callable[[PlannedCommit, Workload, int], None]
 """Told of each workload a batch committed: its plan, the workload, the version written."""
+CommitMany = Callable[[list[PlannedCommit]], "Sequence[Commit | WorkloadError]"]
+"""Commits a batch's plans in one transaction: per plan, its commit, its lost guard
+(``StorageConflict``) or its refusal."""
 
 
 @dataclass
@@ -153,21 +156,27 @@ class Batch:
             self.results.setdefault(key, workload.workload_id)
 
     def commit(
-        self, steps: Sequence[Step[T] | WorkloadError], notify: Notify, remember: Remember
+        self,
+        steps: Sequence[Step[T] | WorkloadError],
+        notify: Notify,
+        remember: Remember,
+        commit_many: CommitMany | None = None,
     ) -> list[T | WorkloadError]:
         """Commit every step's change in one transaction (each committed workload handed to
         ``remember``) and answer each item in order: its answer, its refusal, or the
-        conflict of a lost guard.
+        conflict of a lost guard. ``commit_many``: how the plans are committed (the
+        database's ``commit_many`` unless told; one that refuses a plan refuses its item).
         """
         last: dict[str, Step[T]] = {}  # by workload: the step whose document is committed
         for step in steps:
             if isinstance(step, Step) and step.loaded is not None:
                 last[step.loaded.workload.workload_id] = step
         plans = [_plan(step) for step in last.values()]
-        outcomes = dict(zip(last, self.db.commit_many(plans), strict=True))
+        committing = self.db.commit_many if commit_many is None else commit_many
+        outcomes = dict(zip(last, committing(plans), strict=True))
         for plan, (written, step) in zip(plans, last.items(), strict=True):
             assert step.loaded is not None
-            if not isinstance(outcomes[written], StorageConflict):
+            if not isinstance(outcomes[written], WorkloadError):
                 admitted = step.operation is Operation.ADMIT
                 version = 1 if admitted else step.loaded.version + 1
                 remember(plan, step.loaded.workload, version)
@@ -178,7 +187,7 @@ class Batch:
                 continue
             key = step.loaded.workload.workload_id if step.loaded is not None else step.depends_on
             outcome = outcomes.get(key) if key is not None else None
-            if isinstance(outcome, StorageConflict):
+            if isinstance(outcome, WorkloadError):  # a lost guard, or a refusal at commit
                 answers.append(outcome)
                 continue
             if step.loaded is not None and step.operation is not None:

@@ -1,6 +1,8 @@
 """What the limits of one tenant's application hold now: each concurrency key a claim took
 a slot of, its limit, and the workloads holding its slots (:mod:`feltdb.work.concurrency`);
-its rate limits (:mod:`feltdb.work.rate_limits`). Each set, or read, as a caller may.
+its rate limits (:mod:`feltdb.work.rate_limits`) and aging period; and, for the store's
+holder, the admission quotas (:mod:`feltdb.work.quota_view`). Each set, or read, as a
+caller may.
 """
 
 from __future__ import annotations
@@ -10,7 +12,13 @@ from typing import Final
 
 from feltdb.auth.policy import OPERATE, READ, authorize_application
 from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_RATE_PERIOD_S, MAX_RATE_STARTS
-from feltdb.records.limits import ConcurrencyKey, ConcurrencyKeys, RateLimits
+from feltdb.records.limits import (
+    AdmissionQuota,
+    AdmissionQuotas,
+    ConcurrencyKey,
+    ConcurrencyKeys,
+    RateLimits,
+)
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
 from feltdb.storage.base import Database, StoredRow
 from feltdb.work import inputs
@@ -18,6 +26,7 @@ from feltdb.work.authority import Authority
 from feltdb.work.claim_aging import MAX_AGING_S, aging_period, set_aging
 from feltdb.work.concurrency import SLOTS_COLLECTION, holders_of, live_holders
 from feltdb.work.concurrency_defaults import definition_limits, set_definition_limit
+from feltdb.work.quota_view import admission_quotas, quota_as_set, set_quota_checked
 from feltdb.work.rate_limits import rate_limits, set_rate_limit
 
 __all__ = [
@@ -165,7 +174,8 @@ def set_aging_as(acting: Authority, aging_s: int | None, now: int) -> None:
 
 class Limits:
     """The concurrency limits of one store (``WorkloadStore.limits``), for its holder: what
-    they hold in an application, and a definition's default limit set or removed.
+    they hold in an application, and a definition's default limit set or removed; and the
+    admission quotas, which only the holder sets.
     """
 
     def __init__(self, db: Database, clock: Callable[[int | None], int]) -> None:
@@ -208,6 +218,55 @@ class Limits:
             self._db, tenant_id, application_id, definition_id, limit,
             actor=inputs.actor(actor), now=self._clock(now),
         )  # fmt: skip
+
+    def set_quota(
+        self,
+        tenant_id: str,
+        *,
+        grant_id: str | None = None,
+        max_unfinished: int | None = None,
+        per_second: float | None = None,
+        actor: str,
+        now: int | None = None,
+    ) -> None:
+        """Set the admission quota of ``tenant_id`` (or of its grant ``grant_id``): at most
+        ``max_unfinished`` (1 to 1,000,000) unfinished workloads, at most ``per_second``
+        (0.001 to 1,000,000) admissions a second; neither removes it
+        (:mod:`feltdb.work.quotas`). Another process applies it within a second.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` (a name, a bound; past 1,000 quotas of a
+                tenant); ``WORKLOAD_CONFLICT``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        set_quota_checked(
+            self._db, tenant_id, grant_id, max_unfinished, per_second,
+            actor=actor, now=self._clock(now),
+        )  # fmt: skip
+
+    def quotas(self, tenant_id: str | None = None, *, now: int | None = None) -> AdmissionQuotas:
+        """The admission quotas of ``tenant_id`` (``None``: of every tenant), at most 100,
+        each with its subject's unfinished work (counted up to its cap) and its bucket.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        if tenant_id is not None:
+            tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        return admission_quotas(self._db, tenant_id, self._clock(now))
+
+    def quota(
+        self, tenant_id: str, grant_id: str | None = None, *, now: int | None = None
+    ) -> AdmissionQuota | None:
+        """The admission quota of ``tenant_id`` (or of its grant ``grant_id``) as it stands
+        now, or ``None``: none is set.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID``; ``WORKLOAD_STORAGE_FAILURE``.
+        """
+        tenant_id = inputs.identifier(tenant_id, "tenant_id")
+        if grant_id is not None:
+            grant_id = inputs.identifier(grant_id, "grant_id")
+        return quota_as_set(self._db, tenant_id, grant_id, self._clock(now))
 
     def rate_limits(self, tenant_id: str, application_id: str) -> RateLimits:
         """The rate limits of a tenant's application, by name (at most 1,000).

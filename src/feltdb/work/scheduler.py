@@ -16,6 +16,12 @@ are recorded as ``skipped_before``); ``all`` admits each, oldest first, at most 
 schedule's ``max_catch_up`` (earlier ones are skipped), and at most
 :data:`MAX_PER_SCHEDULE_PER_PASS` per pass, the rest on the following passes.
 
+Admission quotas (:mod:`feltdb.work.quota_charges`) count occurrences as any admission: an
+occurrence refused ``WORKLOAD_QUOTA_EXCEEDED`` is held back, not passed over. The cursor
+stops before it (the refusal is the schedule's ``last_error``), and the next pass admits
+it when the quota has room, as the catch-up rule says (``skip``: only the latest due then).
+Any other refusal passes the occurrence over, and says so.
+
 Authority: an occurrence is requested by the schedule's creator under the grant evidence it
 created the schedule with, checked as admission checks it when the schedule was created.
 A revoked grant stops the schedule (it is paused, with the reason); an expired one does
@@ -183,21 +189,30 @@ def _advanced(
     document = schedule.document
     done: list[Occurrence] = []
     error: str | None = None
-    for instant, request in zip(schedule.instants, schedule.requests, strict=True):
+    cursor = schedule.instants[-1]
+    for place, (instant, request) in enumerate(
+        zip(schedule.instants, schedule.requests, strict=True)
+    ):
         answer = request if isinstance(request, WorkloadError) else next(answers)
         if isinstance(answer, WorkloadError):
             if answer.code == ErrorCode.WORKLOAD_STORAGE_FAILURE:
                 raise answer
             error = f"occurrence at {instant}: {answer}"  # passed over, and said
+            if answer.code == ErrorCode.WORKLOAD_QUOTA_EXCEEDED and cursor >= instant:
+                # Held back, not passed over: the cursor stops before it, and the next pass
+                # admits it (as the catch-up rule says) when the quota has room.
+                cursor = schedule.instants[place - 1] if place else document["cursor"]
             continue
         workload, created = answer
+        if instant > cursor:
+            continue  # admitted after one held back: a replay at the next pass
         done.append(Occurrence(
             document["schedule_id"], document["tenant_id"], document["application_id"],
             instant, workload.workload_id, created,
         ))  # fmt: skip
     advanced = {
         **document,
-        "cursor": schedule.instants[-1],
+        "cursor": cursor,
         "last_occurrence": done[-1].instant if done else document["last_occurrence"],
         "last_workload_id": done[-1].workload_id if done else document["last_workload_id"],
         "admitted": document["admitted"] + len(done),

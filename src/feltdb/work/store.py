@@ -131,8 +131,8 @@ class WorkloadStore:
         (and an equivalent request); ``True`` when this call created it.
 
         Raises:
-            WorkloadError: ``WORKLOAD_INVALID``, ``WORKLOAD_SECRET_REJECTED``,
-                ``WORKLOAD_UNAUTHORIZED`` (checked before any replay), ``IDEMPOTENCY_KEY_REUSED``.
+            WorkloadError: ``WORKLOAD_INVALID``, ``WORKLOAD_SECRET_REJECTED``, ``…_UNAUTHORIZED``
+                (before any replay), ``IDEMPOTENCY_KEY_REUSED``, ``WORKLOAD_QUOTA_EXCEEDED``.
         """
         return admitting.admit(self.unit, request)
 

@@ -33,11 +33,12 @@ from feltdb.storage.base import (
 from feltdb.storage.group_commit import GroupCommit
 from feltdb.storage.wakeups import Wakeups
 from feltdb.work import inputs
-from feltdb.work.batches import Batch, Step
+from feltdb.work.batches import Batch, CommitMany, Step
 from feltdb.work.changes import CommitObserver, Operation, WorkloadChange, announcer
 from feltdb.work.concurrency import released
 from feltdb.work.dependency_outputs import dependency_outputs
 from feltdb.work.eligibility import DependenciesRead, read_dependencies
+from feltdb.work.quotas import finished
 from feltdb.work.recent import RecentCommits
 from feltdb.work.rows import (
     MUTATED,
@@ -98,6 +99,8 @@ class UnitOfWork:
         """
         if workload.concurrency_key is not None:
             released(workload)  # a slot this process saw full may be free now
+        if workload.state in TERMINAL_STATES:
+            finished(self.db, workload.tenant_id)  # a quota this process saw full may not be
         observers = self._observers
         if not observers:
             return
@@ -302,12 +305,15 @@ class UnitOfWork:
         return step.answer  # type: ignore[return-value]  # a step without refusal answers
 
     def finish_many(
-        self, batch: Batch, steps: Sequence[Step[T] | WorkloadError]
+        self,
+        batch: Batch,
+        steps: Sequence[Step[T] | WorkloadError],
+        commit_many: CommitMany | None = None,
     ) -> list[T | WorkloadError]:
-        """Commit every step's change in one transaction; answer each in order (its answer,
-        its refusal, or the conflict of a lost guard).
+        """Commit every step's change in one transaction (by ``commit_many``, when given);
+        answer each in order (its answer, its refusal, or the conflict of a lost guard).
         """
-        return batch.commit(steps, self.notify, self.remember)
+        return batch.commit(steps, self.notify, self.remember, commit_many)
 
     def batch(self, scope: Scope | None, ahead: ReadAhead | None = None) -> Batch:
         """A new batch whose reads are under ``scope`` (from ``ahead`` when it read them)."""

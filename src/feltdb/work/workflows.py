@@ -7,7 +7,10 @@ A submission is decided whole before anything is written: the shape
 key reused with other content). A refusal of any node refuses the workflow, naming the node,
 and writes nothing. Then the workflow's row is written (require-absent: submitting the same
 workflow again is a replay, one with the same key and other nodes is refused
-``IDEMPOTENCY_KEY_REUSED``), and the nodes are admitted in one transaction.
+``IDEMPOTENCY_KEY_REUSED``), and the nodes are admitted in one transaction. Admission
+quotas (:mod:`feltdb.work.quota_charges`) take the nodes whole: if the quota of the tenant
+or the grant has no room for every node, none is admitted, and the workflow is refused
+``WORKLOAD_QUOTA_EXCEEDED``.
 
 The run's state is read from its nodes each time (:func:`run_state`). A node that fails for
 good ends the nodes after it (:mod:`feltdb.work.eligibility`: the claim that reads them
@@ -73,7 +76,7 @@ class Workflows:
             nodes=plan.nodes,
         )
         kept, created = self._kept(workflow)
-        answers = admitting.admit_many(self._unit, plan.requests)
+        answers = admitting.admit_many(self._unit, plan.requests, whole=True)
         for node, answer in zip(plan.nodes, answers, strict=True):
             if isinstance(answer, WorkloadError):
                 # Another writer changed what was decided (took a node's key with other

@@ -21,7 +21,7 @@ from feltdb.server.errors import (
 
 @pytest.mark.parametrize("code", list(ErrorCode), ids=str)
 def test_every_code_has_a_client_or_server_error_status(code):
-    assert STATUS_BY_CODE[code] in {403, 404, 409, 422, 425, 503}
+    assert STATUS_BY_CODE[code] in {403, 404, 409, 422, 425, 429, 503}
 
 
 def test_the_table_has_no_other_keys():
@@ -40,6 +40,7 @@ def test_the_table_has_no_other_keys():
         ("WORKLOAD_CAPABILITY_DENIED", 403),
         ("WORKLOAD_APPROVER_NOT_PERMITTED", 403),
         ("WORKLOAD_NOT_YET_ELIGIBLE", 425),
+        ("WORKLOAD_QUOTA_EXCEEDED", 429),
         ("WORKLOAD_STORAGE_FAILURE", 503),
     ],
 )
@@ -70,6 +71,14 @@ def test_not_yet_eligible_says_when_to_retry(eligible_at, retry_after):
     assert response.headers["Retry-After"] == retry_after
 
 
+@pytest.mark.parametrize(("wait", "retry_after"), [(7, "7"), (0, "1")])
+def test_a_quota_refusal_says_when_to_retry(wait, retry_after):
+    details = {"quota": "per_second", "retry_after_s": wait}
+    response = error_response(WorkloadError("WORKLOAD_QUOTA_EXCEEDED", "full", details), 100)
+    assert response.status_code == 429
+    assert response.headers["Retry-After"] == retry_after
+
+
 def test_every_error_body_matches_the_declared_schema():
     response = error_response(WorkloadError("WORKLOAD_CONFLICT", "lost", {"revision": 3}), 0)
     ErrorBody.model_validate_json(response.body)
@@ -78,10 +87,11 @@ def test_every_error_body_matches_the_declared_schema():
 
 def test_declared_error_responses_carry_the_schema_and_required_headers():
     answers = error_responses(*ERROR_DESCRIPTIONS)
-    assert set(answers) == {401, 403, 404, 409, 413, 422, 425, 503}
+    assert set(answers) == {401, 403, 404, 409, 413, 422, 425, 429, 503}
     assert all(answer["model"] is ErrorBody for answer in answers.values())
     assert answers[401]["headers"]["WWW-Authenticate"]["required"] is True
     assert answers[425]["headers"]["Retry-After"]["required"] is True
+    assert answers[429]["headers"]["Retry-After"]["required"] is True
     assert set(STATUS_BY_CODE.values()) <= set(answers)
 
 

@@ -2,7 +2,8 @@
 (``GET /v1/limits/concurrency``) and its rate limits (``GET /v1/limits/rate``), each to
 ``workload:read`` over every workload of the application, unconstrained; a definition's
 default concurrency limit and a rate limit set by ``workload:operate`` over all of it
-(:mod:`feltdb.work.limits_view`).
+(:mod:`feltdb.work.limits_view`); and the admission quotas the caller's admissions are
+charged to (``GET /v1/limits/quota``; :mod:`feltdb.work.quota_view`).
 
 Route functions have no docstrings (``# noqa: D103``): FastAPI would publish one as the
 operation's OpenAPI description; the route's ``summary`` says what it does.
@@ -15,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_ID_CHARS, MAX_RATE_PERIOD_S, MAX_RATE_STARTS
-from feltdb.records.limits import ConcurrencyKeys, RateLimits
+from feltdb.records.limits import AdmissionQuotas, ConcurrencyKeys, RateLimits
 from feltdb.server.fields import NOT_BLANK
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
@@ -29,6 +30,7 @@ from feltdb.work.limits_view import (
     set_definition_limit_as,
     set_rate_limit_as,
 )
+from feltdb.work.quota_view import admission_quotas_as
 
 router = APIRouter(prefix=PREFIX)
 
@@ -160,3 +162,20 @@ def aging(acting: Acting) -> JSONResponse:  # noqa: D103
 def set_aging(acting: Acting, now: Now, body: AgingBody) -> JSONResponse:  # noqa: D103
     set_aging_as(acting, body.aging_s, now)
     return JSONResponse({"aging_s": body.aging_s})
+
+
+@router.get(
+    "/limits/quota",
+    summary="The admission quotas the caller's admissions are charged to, and their use",
+    responses=declared(AdmissionQuotas, *AUTH),
+    description="The quota of the caller's tenant and the quota of the caller's grant, of "
+    "those that exist (none: `quotas` is empty): each one's cap of unfinished work "
+    "(`max_unfinished`) and rate (`per_second`, a bucket of that many rounded up), the "
+    "tenant's (or grant's) unfinished work now, counted up to the cap (`unfinished`), and "
+    "the admissions the bucket allows now (`tokens`). An admission past either is refused "
+    "429 `WORKLOAD_QUOTA_EXCEEDED` with `Retry-After`. Only the store's holder sets quotas "
+    "(`feltdb limits quota set --db`). Needs `workload:execute`, or `workload:read` over "
+    "every workload of the application.",
+)
+def quota(acting: Acting, now: Now) -> JSONResponse:  # noqa: D103
+    return JSONResponse(admission_quotas_as(acting, now).to_json())

@@ -102,7 +102,7 @@ def keyed(body: dict[str, Any], key: str) -> dict[str, Any]:
     status_code=201,
     summary="Admit a workload (200 on a replay)",
     responses={
-        **declared(Workload, *WITH_BODY, 425, status=201),
+        **declared(Workload, *WITH_BODY, 425, 429, status=201),
         200: {"model": Workload, "description": "A replay: the workload already admitted"},
     },
     openapi_extra=SUBMIT_BODY,
@@ -147,6 +147,10 @@ def admission(caller: Caller, state: ServerState, now: int, body: Any) -> Create
     "/batches/workloads",
     summary="Admit workloads, each answered as POST /v1/workloads answers it",
     responses=declared(AdmissionBatchAnswer, *BATCH),
+    description="Each item is decided on its own and answered in its place: 201 or 200 "
+    "with the workload, or its refusal's status and error, as POST /v1/workloads answers "
+    "it; an item an admission quota refuses is 429 `WORKLOAD_QUOTA_EXCEEDED`, its "
+    "`details.retry_after_s` the seconds to wait, and the others are admitted.",
 )
 def submit_many(  # noqa: D103
     caller: Auth, acting: Acting, state: State, body: AdmissionBatchBody

@@ -80,7 +80,7 @@ def _answer(run: WorkflowRun, status: int = 200) -> JSONResponse:
     status_code=201,
     summary="Submit workloads with dependencies between them, whole (200 on a replay)",
     responses={
-        **declared(WorkflowRun, *AUTH, 409, 413, 422, status=201),
+        **declared(WorkflowRun, *AUTH, 409, 413, 422, 429, status=201),
         200: {"model": WorkflowRun, "description": "A replay: the workflow already submitted"},
     },
     openapi_extra={

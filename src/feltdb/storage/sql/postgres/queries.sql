@@ -65,6 +65,13 @@ SELECT collection, key, version, revision, document
 FROM rows
 WHERE collection = %(collection)s AND key = %(key)s;
 
+-- name: get_row_held
+-- description: one row by key, locked until the transaction ends (rows_pkey): a writer holding it is waited for, and a writer coming after waits for this one
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = %(collection)s AND key = %(key)s
+FOR UPDATE;
+
 -- name: get_rows
 -- description: the rows at the keys of an array (rows_pkey)
 SELECT collection, key, version, revision, document
@@ -337,6 +344,77 @@ WHERE collection = %(collection)s
   AND state IS NOT NULL
   AND definition_id IS NOT NULL
 GROUP BY state, definition_id;
+
+-- name: count_in_states_of_tenant
+-- description: how many rows of one tenant (of one application, when :application_id is not null) are in one of the states of :states, counting at most :limit: the tenant's applications found one seek each (a recursive walk of rows_by_state), then one range of rows_by_state per application and state, from the index alone (never a document)
+WITH RECURSIVE applications(application_id) AS (
+    (
+        SELECT application_id FROM rows
+        WHERE collection = %(collection)s AND tenant_id = %(tenant_id)s
+          AND application_id IS NOT NULL
+        ORDER BY application_id
+        LIMIT 1
+    )
+    UNION ALL
+    SELECT (
+        SELECT later.application_id FROM rows AS later
+        WHERE later.collection = %(collection)s
+          AND later.tenant_id = %(tenant_id)s
+          AND later.application_id > applications.application_id
+        ORDER BY later.application_id
+        LIMIT 1
+    )
+    FROM applications
+    WHERE applications.application_id IS NOT NULL
+)
+SELECT count(*) FROM (
+    SELECT 1
+    FROM applications
+    JOIN rows
+      ON rows.collection = %(collection)s
+     AND rows.tenant_id = %(tenant_id)s
+     AND rows.application_id = applications.application_id
+    WHERE (%(application_id)s::text IS NULL OR applications.application_id = %(application_id)s::text)
+      AND rows.state = ANY(%(states)s::text[])
+    LIMIT %(limit)s::bigint
+) AS counted;
+
+-- name: count_in_states_of_grant
+-- description: count_in_states_of_tenant of the rows whose document's authorization_snapshot names the grant :grant_id (the documents of the tenant's rows in those states are read; a document holding an escaped NUL, which PostgreSQL cannot read as JSON text, is counted: a count may only be too high)
+WITH RECURSIVE applications(application_id) AS (
+    (
+        SELECT application_id FROM rows
+        WHERE collection = %(collection)s AND tenant_id = %(tenant_id)s
+          AND application_id IS NOT NULL
+        ORDER BY application_id
+        LIMIT 1
+    )
+    UNION ALL
+    SELECT (
+        SELECT later.application_id FROM rows AS later
+        WHERE later.collection = %(collection)s
+          AND later.tenant_id = %(tenant_id)s
+          AND later.application_id > applications.application_id
+        ORDER BY later.application_id
+        LIMIT 1
+    )
+    FROM applications
+    WHERE applications.application_id IS NOT NULL
+)
+SELECT count(*) FROM (
+    SELECT 1
+    FROM applications
+    JOIN rows
+      ON rows.collection = %(collection)s
+     AND rows.tenant_id = %(tenant_id)s
+     AND rows.application_id = applications.application_id
+    WHERE (%(application_id)s::text IS NULL OR applications.application_id = %(application_id)s::text)
+      AND rows.state = ANY(%(states)s::text[])
+      AND CASE WHEN strpos(rows.document, E'\\u0000') = 0
+               THEN rows.document::json #>> '{authorization_snapshot,grant,id}' = %(grant_id)s
+               ELSE true END
+    LIMIT %(limit)s::bigint
+) AS counted;
 
 -- name: current_revision
 -- description: the latest logged revision below the snapshot's xmin times 1024 (every older transaction has ended), 0 before any

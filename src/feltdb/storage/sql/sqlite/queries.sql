@@ -77,6 +77,12 @@ SELECT collection, key, version, revision, document
 FROM rows
 WHERE collection = :collection AND key = :key;
 
+-- name: get_row_held
+-- description: one row by key, read inside a write transaction to be held until it ends (rows_pkey; BEGIN IMMEDIATE holds the one writer's lock already)
+SELECT collection, key, version, revision, document
+FROM rows
+WHERE collection = :collection AND key = :key;
+
 -- name: get_rows
 -- description: the rows at the keys of a JSON array (one primary key seek each)
 SELECT collection, key, version, revision, document
@@ -338,6 +344,65 @@ WHERE collection = :collection
   AND state IS NOT NULL
   AND definition_id IS NOT NULL
 GROUP BY state, definition_id;
+
+-- name: count_in_states_of_tenant
+-- description: how many rows of one tenant (of one application, when :application_id is not null) are in one of the states of :states (a JSON array), counting at most :limit: the tenant's applications found one seek each (a recursive walk of rows_by_state), then one range of rows_by_state per application and state, from the index alone (never a document)
+WITH RECURSIVE applications(application_id) AS (
+    SELECT (
+        SELECT min(application_id) FROM rows
+        WHERE collection = :collection AND tenant_id = :tenant_id
+    )
+    UNION ALL
+    SELECT (
+        SELECT min(later.application_id) FROM rows AS later
+        WHERE later.collection = :collection
+          AND later.tenant_id = :tenant_id
+          AND later.application_id > applications.application_id
+    )
+    FROM applications
+    WHERE applications.application_id IS NOT NULL
+)
+SELECT count(*) FROM (
+    SELECT 1
+    FROM applications
+    JOIN rows
+      ON rows.collection = :collection
+     AND rows.tenant_id = :tenant_id
+     AND rows.application_id = applications.application_id
+    WHERE (:application_id IS NULL OR applications.application_id = :application_id)
+      AND rows.state IN (SELECT value FROM json_each(:states))
+    LIMIT :limit
+);
+
+-- name: count_in_states_of_grant
+-- description: count_in_states_of_tenant of the rows whose document's authorization_snapshot names the grant :grant_id (the documents of the tenant's rows in those states are read)
+WITH RECURSIVE applications(application_id) AS (
+    SELECT (
+        SELECT min(application_id) FROM rows
+        WHERE collection = :collection AND tenant_id = :tenant_id
+    )
+    UNION ALL
+    SELECT (
+        SELECT min(later.application_id) FROM rows AS later
+        WHERE later.collection = :collection
+          AND later.tenant_id = :tenant_id
+          AND later.application_id > applications.application_id
+    )
+    FROM applications
+    WHERE applications.application_id IS NOT NULL
+)
+SELECT count(*) FROM (
+    SELECT 1
+    FROM applications
+    JOIN rows
+      ON rows.collection = :collection
+     AND rows.tenant_id = :tenant_id
+     AND rows.application_id = applications.application_id
+    WHERE (:application_id IS NULL OR applications.application_id = :application_id)
+      AND rows.state IN (SELECT value FROM json_each(:states))
+      AND json_extract(rows.document, '$.authorization_snapshot.grant.id') = :grant_id
+    LIMIT :limit
+);
 
 -- name: current_revision
 -- description: the revision of the latest commit, 0 before any
