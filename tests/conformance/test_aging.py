@@ -83,3 +83,23 @@ def test_the_period_is_set_removed_and_bounded(store):
     assert store.limits.aging("t", "app") == 3600
     store.limits.set_aging("t", "app", None, actor="ops")
     assert store.limits.aging("t", "app") is None
+
+
+def test_an_aged_level_it_cannot_take_never_makes_claim_many_answer_none(store):
+    # A claim of two reads two rows at first; the aged read finds one, held by its rate
+    # limit: the claim must still read from the top, not take the short read as the end.
+    store.limits.set_aging("t", "app", 1, actor="ops")
+    store.limits.set_rate_limit("t", "app", "aged-smtp", (1, 3600), actor="ops", now=2_000)
+    rated = [
+        store.create(
+            make_request(idempotency_key=f"rated{n}", priority=0, created_at=1 + n,
+                         rate_limit="aged-smtp")
+        ).workload_id
+        for n in range(2)
+    ]  # fmt: skip
+    urgent = [submit(store, f"u{n}", priority=3, created_at=1_000) for n in range(3)]
+    store.claim(rated[0], "w", CAPABILITIES, now=2_000)  # the window's one start
+
+    claims = store.claim_many("t", "app", "w", CAPABILITIES, 2, 2_000)
+
+    assert len(claims) == 2 and {claim.workload_id for claim in claims} <= set(urgent)

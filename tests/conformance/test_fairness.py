@@ -9,6 +9,12 @@ from collections import Counter
 from support.factories import CAPABILITIES, make_request
 
 from feltdb import WorkloadStore
+from feltdb.records.workload import WorkloadDependency
+from feltdb.storage.selection import Selection
+from feltdb.work import claiming
+from feltdb.work.concurrency import Saturation
+from feltdb.work.fairness import Rotation
+from feltdb.work.states import WorkloadState
 
 NOW = 1_000
 
@@ -83,3 +89,46 @@ def test_one_key_alone_claims_as_without_fairness(store):
     ids = submit(store, "only", 4, created_at=1)
     claims = store.claim_many("t", "app", "w", CAPABILITIES, 4, NOW)
     assert {claim.workload_id for claim in claims} == set(ids)
+
+
+def test_rows_set_aside_in_turns_never_make_a_claim_skip_claimable_work(store, monkeypatch):
+    # Key a's oldest work waits on a dependency (set aside as it is read), key b's on its
+    # rate limit: a whole page of turns is taken by them. The claim reads on past them
+    # and must still find a's claimable work, wherever a turn's rows stand in claim order.
+    monkeypatch.setattr(claiming, "ROTATION", Rotation())  # a's turn first
+    monkeypatch.setattr(claiming, "RATE_HELD", Saturation())
+    store.limits.set_rate_limit("t", "app", "fair-aside", (1, 3600), actor="ops", now=NOW)
+    [blocker] = submit(store, "a", 1, not_before=10**6)
+    wait = [WorkloadDependency(workload_id=blocker, required_state=WorkloadState.SUCCEEDED)]
+    for n in range(20):
+        submit(store, "a", 1, created_at=50 + n, dependencies=wait)
+    claimable = submit(store, "a", 3, created_at=100)
+    rated = submit(store, "b", 20, created_at=500, rate_limit="fair-aside")
+    store.claim(rated[0], "w", CAPABILITIES, now=NOW)  # the window's one start
+
+    claim = store.claim_next("t", "app", "w", CAPABILITIES, now=NOW)
+
+    assert claim is not None and claim.workload_id in claimable
+
+
+def test_a_key_with_nothing_eligible_yet_costs_a_claim_one_more_key_not_all(store, monkeypatch):
+    # The walk finds a key whose work is all delayed (its group has rows, none eligible
+    # now): its turn gives nothing, and the next key's fills it; the other keys' ranges
+    # are neither read nor, on PostgreSQL, locked by a claim of one.
+    monkeypatch.setattr(claiming, "ROTATION", Rotation())  # the delayed key's turn first
+    submit(store, "a-delayed", 2, not_before=10**6)
+    for n in range(30):
+        submit(store, f"k{n:02}", 1)
+    reads = []
+    original = Selection.in_groups
+
+    def counted(self, groups, *args, **kwargs):
+        reads.append(len(groups))
+        return original(self, groups, *args, **kwargs)
+
+    monkeypatch.setattr(Selection, "in_groups", counted)
+
+    claim = store.claim_next("t", "app", "w", CAPABILITIES, now=NOW)
+
+    assert claim is not None and store.get(claim.workload_id).fairness_key == "k00"
+    assert len(reads) <= 3, reads

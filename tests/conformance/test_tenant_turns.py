@@ -80,3 +80,23 @@ def test_bad_scopes_and_weights_are_refused(store):
         with pytest.raises(WorkloadError) as refused:
             store.tenants.claim_many([("t", "app")], "w", CAPABILITIES, 1, NOW, weights=weights)
         assert "weights" in refused.value.message
+
+
+def test_capabilities_and_filters_given_once_serve_every_application(store):
+    # Iterables read once (a generator): each application's claim holds the same ones.
+    submit(store, "a", 2)
+    submit(store, "b", 2)
+    scopes = [("a", "app"), ("b", "app")]
+
+    claims = store.tenants.claim_many(
+        scopes, "w", (c for c in CAPABILITIES), 4, NOW, definitions=(d for d in ["send"])
+    )
+
+    assert Counter(tenants_of(store, claims)) == {"a": 2, "b": 2}
+
+
+def test_weights_not_a_list_are_refused_naming_them(store):
+    for weights in (5, iter([1])):
+        with pytest.raises(WorkloadError) as refused:
+            store.tenants.claim_many([("t", "app")], "w", CAPABILITIES, 1, NOW, weights=weights)
+        assert refused.value.code == "WORKLOAD_INVALID" and "weights" in refused.value.message

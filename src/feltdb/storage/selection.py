@@ -78,16 +78,18 @@ class Selection:
             self.in_groups(turn, 0, depth, None, aging_s) if depth else []
             for turn, depth in zip(turns, depths, strict=True)
         ]
-        if any(len(got) < depth for got, depth in zip(rows, depths, strict=True)):
-            # A turn ran out: the others fill its places, so each is read to the whole page.
-            rows = [
-                got if len(got) < depth else self.in_groups(turn, 0, wanted, None, aging_s)
-                for turn, got, depth in zip(turns, rows, depths, strict=True)
-            ]
+        ended = [len(got) < depth for got, depth in zip(rows, depths, strict=True)]
         taken: list[SelectedRow] = []
         at = [0] * count
-        while len(taken) < wanted and any(at[n] < len(rows[n]) for n in range(count)):
+        done = lambda n: ended[n] and at[n] == len(rows[n])  # noqa: E731
+        while len(taken) < wanted and not all(map(done, range(count))):
             for n in range(count):
+                if len(taken) < wanted and at[n] == len(rows[n]) and not ended[n]:
+                    # A turn ran out before: the next ones fill its places, each read on
+                    # only when reached (never every key's range for one missing row).
+                    depth = at[n] + wanted - len(taken)
+                    rows[n] = self.in_groups(turns[n], 0, depth, None, aging_s)
+                    ended[n] = len(rows[n]) < depth
                 if at[n] < len(rows[n]) and len(taken) < wanted:
                     taken.append(rows[n][at[n]])
                     at[n] += 1

@@ -5,12 +5,12 @@ holds them (:class:`~feltdb.work.claiming.CandidateChoice`), each batch one comm
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 
 from feltdb.auth.grants import Grant
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
-from feltdb.storage.base import StorageConflict
+from feltdb.storage.base import Commit, StorageConflict
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork, Claims
 from feltdb.work.claiming import CandidateChoice
@@ -87,6 +87,8 @@ def claim_up_to(
         choice.wanted = wanted - len(granted)
         choice.reset()
         page = max(CANDIDATE_BATCH, choice.wanted) if paging else choice.wanted
+        # An aged read starts below the top: a short one is not the end of the ready work.
+        aged = choice.aging_s is not None
         outcomes = unit.db.commit_selected_many(
             DURABLE_WORK_COLLECTION,
             tenant_id,
@@ -101,23 +103,18 @@ def claim_up_to(
             # capability or an environment it lacks. (choose still checks each.)
             partitions=choice.partitions(),
         )
-        progressed = False
-        for (loaded, operation, claim, plan), outcome in zip(choice.chosen, outcomes, strict=True):
-            if isinstance(outcome, StorageConflict):
-                # Its row is held while chosen: only a dependency it read can have been
-                # written meanwhile, and the work is left for a later claim.
-                continue
-            progressed = True
-            unit.remember(plan, loaded.workload, loaded.version + 1)
-            unit.notify(operation, loaded, loaded.workload)
-            if claim is not None:
-                granted.append(ClaimedWork(claim, loaded.workload))
+        progressed = _committed(unit, choice, outcomes, granted)
         if progressed and (paging or choice.deferred or len(choice.chosen) == choice.examined):
             continue  # what was chosen left the ready set: look again from here
-        if choice.examined < page:
+        if choice.examined < page and not aged:
             break
         if not paging:
             paging = True  # something here it cannot take: read on in pages, from the top
+            continue
+        if choice.turned:
+            # Rows read in turns have no one position to page past (and a row set aside,
+            # or a key passed over, shifts the turns): read on in claim order, from the top.
+            choice.fair, offset, choice.after = False, 0, None
             continue
         # A whole batch this worker cannot run: page past it, from where it ended (never
         # reading it again, as an offset would, every row before it, page after page).
@@ -127,3 +124,26 @@ def claim_up_to(
         choice.after = choice.last
     granted.next_start_s = choice.next_start_s
     return granted
+
+
+def _committed(
+    unit: UnitOfWork,
+    choice: CandidateChoice,
+    outcomes: Sequence[Commit | StorageConflict],
+    granted: Claims,
+) -> bool:
+    """Whether any of ``choice``'s chosen commits committed (``outcomes``); each that did
+    is remembered and told, and each claim it granted added to ``granted``.
+    """
+    progressed = False
+    for (loaded, operation, claim, plan), outcome in zip(choice.chosen, outcomes, strict=True):
+        if isinstance(outcome, StorageConflict):
+            # Its row is held while chosen: only a dependency it read can have been
+            # written meanwhile, and the work is left for a later claim.
+            continue
+        progressed = True
+        unit.remember(plan, loaded.workload, loaded.version + 1)
+        unit.notify(operation, loaded, loaded.workload)
+        if claim is not None:
+            granted.append(ClaimedWork(claim, loaded.workload))
+    return progressed

@@ -116,6 +116,11 @@ class CandidateChoice:
     """The fairness key of each group the walk accepted whose work names one."""
     turn: int = 0
     """Where this claim starts in its keys' turns (:mod:`feltdb.work.fairness`)."""
+    fair: bool = True
+    """Whether this claim's selections take keys in turns (until a whole page in turns
+    was found it cannot take: it then reads on in claim order, which pages by position)."""
+    turned: bool = False
+    """Whether the last selection took several keys' rows in turns."""
     aging_s: int | None = None
     """The application's aging period (:mod:`feltdb.work.claim_aging`), applied to this
     claim's first selection only: if it finds nothing there, the next reads from the top."""
@@ -132,7 +137,7 @@ class CandidateChoice:
         self.saturated = functools.partial(at_limit, db)
         self.rate_wait = lambda rate: next_start_in(db, scope, rate, self.now)
         self.next_start_s = None
-        self.turn = ROTATION.advance(scope)
+        self.turn, self.fair = ROTATION.advance(scope), True
         self.aging_s = aging_period(db, scope)
 
     def reset(self) -> None:
@@ -151,9 +156,16 @@ class CandidateChoice:
         groups whose needs it meets (the rest is never read, nor locked).
         """
         self.key_of.clear()
-        turns = lambda groups: in_turns(groups, self.key_of, self.turn)  # noqa: E731
+        self.turned = False
+        # Turns are read from the top only: a position (after) is one in claim order.
+        turns = self._turns if self.fair and self.after is None else None
         aging_s, self.aging_s = self.aging_s, None  # the first selection only
         return ClaimPartitions(self._accepts, self.definitions, self.after, turns, aging_s)
+
+    def _turns(self, groups: Sequence[Group]) -> list[list[Group]]:
+        split = in_turns(groups, self.key_of, self.turn)
+        self.turned = len(split) > 1
+        return split
 
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         if not group_accepted(group, sample, self.held, self.environments):

@@ -17,7 +17,8 @@ What it is not: keys are served alike, whatever their backlog or their work's pr
 (a key's high-priority work waits its key's turn); and each process keeps its own
 rotation, so several processes claiming at once serve the keys in turn each, not together.
 Past :data:`~feltdb.storage.partitions.MAX_GROUPS_WALKED` groups a claim reads ready work in
-claim order, as before fairness.
+claim order, as before fairness; and so does the rest of a claim that found a whole page of
+turns it could not take (rows taken in turns have no one position to page past).
 """
 
 from __future__ import annotations

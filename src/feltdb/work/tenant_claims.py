@@ -97,6 +97,10 @@ class TenantClaims:
         """
         named, given = _checked(scopes, weights)
         wanted = inputs.integer(limit, "limit", 1, inputs.MAX_BATCH_ITEMS)
+        # Read once here: each application's claim is given the same (an iterator is not).
+        capabilities = inputs.capabilities(capabilities)
+        definitions = _read_once(definitions, "definitions")
+        environments = _read_once(environments, "environments")
         now = self._clock(now)
         claimed, passed = Claims(), set[int]()
         while len(claimed) < wanted and len(passed) < len(named):
@@ -136,6 +140,12 @@ def _checked(
         raise inputs.invalid("scopes", "name an application once")
     if weights is None:
         return tuple(named), (1,) * len(named)
-    if isinstance(weights, str | bytes) or len(weights) != len(named):
+    if not isinstance(weights, Sequence) or isinstance(weights, str | bytes):
+        raise inputs.invalid("weights", "must be a list of integers")
+    if len(weights) != len(named):
         raise inputs.invalid("weights", "must give one weight for each of scopes")
     return tuple(named), tuple(inputs.integer(w, "weights", 1, MAX_WEIGHT) for w in weights)
+
+
+def _read_once(values: Iterable[str] | None, field: str) -> frozenset[str] | None:
+    return None if values is None else frozenset(inputs.identifiers(values, field))

@@ -183,8 +183,13 @@ def test_a_claim_behind_unclaimable_work_reads_one_range_and_none_of_that_work(s
     assert again.documents == []  # both groups remembered: only their heads are sought
     assert again.rows == 2  # the definition and the backlog's group; the claimed work left
     plans = _plans(target, statements.ran)
+    # The application's aging period (no row here) is one lookup by the primary key's
+    # columns: the planner may take any index led by the collection for a collection it
+    # has seen no row of. It never scans (below); the reads of work all use rows_ready.
     assert plans and all(
-        "rows_ready" in plan or "pkey" in plan or "autoindex" in plan for plan in plans
+        "rows_ready" in plan or "pkey" in plan or "autoindex" in plan
+        for plan in plans
+        if "'system_claim_aging'" not in plan
     ), plans
     assert not any(re.search(r"\bSCAN\b|Seq Scan", plan) for plan in plans), plans
     # The claimable range is read by equality on every column before the claim order.
