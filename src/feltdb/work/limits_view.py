@@ -301,7 +301,7 @@ class Limits:
         application_id = inputs.identifier(application_id, "application_id")
         name = inputs.identifier(name, "name")
         if limit is not None:
-            if not isinstance(limit, tuple) or len(limit) != 2:
+            if not isinstance(limit, tuple | list) or len(limit) != 2:
                 raise inputs.invalid("limit", "must be (starts, period_s) or None")
             limit = (
                 inputs.integer(limit[0], "starts", 1, MAX_RATE_STARTS),

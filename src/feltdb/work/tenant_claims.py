@@ -43,14 +43,19 @@ class _Credits:
     """The smooth weighted round robin's credits, per list of applications and weights."""
 
     def __init__(self) -> None:
-        self._credits: OrderedDict[tuple[Scopes, tuple[int, ...]], list[int]] = OrderedDict()
+        # By a hash of the list and its weights, not the list itself: a key stays small
+        # (two lists sharing a hash would share credits: fairness, not safety, is at stake).
+        self._credits: OrderedDict[int, list[int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def pick(self, scopes: Scopes, weights: tuple[int, ...], passed: set[int]) -> int:
         """The index of the next application (none of ``passed``) to claim from."""
         with self._lock:
-            credits = self._credits.pop((scopes, weights), None) or [0] * len(scopes)
-            self._credits[(scopes, weights)] = credits
+            key = hash((scopes, weights))
+            credits = self._credits.pop(key, None)
+            if credits is None or len(credits) != len(scopes):
+                credits = [0] * len(scopes)
+            self._credits[key] = credits
             while len(self._credits) > MAX_ROTATIONS:
                 self._credits.popitem(last=False)
             open_ = [n for n in range(len(scopes)) if n not in passed]
