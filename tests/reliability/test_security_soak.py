@@ -461,6 +461,10 @@ def fill_for(soak: Soak, realm: Realm, work: Work, *, owner: Realm | None = None
         "extend_ms": LEASE_MS,
         "wait_ms": 0,
         "limit": 2,
+        "name": f"probe-{soak.hex(6)}",  # a rate limit's
+        "starts": 2,
+        "period_s": 60,
+        "aging_s": 60,
         "start": rng.random() < 0.5,
         "capability_snapshot": [WORK_CAPABILITY],
         "environment": work.environment,

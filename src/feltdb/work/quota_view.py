@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from feltdb.auth.policy import READ
+from feltdb.auth.capabilities import SUBMIT
+from feltdb.auth.grants import Grant
+from feltdb.auth.policy import READ, authorize_application
 from feltdb.errors import WorkloadError
 from feltdb.records.limits import AdmissionQuota, AdmissionQuotas
 from feltdb.records.workload import DURABLE_WORK_COLLECTION
@@ -85,16 +87,21 @@ def quota_as_set(
 
 def admission_quotas_as(acting: Authority, now: int) -> AdmissionQuotas:
     """The quotas ``acting``'s admissions are charged to, as they stand at ``now``: its
-    tenant's, and its grant's (those that exist), to a caller that may submit work or read
-    all of its application's.
+    tenant's, and its grant's (those that exist), to a caller that may submit work into,
+    or read, every workload of its application, unnarrowed (as the other limits' views:
+    a grant over other resources, or narrowed to some of the work, is refused).
 
     Raises:
         WorkloadError: ``WORKLOAD_UNAUTHORIZED``; ``WORKLOAD_STORAGE_FAILURE``.
     """
-    try:
-        acting.as_requester()
-    except WorkloadError:
-        acting.may_in_application(READ)
+
+    def submits_or_reads(grant: Grant) -> None:
+        try:
+            authorize_application(grant, SUBMIT)
+        except WorkloadError:
+            authorize_application(grant, READ)
+
+    acting.whole_application(submits_or_reads, "the quotas are")
     db, tenant_id = acting.store.db, acting.scope.tenant_id
     grants = [None] if acting.grant is None else [None, acting.grant.id]
     found = [quota_as_set(db, tenant_id, grant_id, now) for grant_id in grants]

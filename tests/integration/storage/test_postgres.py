@@ -968,6 +968,8 @@ PLAN_PARAMS: dict[str, Any] = {
     "scan": 100,
     "since": 0.0,
     "revisions": "[100, 200]",
+    "states": "{ready,running}",
+    "grant_id": "g1",
 }
 
 
@@ -1042,6 +1044,11 @@ PLANS: dict[str, str | tuple[str, ...]] = {
     "rows_due_deadline_at": "rows_by_deadline",
     "rows_with_result_ids": "rows_by_result_id",
     "get_row": "rows_pkey",
+    "get_row_held": "rows_pkey",
+    # The tenant's applications, then each one's range (an index of the application's
+    # rows by state: the planner picks among those that lead with it).
+    "count_in_states_of_tenant": ("rows_by_state", "rows_by_definition", "rows_by_environment"),
+    "count_in_states_of_grant": ("rows_by_state", "rows_by_definition", "rows_by_environment"),
     "get_rows": "rows_pkey",
     "row_version": "rows_pkey",
     "update_row_if_version": "rows_pkey",

@@ -11,13 +11,14 @@ operation's OpenAPI description; the route's ``summary`` says what it does.
 
 from typing import Annotated
 
+from annotated_types import Ge, Le
 from fastapi import APIRouter, Path, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from feltdb.fields import MAX_CONCURRENCY_LIMIT, MAX_ID_CHARS, MAX_RATE_PERIOD_S, MAX_RATE_STARTS
 from feltdb.records.limits import AdmissionQuotas, ConcurrencyKeys, RateLimits
-from feltdb.server.fields import NOT_BLANK
+from feltdb.server.fields import NOT_BLANK, JsonInteger
 from feltdb.server.openapi import AUTH
 from feltdb.server.openapi import answers as declared
 from feltdb.server.routes.deps import PREFIX, Acting, Now
@@ -48,6 +49,22 @@ def concurrency(acting: Acting) -> JSONResponse:  # noqa: D103
     return JSONResponse(concurrency_keys_as(acting).to_json())
 
 
+# Integers as JSON writes them (5 or 5.0), declared with their bounds: where they may be
+# null too, pydantic would otherwise declare the bounds under names JSON Schema ignores.
+DefaultLimit = Annotated[
+    JsonInteger,
+    Ge(1),
+    Le(MAX_CONCURRENCY_LIMIT),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_CONCURRENCY_LIMIT}),
+]
+AgingSeconds = Annotated[
+    JsonInteger,
+    Ge(1),
+    Le(MAX_AGING_S),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_AGING_S}),
+]
+
+
 class DefinitionLimit(BaseModel):
     """``PUT /v1/limits/concurrency/definitions/{definition_id}``: the default limit of the
     definition's new work (``null``: none).
@@ -55,7 +72,7 @@ class DefinitionLimit(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    limit: int | None = Field(ge=1, le=MAX_CONCURRENCY_LIMIT)
+    limit: DefaultLimit | None
 
 
 DefinitionId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
@@ -94,8 +111,8 @@ class RateLimitBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    starts: int = Field(ge=1, le=MAX_RATE_STARTS)
-    period_s: int = Field(ge=1, le=MAX_RATE_PERIOD_S)
+    starts: JsonInteger = Field(ge=1, le=MAX_RATE_STARTS)
+    period_s: JsonInteger = Field(ge=1, le=MAX_RATE_PERIOD_S)
 
 
 RateName = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS, pattern=NOT_BLANK)]
@@ -136,7 +153,7 @@ class AgingBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    aging_s: int | None = Field(ge=1, le=MAX_AGING_S)
+    aging_s: AgingSeconds | None
 
 
 @router.get(

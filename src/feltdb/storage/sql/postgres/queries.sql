@@ -370,12 +370,19 @@ WITH RECURSIVE applications(application_id) AS (
 SELECT count(*) FROM (
     SELECT 1
     FROM applications
-    JOIN rows
-      ON rows.collection = %(collection)s
-     AND rows.tenant_id = %(tenant_id)s
-     AND rows.application_id = applications.application_id
-    WHERE (%(application_id)s::text IS NULL OR applications.application_id = %(application_id)s::text)
-      AND rows.state = ANY(%(states)s::text[])
+    -- One index range per application, read only as far as the bound (a plan made for any
+    -- parameters must not join the whole table: the range is asked of each application).
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM rows
+        WHERE rows.collection = %(collection)s
+          AND rows.tenant_id = %(tenant_id)s
+          AND rows.application_id = applications.application_id
+          AND rows.state = ANY(%(states)s::text[])
+        LIMIT %(limit)s::bigint
+    ) AS hits
+    WHERE applications.application_id IS NOT NULL
+      AND (%(application_id)s::text IS NULL OR applications.application_id = %(application_id)s::text)
     LIMIT %(limit)s::bigint
 ) AS counted;
 
@@ -404,15 +411,20 @@ WITH RECURSIVE applications(application_id) AS (
 SELECT count(*) FROM (
     SELECT 1
     FROM applications
-    JOIN rows
-      ON rows.collection = %(collection)s
-     AND rows.tenant_id = %(tenant_id)s
-     AND rows.application_id = applications.application_id
-    WHERE (%(application_id)s::text IS NULL OR applications.application_id = %(application_id)s::text)
-      AND rows.state = ANY(%(states)s::text[])
-      AND CASE WHEN strpos(rows.document, E'\\u0000') = 0
-               THEN rows.document::json #>> '{authorization_snapshot,grant,id}' = %(grant_id)s
-               ELSE true END
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM rows
+        WHERE rows.collection = %(collection)s
+          AND rows.tenant_id = %(tenant_id)s
+          AND rows.application_id = applications.application_id
+          AND rows.state = ANY(%(states)s::text[])
+          AND CASE WHEN strpos(rows.document, E'\\u0000') = 0
+                   THEN rows.document::json #>> '{authorization_snapshot,grant,id}' = %(grant_id)s
+                   ELSE true END
+        LIMIT %(limit)s::bigint
+    ) AS hits
+    WHERE applications.application_id IS NOT NULL
+      AND (%(application_id)s::text IS NULL OR applications.application_id = %(application_id)s::text)
     LIMIT %(limit)s::bigint
 ) AS counted;
 
