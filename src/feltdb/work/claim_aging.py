@@ -11,15 +11,12 @@ change made in another process applies within a second.
 
 from __future__ import annotations
 
-import secrets
-import threading
-import time
-import weakref
 from typing import Any, Final
 
-from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, StorageConflict
+from feltdb.errors import WorkloadError
+from feltdb.storage.base import Database, Mutation, RowIndex
 from feltdb.work.concurrency import slot_key
+from feltdb.work.settings import Remembered, write_setting
 
 __all__ = ["AGING_COLLECTION", "MAX_AGING_S", "aging_period", "set_aging"]
 
@@ -38,36 +35,14 @@ def _key(scope: Scope) -> str:
     return slot_key(*scope, "aging")
 
 
-class _Remembered:
-    """Periods read lately, per store and application (bounded; forgotten with the store)."""
-
-    def __init__(self) -> None:
-        self._stores: weakref.WeakKeyDictionary[Database, dict[Scope, tuple[int | None, float]]]
-        self._stores = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def period(self, db: Database, scope: Scope) -> int | None:
-        at = time.monotonic()
-        with self._lock:
-            hit = self._stores.get(db, {}).get(scope)
-        if hit is not None and at - hit[1] < AGING_TTL_S:
-            return hit[0]
-        row = db.get_row(AGING_COLLECTION, _key(scope))
-        found = row.document.get("aging_s") if row is not None else None
-        period = found if type(found) is int and 1 <= found <= MAX_AGING_S else None
-        with self._lock:
-            remembered = self._stores.setdefault(db, {})
-            if len(remembered) >= 4096:
-                remembered.clear()
-            remembered[scope] = (period, at)
-        return period
-
-    def forget(self, db: Database, scope: Scope) -> None:
-        with self._lock:
-            self._stores.get(db, {}).pop(scope, None)
+_REMEMBERED: Final[Remembered[Scope, int | None]] = Remembered(AGING_TTL_S)
 
 
-_REMEMBERED: Final = _Remembered()
+def _period_of(db: Database, scope: Scope) -> int | None:
+    """``scope``'s aging period as committed now (``None``: none)."""
+    row = db.get_row(AGING_COLLECTION, _key(scope))
+    found = row.document.get("aging_s") if row is not None else None
+    return found if type(found) is int and 1 <= found <= MAX_AGING_S else None
 
 
 def aging_period(db: Database, scope: Scope) -> int | None:
@@ -75,7 +50,7 @@ def aging_period(db: Database, scope: Scope) -> int | None:
     none), as read within the last :data:`AGING_TTL_S`. A read that fails says none.
     """
     try:
-        return _REMEMBERED.period(db, scope)
+        return _REMEMBERED.value(db, scope, lambda: _period_of(db, scope))
     except WorkloadError:
         return None
 
@@ -98,22 +73,9 @@ def set_aging(db: Database, scope: Scope, aging_s: int | None, *, actor: str, no
         "kind": AGING_SET, "actor": actor, "tenant": scope[0], "application": scope[1],
         "aging_s": aging_s, "at": now,
     }  # fmt: skip
-    guard = (
-        Precondition(AGING_COLLECTION, key, require_absent=True)
-        if row is None
-        else Precondition(AGING_COLLECTION, key, expected_version=row.version)
-    )
     index = RowIndex(tenant_id=scope[0], application_id=scope[1])
+    mutation = Mutation(AGING_COLLECTION, key, document, index)
     try:
-        db.commit(
-            "limits_tx_" + secrets.token_hex(12),
-            [Mutation(AGING_COLLECTION, key, document, index)],
-            [guard],
-            audit,
-        )
-    except StorageConflict:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_CONFLICT, "the aging period was changed meanwhile: try again"
-        ) from None
+        write_setting(db, row, mutation, audit, "the aging period")
     finally:
         _REMEMBERED.forget(db, scope)

@@ -14,18 +14,14 @@ Work naming a key of its own keeps its own.
 
 from __future__ import annotations
 
-import secrets
-import threading
-import time
-import weakref
 from typing import Any, Final
 
 import msgspec
 
-from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import Workload
-from feltdb.storage.base import Database, Mutation, Precondition, RowIndex, StorageConflict
+from feltdb.storage.base import Database, Mutation, RowIndex
 from feltdb.work.concurrency import DEFINITION_KEY_PREFIX, slot_key
+from feltdb.work.settings import Remembered, write_setting
 
 __all__ = [
     "DEFAULTS_COLLECTION",
@@ -59,7 +55,7 @@ def with_default_limit(db: Database, workload: Workload, read: Defaults) -> Work
         return workload
     named = (workload.tenant_id, workload.application_id, workload.definition_id)
     if named not in read:
-        read[named] = _REMEMBERED.limit(db, named)
+        read[named] = _REMEMBERED.value(db, named, lambda: _default_of(db, named))
     limit = read[named]
     if limit is None:
         return workload
@@ -70,42 +66,15 @@ def with_default_limit(db: Database, workload: Workload, read: Defaults) -> Work
 DEFAULTS_TTL_S: Final = 1.0
 """How long a process trusts a default it read: a change made by another process applies
 to work that process admits within this long (this one's own change, at once)."""
-REMEMBERED_MAX: Final = 4096
-"""The most (tenant, application, definition) defaults a process remembers per store."""
+_REMEMBERED: Final[Remembered[Named, int | None]] = Remembered(DEFAULTS_TTL_S)
+"""The defaults read lately, per store: an admission reads a definition's once a second."""
 
 
-class _Remembered:
-    """Defaults read lately, per store, so that an admission reads a definition's default
-    once a second at most, not once a workload (bounded; forgotten with their store).
-    """
-
-    def __init__(self) -> None:
-        self._stores: weakref.WeakKeyDictionary[Database, dict[Named, tuple[int | None, float]]]
-        self._stores = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-
-    def limit(self, db: Database, named: Named) -> int | None:
-        at = time.monotonic()
-        with self._lock:
-            hit = self._stores.get(db, {}).get(named)
-        if hit is not None and at - hit[1] < DEFAULTS_TTL_S:
-            return hit[0]
-        row = db.get_row(DEFAULTS_COLLECTION, _key(*named))
-        found = row.document.get("limit") if row is not None else None
-        limit = found if type(found) is int and found > 0 else None
-        with self._lock:
-            remembered = self._stores.setdefault(db, {})
-            if len(remembered) >= REMEMBERED_MAX:
-                remembered.clear()
-            remembered[named] = (limit, at)
-        return limit
-
-    def forget(self, db: Database, named: Named) -> None:
-        with self._lock:
-            self._stores.get(db, {}).pop(named, None)
-
-
-_REMEMBERED: Final = _Remembered()
+def _default_of(db: Database, named: Named) -> int | None:
+    """``named``'s default limit as committed now (``None``: none)."""
+    row = db.get_row(DEFAULTS_COLLECTION, _key(*named))
+    found = row.document.get("limit") if row is not None else None
+    return found if type(found) is int and found > 0 else None
 
 
 def set_definition_limit(
@@ -139,22 +108,9 @@ def set_definition_limit(
         "kind": LIMITS_SET, "actor": actor, "tenant": tenant_id, "application": application_id,
         "definition_id": definition_id, "limit": limit, "at": now,
     }  # fmt: skip
-    # Guarded by the version read, as every write of feltdb's (a deletion must be: the
-    # audit chain's check of missing rows relies on it on PostgreSQL).
-    guard = (
-        Precondition(DEFAULTS_COLLECTION, key, require_absent=True)
-        if row is None
-        else Precondition(DEFAULTS_COLLECTION, key, expected_version=row.version)
-    )
     mutation = Mutation(DEFAULTS_COLLECTION, key, document, index)
-    try:
-        db.commit("limits_tx_" + secrets.token_hex(12), [mutation], [guard], audit)
-        _REMEMBERED.forget(db, (tenant_id, application_id, definition_id))
-    except StorageConflict:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_CONFLICT,
-            f"the limit of definition {definition_id!r} was changed meanwhile: try again",
-        ) from None
+    write_setting(db, row, mutation, audit, f"the limit of definition {definition_id!r}")
+    _REMEMBERED.forget(db, (tenant_id, application_id, definition_id))
 
 
 def definition_limits(db: Database, tenant_id: str, application_id: str) -> dict[str, int]:

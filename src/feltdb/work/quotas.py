@@ -27,7 +27,6 @@ it may refuse that much too long, never admit too many).
 from __future__ import annotations
 
 import math
-import secrets
 import threading
 import time
 import weakref
@@ -35,16 +34,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Final
 
-from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import (
     Database,
     Mutation,
-    Precondition,
     RowIndex,
-    StorageConflict,
     StoredRow,
 )
 from feltdb.work import inputs
+from feltdb.work.settings import Remembered, write_setting
 from feltdb.work.states import TERMINAL_STATES, WorkloadState
 
 __all__ = [
@@ -246,18 +243,8 @@ def set_quota(
         "kind": QUOTA_SET, "actor": actor, "tenant": tenant_id, "grant_id": grant_id,
         "max_unfinished": max_unfinished, "per_second": quota.per_second, "at": now,
     }  # fmt: skip
-    guard = (
-        Precondition(QUOTAS_COLLECTION, key, require_absent=True)
-        if row is None
-        else Precondition(QUOTAS_COLLECTION, key, expected_version=row.version)
-    )
     try:
-        db.commit("quota_tx_" + secrets.token_hex(12), [mutation], [guard], audit)
-    except StorageConflict:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_CONFLICT,
-            f"the quota of {quota.subject()} was changed meanwhile: try again",
-        ) from None
+        write_setting(db, row, mutation, audit, f"the quota of {quota.subject()}")
     finally:
         PRESENT.forget(db, tenant_id)
         REFUSED.forget_tenant(db, tenant_id)
@@ -285,34 +272,21 @@ the room another process's finished work makes is seen that much later at most."
 
 class _Present:
     """The keys of each tenant's quotas, per store, read at most once a
-    :data:`PRESENT_TTL_S` (bounded; forgotten with their store).
+    :data:`PRESENT_TTL_S` (:class:`~feltdb.work.settings.Remembered`).
     """
 
     def __init__(self) -> None:
-        self._stores: weakref.WeakKeyDictionary[
-            Database, OrderedDict[str, tuple[frozenset[str], float]]
-        ] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+        self._remembered: Remembered[str, frozenset[str]] = Remembered(PRESENT_TTL_S, MEMORY)
 
     def keys(self, db: Database, tenant_id: str) -> frozenset[str]:
-        at = time.monotonic()
-        with self._lock:
-            hit = self._stores.get(db, OrderedDict()).get(tenant_id)
-        if hit is not None and at - hit[1] < PRESENT_TTL_S:
-            return hit[0]
-        rows = db.list_rows(QUOTAS_COLLECTION, tenant_id=tenant_id, limit=MAX_QUOTAS_PER_TENANT)
-        keys = frozenset(row.key for row in rows)
-        with self._lock:
-            remembered = self._stores.setdefault(db, OrderedDict())
-            remembered[tenant_id] = (keys, at)
-            remembered.move_to_end(tenant_id)
-            while len(remembered) > MEMORY:
-                remembered.popitem(last=False)
-        return keys
+        def read() -> frozenset[str]:
+            rows = db.list_rows(QUOTAS_COLLECTION, tenant_id=tenant_id, limit=MAX_QUOTAS_PER_TENANT)
+            return frozenset(row.key for row in rows)
+
+        return self._remembered.value(db, tenant_id, read)
 
     def forget(self, db: Database, tenant_id: str) -> None:
-        with self._lock:
-            self._stores.get(db, OrderedDict()).pop(tenant_id, None)
+        self._remembered.forget(db, tenant_id)
 
 
 Refusal = tuple["Quota", int | None]

@@ -24,11 +24,10 @@ applies to the claims that begin after it commits.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import Any, Final
 
-from feltdb.errors import ErrorCode, WorkloadError
+from feltdb.errors import WorkloadError
 from feltdb.fields import MAX_RATE_PERIOD_S, MAX_RATE_STARTS
 from feltdb.records.limits import RateLimit
 from feltdb.records.workload import Workload
@@ -38,10 +37,10 @@ from feltdb.storage.base import (
     Precondition,
     RowIndex,
     RowReader,
-    StorageConflict,
     StoredRow,
 )
 from feltdb.work.concurrency import Saturation, SlotRows, slot_key
+from feltdb.work.settings import write_setting
 
 __all__ = [
     "LIMITS_COLLECTION",
@@ -227,20 +226,9 @@ def set_rate_limit(
         "name": name, "starts": None if limit is None else limit[0],
         "period_s": None if limit is None else limit[1], "at": now,
     }  # fmt: skip
-    guard = (
-        Precondition(LIMITS_COLLECTION, key, require_absent=True)
-        if row is None
-        else Precondition(LIMITS_COLLECTION, key, expected_version=row.version)
-    )
     index = RowIndex(tenant_id=tenant_id, application_id=application_id)
     mutation = Mutation(LIMITS_COLLECTION, key, document, index)
-    try:
-        db.commit("limits_tx_" + secrets.token_hex(12), [mutation], [guard], audit)
-    except StorageConflict:
-        raise WorkloadError(
-            ErrorCode.WORKLOAD_CONFLICT,
-            f"the rate limit {name!r} was changed meanwhile: try again",
-        ) from None
+    write_setting(db, row, mutation, audit, f"the rate limit {name!r}")
 
 
 def rate_limits(db: Database, tenant_id: str, application_id: str) -> list[RateLimit]:
