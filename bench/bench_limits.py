@@ -27,17 +27,15 @@ import json
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import pg
+from harness.backends import on_backends
 from support.factories import CAPABILITIES, SIGNER, make_grant, make_request
 
 from feltdb import CreateWorkload, WorkloadClaim, WorkloadStore
@@ -176,21 +174,12 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true", help="Run on PostgreSQL too.")
     parser.add_argument("--out", type=Path, default=RESULTS, help="Where the JSON goes.")
     args = parser.parse_args()
-    runs: dict[str, Any] = {}
-    with ExitStack() as stack:
-        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(dir="/var/tmp")))
-        print(f"sqlite, {args.workloads:,} workloads a drain", file=sys.stderr)
-        runs["sqlite"] = measure(
-            lambda name: str(scratch / f"{name}.db"), args.workloads, args.rounds
-        )
-        admin = pg.admin_url()
-        if args.postgres and admin is not None:
-            print(f"postgres, {args.workloads:,} workloads a drain", file=sys.stderr)
-
-            def database(name: str) -> str:
-                return stack.enter_context(pg.fresh_database(admin, f"limits_{name}"))
-
-            runs["postgres"] = measure(database, args.workloads, args.rounds)
+    print(f"{args.workloads:,} workloads a drain", file=sys.stderr)
+    runs = on_backends(
+        lambda target: measure(target, args.workloads, args.rounds),
+        postgres=args.postgres,
+        label="limits",
+    )
     result = {
         "benchmark": "a drain (a claim, start, complete; one thread) with and without "
         "concurrency keys, fairness keys and tenants in turn; the time to a small key's first "
