@@ -52,32 +52,33 @@ def test_a_claim_at_the_limit_answers_retry_after_and_a_long_poll_takes_the_next
 ) -> None:
     application = f"app-{uuid.uuid4().hex[:8]}"
     operator = server.headers(application, subject=Subject.human("ada"), capabilities=[OPERATE])
-    limit = httpx.put(
-        f"{server.url}/v1/limits/rate/smtp", headers=operator, json={"starts": 1, "period_s": 1}
-    )
-    assert limit.status_code == 200, limit.text
+    url = f"{server.url}/v1/limits/rate"
+    minute = {"starts": 1, "period_s": 60}
+    assert httpx.put(f"{url}/smtp", headers=operator, json=minute).status_code == 200
+    second = {"starts": 1, "period_s": 1}
+    assert httpx.put(f"{url}/api", headers=operator, json=second).status_code == 200
     submitter = server.headers(application, subject=Subject.agent("a1"), capabilities=[SUBMIT])
-    for n in range(2):
-        body = submission(f"k{n}", rate_limit="smtp", rate_key="acme")
+    for n, limit in enumerate(("smtp", "smtp", "api", "api")):
+        body = submission(f"k{n}", rate_limit=limit, rate_key="acme", definition_id=limit)
         made = httpx.post(f"{server.url}/v1/workloads", headers=submitter, json=body)
         assert made.status_code == 201 and made.json()["rate_key"] == "acme", made.text
     worker = server.headers(application)
     claims = f"{server.url}/v1/claims"
 
-    first = httpx.post(claims, headers=worker, json={})
+    # Under a start a minute, the second waits: 204, and Retry-After says how long.
+    smtp = {"definitions": ["smtp"]}
+    assert httpx.post(claims, headers=worker, json=smtp).status_code == 200
+    held = httpx.post(claims, headers=worker, json=smtp)
+    assert held.status_code == 204 and 1 <= int(held.headers["Retry-After"]) <= 60
+    # Under a start a second, a long-poll takes the second one once its window opens.
+    api = {"definitions": ["api"]}
+    first = httpx.post(claims, headers=worker, json=api)
     assert first.status_code == 200, first.text
-    # Unless the second turned meanwhile, the next start waits for the next one.
-    held = httpx.post(claims, headers=worker, json={})
-    if held.status_code == 204:
-        assert held.headers["Retry-After"] == "1"
-    else:
-        assert held.status_code == 200  # the window opened between the two claims
-        return
-    waited = httpx.post(claims, headers=worker, json={"wait_ms": 10_000}, timeout=20)
+    waited = httpx.post(claims, headers=worker, json={**api, "wait_ms": 10_000}, timeout=20)
     assert waited.status_code == 200, waited.text
     assert waited.json()["workload_id"] != first.json()["workload_id"]
-    # Nothing left: no Retry-After (it is only for work held back by a rate limit).
-    assert "Retry-After" not in httpx.post(claims, headers=worker, json={}).headers
+    # Nothing left of api: no Retry-After (it is only for work held back by a rate limit).
+    assert "Retry-After" not in httpx.post(claims, headers=worker, json=api).headers
 
 
 def test_the_command_line_sets_lists_and_removes_a_rate_limit(tmp_path: Path) -> None:
