@@ -39,11 +39,8 @@ from feltdb.work.eligibility import DependenciesRead, read_dependencies
 from feltdb.work.fairness import ROTATION, in_turns
 from feltdb.work.partitions import (
     group_accepted,
-    group_concurrency,
-    group_fairness,
-    group_rate,
+    group_needs,
     keyed,
-    limited,
 )
 from feltdb.work.rate_limits import RATE_HELD, StartHeld, next_start_in, take_start, window_key
 from feltdb.work.rows import (
@@ -170,23 +167,20 @@ class CandidateChoice:
     def _accepts(self, definition: str, group: str, sample: GroupSample) -> bool:
         if not group_accepted(group, sample, self.held, self.environments):
             return False
-        if not keyed(group):
+        needs = group_needs(group, sample) if keyed(group) else None
+        if needs is None:
             return True  # unlimited work naming no key's groups: no second look
-        fairness = group_fairness(group, sample)
+        _, _, concurrency, rate, fairness = needs
         if fairness is not None:
             self.key_of[(definition, group)] = fairness
-        if not limited(group):
-            return True
         # A key found at its limit lately is checked before its backlog is read: passed
         # over while still full (a hint: the choice decides on the rows it holds).
-        concurrency = group_concurrency(group, sample)
         if concurrency is not None and self.saturated is not None:
             key = slot_key(*self.scope, concurrency[0])
             if SATURATION.suspected(key):
                 if self.saturated(key, concurrency[1]):
                     return False
                 SATURATION.forget(key)
-        rate = group_rate(group, sample)
         if rate is not None and self.rate_wait is not None:
             key = window_key(*self.scope, *rate)
             if RATE_HELD.suspected(key):

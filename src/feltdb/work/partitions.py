@@ -30,7 +30,7 @@ GROUP_PREFIX: Final = "c1:"
 """The first characters of every group made by :func:`claim_group` (its version)."""
 LIMITED_PREFIX: Final = "c1l:"
 """The first characters of the group of work under a concurrency key or a rate limit
-instead: a claim tells such a group from the rest by its label alone (:func:`limited`)."""
+instead: a claim tells such a group from the rest by its label alone (:func:`keyed`)."""
 
 FAIR_PREFIX: Final = "c1f:"
 """The first characters of the group of work under a fairness key and no limit."""
@@ -71,13 +71,6 @@ def claim_group(
     if concurrency is not None or rate is not None:
         return LIMITED_PREFIX + digest[:32]
     return (GROUP_PREFIX if fairness is None else FAIR_PREFIX) + digest[:32]
-
-
-def limited(group: str) -> bool:
-    """Whether ``group`` is one of work under a concurrency key or a rate limit (by its
-    label: no read).
-    """
-    return group.startswith(LIMITED_PREFIX)
 
 
 def keyed(group: str) -> bool:
@@ -146,18 +139,6 @@ def group_accepted(
     return capabilities <= held and (environments is None or environment in environments)
 
 
-def group_concurrency(group: str, sample: GroupSample) -> Concurrency:
-    """The concurrency key and limit of ``group``'s work (``None``: none, or not known)."""
-    needs = _REMEMBERED.needs(group, sample)
-    return None if needs is None else needs[2]
-
-
-def group_rate(group: str, sample: GroupSample) -> Rate:
-    """The rate limit name and key of ``group``'s work (``None``: none, or not known)."""
-    needs = _REMEMBERED.needs(group, sample)
-    return None if needs is None else needs[3]
-
-
 def rate_of(name: object, key: object) -> Rate:
     """The rate limit and key a workload's fields name (``None``: no limit)."""
     if not isinstance(name, str):
@@ -165,7 +146,8 @@ def rate_of(name: object, key: object) -> Rate:
     return name, key if isinstance(key, str) else ""
 
 
-def group_fairness(group: str, sample: GroupSample) -> str | None:
-    """The fairness key of ``group``'s work (``None``: none, or not known)."""
-    needs = _REMEMBERED.needs(group, sample)
-    return None if needs is None else needs[4]
+def group_needs(group: str, sample: GroupSample) -> Needs | None:
+    """What ``group``'s work needs (its concurrency key and limit, rate limit and key and
+    fairness key among them); ``None``: not known (read as :func:`group_accepted` reads it).
+    """
+    return _REMEMBERED.needs(group, sample)
