@@ -12,11 +12,20 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
 from psycopg.rows import dict_row
+from support.app_rows import (
+    Connection,
+    begin,
+    commit,
+    connect,
+    create_orders,
+    insert_order,
+    orders,
+    rollback,
+)
 from support.factories import CAPABILITIES, make_request
 
 from feltdb import WorkloadError, WorkloadStore
@@ -27,54 +36,12 @@ from feltdb.storage.joined import MAX_JOINED_COMMITS
 MISSING = WorkloadDependency(workload_id="workload_000000000000000000000000")
 """A dependency on work that does not exist: a refused admission."""
 
-Connection = sqlite3.Connection | psycopg.Connection[Any]
-
-
-def connect(target: str, **options: Any) -> Connection:
-    """The application's own connection to the store's database, no transaction open
-    (psycopg's opens with the first statement; SQLite's with ``begin``).
-    """
-    if target.startswith("postgresql"):
-        return psycopg.connect(target, **options)
-    return sqlite3.connect(target, isolation_level=None, **options)
-
-
-def begin(connection: Connection) -> None:
-    if isinstance(connection, sqlite3.Connection):
-        connection.execute("BEGIN IMMEDIATE")
-
-
-def commit(connection: Connection) -> None:
-    if isinstance(connection, sqlite3.Connection):
-        connection.execute("COMMIT")
-    else:
-        connection.commit()
-
-
-def rollback(connection: Connection) -> None:
-    if isinstance(connection, sqlite3.Connection):
-        connection.execute("ROLLBACK")
-    else:
-        connection.rollback()
-
-
-def insert_order(connection: Connection, order_id: str) -> None:
-    marker = "?" if isinstance(connection, sqlite3.Connection) else "%s"
-    connection.execute(f"INSERT INTO orders (id) VALUES ({marker})", (order_id,))  # type: ignore[arg-type]
-
-
-def orders(target: str) -> set[str]:
-    with connect(target) as reader:
-        return {row[0] for row in reader.execute("SELECT id FROM orders").fetchall()}
-
 
 @pytest.fixture
 def app_connection(store: WorkloadStore, store_target: str) -> Iterator[Connection]:
     """The application's connection, its ``orders`` table made (and committed)."""
+    create_orders(store_target)
     connection = connect(store_target)
-    begin(connection)
-    connection.execute("CREATE TABLE orders (id TEXT PRIMARY KEY)")
-    commit(connection)
     yield connection
     connection.close()
 
