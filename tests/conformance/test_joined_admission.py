@@ -296,3 +296,16 @@ def hinted(store: WorkloadStore, listener: WorkloadStore, app_connection: Connec
     store.admit(make_request(idempotency_key="h3"), connection=app_connection)
     commit(app_connection)
     assert received_within(10) == 1  # one hint for the transaction
+
+
+def test_a_quota_holds_in_the_callers_transaction_too(store, store_target, app_connection):
+    store.limits.set_quota("t", max_unfinished=1, actor="ops", now=0)
+    begin(app_connection)
+    store.admit(make_request(idempotency_key="first"), connection=app_connection)
+    with pytest.raises(WorkloadError) as refused:
+        store.admit(make_request(idempotency_key="second"), connection=app_connection)
+    insert_order(app_connection, "order-1")
+    commit(app_connection)
+    assert refused.value.code == ErrorCode.WORKLOAD_QUOTA_EXCEEDED
+    assert [w.idempotency_key for w in store.list("t", "app")] == ["first"]
+    assert orders(store_target) == {"order-1"}

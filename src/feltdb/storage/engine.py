@@ -86,6 +86,8 @@ class SQLEngine(
 
     wakeups: Wakeups | None = None
     """Hints between the processes sharing the database, if the backend has them."""
+    joined_to: SQLEngine[Any] | None = None
+    """The store's own database, when this one is joined to a caller's transaction."""
 
     def __init__(self, target: str, dialect: _Dialect) -> None:
         self.target = target
@@ -99,6 +101,7 @@ class SQLEngine(
         self._dialect.ensure_open()
         session = self._dialect.join(connection)
         joined = SQLEngine(self.target, JoinedDialect(self._dialect, session))
+        joined.joined_to = self
         if self.wakeups is not None:
             joined.wakeups = JoinedWakeups(session, self._queries["notify_wakeup"])
         return joined

@@ -5,6 +5,7 @@ connection (:meth:`Dialect.join <feltdb.storage.dialect.Dialect.join>`; see
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, LiteralString
 
@@ -20,13 +21,17 @@ __all__ = ["StoreDatabase", "joined_session"]
 
 class StoreDatabase:
     """Which database a store's connections reach: its name and its server's start (a
-    server restarted is read again), remembered after the first read.
+    server restarted is read again), remembered after the first read; and the callers'
+    connections found to reach it (a connection's database never changes), so each is
+    checked once.
     """
 
     def __init__(self, read: Callable[[LiteralString, Mapping[str, Any]], list[Any]]) -> None:
         """``read``: the store's own read of one statement on a pooled connection."""
         self._read = read
         self._known: tuple[str, str] | None = None
+        self.checked: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+        """Callers' connections to the store's database (forgotten as they are closed)."""
 
     def matches(self, query: LiteralString, found: tuple[str, str]) -> bool:
         """Whether ``found`` (what ``query`` answered on another connection) is the
@@ -63,6 +68,8 @@ def joined_session(
     if status not in (TransactionStatus.IDLE, TransactionStatus.INTRANS):
         raise invalid(f"the connection is not ready for a statement ({status.name})")
     session = JoinedSession(lambda: connection.cursor(row_factory=tuple_row))
+    if connection in store.checked:
+        return session
     query = queries["joined_database"]
     [(database, started)] = session.execute(query, {}).fetchall()
     if not store.matches(query, (str(database), str(started))):
@@ -70,4 +77,5 @@ def joined_session(
             f"the connection is to database {database!r} (server started {started}), not "
             "to the store's: admission joins a transaction on the store's own database"
         )
+    store.checked.add(connection)
     return session
