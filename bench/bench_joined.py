@@ -24,6 +24,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,31 +41,21 @@ RESULTS = Path(__file__).resolve().parent / "results" / "joined.json"
 NOW = 100
 
 
-def joined(store: WorkloadStore, target: str, count: int) -> float:
+def orders_and_work(store: WorkloadStore, target: str, count: int, *, together: bool) -> float:
+    """Orders with their work a second: in one transaction (``together``) or two commits."""
     connection = connect(target)
     try:
         started = time.perf_counter()
         for n in range(count):
             begin(connection)
             insert_order(connection, f"order-{n}")
-            store.admit(
-                make_request(idempotency_key=f"o{n}", created_at=NOW), connection=connection
-            )
-            commit(connection)
-        return count / (time.perf_counter() - started)
-    finally:
-        connection.close()
-
-
-def row_then_admit(store: WorkloadStore, target: str, count: int) -> float:
-    connection = connect(target)
-    try:
-        started = time.perf_counter()
-        for n in range(count):
-            begin(connection)
-            insert_order(connection, f"order-{n}")
-            commit(connection)
-            store.admit(make_request(idempotency_key=f"o{n}", created_at=NOW))
+            request = make_request(idempotency_key=f"o{n}", created_at=NOW)
+            if together:
+                store.admit(request, connection=connection)
+                commit(connection)
+            else:
+                commit(connection)
+                store.admit(request)
         return count / (time.perf_counter() - started)
     finally:
         connection.close()
@@ -78,8 +69,8 @@ def admit_alone(store: WorkloadStore, target: str, count: int) -> float:
 
 
 SHAPES: dict[str, Callable[[WorkloadStore, str, int], float]] = {
-    "joined": joined,
-    "row, then admit": row_then_admit,
+    "joined": partial(orders_and_work, together=True),
+    "row, then admit": partial(orders_and_work, together=False),
     "admit alone": admit_alone,
 }
 
