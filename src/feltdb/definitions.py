@@ -338,6 +338,12 @@ class Definition(Generic[In, Out]):
         if submit is None:
             store: WorkloadStore = target  # type: ignore[assignment]
             return store.admit(self._request(submission, grant, now))
+        if grant is not None or now is not None:
+            raise WorkloadError(
+                ErrorCode.WORKLOAD_INVALID,
+                "grant, now: a client submits under its own credential and clock",
+                {"fields": ["grant" if grant is not None else "now"]},
+            )
         answer = submit(submission)
         if inspect.isawaitable(answer):
             if inspect.iscoroutine(answer):
