@@ -32,12 +32,14 @@ class EmailOut(BaseModel):
     message_id: str
 
 
-class InvoiceIn(msgspec.Struct):
+class InvoiceIn(msgspec.Struct, frozen=True):
     invoice: int
+    currency: str = "EUR"
 
 
-class InvoiceOut(msgspec.Struct):
+class InvoiceOut(msgspec.Struct, frozen=True):
     total: int
+    currency: str
 
 
 SEND = Definition(
@@ -97,7 +99,7 @@ def test_an_async_handler_with_msgspec_models_and_a_dict_output(store, worker):
     @worker.handler(INVOICE)
     async def invoice(ctx: Context, value: InvoiceIn) -> InvoiceOut:
         assert isinstance(value, InvoiceIn)
-        return InvoiceOut(total=value.invoice * 2)
+        return InvoiceOut(total=value.invoice * 2, currency=value.currency)
 
     @worker.handler(SEND)
     def send(ctx: Context, email: EmailIn) -> Any:
@@ -108,7 +110,7 @@ def test_an_async_handler_with_msgspec_models_and_a_dict_output(store, worker):
     assert worker.drain() == 2
 
     invoiced, sent = (store.get(i) for i in ids)
-    assert INVOICE.output_of(invoiced) == InvoiceOut(total=42)
+    assert INVOICE.output_of(invoiced) == InvoiceOut(total=42, currency="EUR")
     assert sent.result is not None and sent.result.output == {"message_id": "m-1"}
 
 
