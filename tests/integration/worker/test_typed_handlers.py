@@ -190,3 +190,19 @@ def test_a_definition_is_served_once(worker):
         worker.handler(SEND)(lambda ctx, email: None)
 
     assert twice.value.code == "WORKLOAD_INVALID" and "'send-email'" in twice.value.message
+
+
+def test_the_testing_environment_runs_typed_work():
+    from feltdb.testing import WorkerTestEnvironment
+
+    worker = Worker(capabilities={"email:send"}, name="tester")
+
+    @worker.handler(SEND)
+    def send(ctx: Context, email: EmailIn) -> EmailOut:
+        return EmailOut(message_id=email.to.upper())
+
+    with WorkerTestEnvironment() as env:
+        requester = env.client(Subject.service("api"), grant=True)
+        workload, _ = SEND.submit(requester, EmailIn(to="ada"), key="k")
+        assert env.run(worker) == 1
+        assert SEND.output_of(env.get(workload.workload_id)) == EmailOut(message_id="ADA")
