@@ -345,6 +345,47 @@ def test_the_worker_token_block_mints_and_rotates(tmp_path: Path, serving: Calla
         assert running.wait(timeout=30) == 0
 
 
+@runs("typed-definitions")
+def test_the_typed_definition_is_submitted_and_served_by_a_worker_process(
+    tmp_path: Path, serving: Callable[..., Serving]
+):
+    import importlib.util
+
+    from feltdb.client import Client
+
+    server = serving("feltdb serve", tmp_path)  # its keyring is the one grant issue finds
+    admin = next(t for t in server.log.read_text().split() if t.startswith("fgt2."))
+    code = blocks()["typed-definitions"].replace("http://127.0.0.1:8700", server.url)
+    (tmp_path / "emails.py").write_text(code)
+    said = bash("python3 emails.py", tmp_path, {"FELTDB_TOKEN": admin}).splitlines()
+    workload_id, revision, given = said[0].split(" ", 2)
+    assert (revision, given) == ("2", "{'subject': 'Welcome', 'to': 'ada@example.com'}")
+    assert said[1] == "WORKLOAD_INVALID {'fields': ['input.to']}"
+    bash("feltdb grant issue --worker w1 --capability email:send > worker.token", tmp_path)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as output:
+        running = subprocess.Popen(
+            ["feltdb", "worker", "emails:worker", "--url", server.url, "--token-file",
+             "worker.token"], cwd=tmp_path, env=env(), stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    spec = importlib.util.spec_from_file_location("readme_emails", tmp_path / "emails.py")
+    assert spec is not None and spec.loader is not None
+    emails = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(emails)  # the same definition, as the submitter imports it
+    try:
+        with Client(server.url, admin) as felt:
+            deadline = time.monotonic() + 60
+            while felt.get(workload_id).state.value != "SUCCEEDED":
+                assert running.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            output = emails.send_email.output_of(felt.get(workload_id))
+            assert output == emails.EmailOut(message_id=f"<{workload_id}@mail.example>")
+            assert len(felt.list().items) == 1  # the refused one was never sent
+    finally:
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=30) == 0
+
+
 @runs("serve")
 def test_both_serve_lines_serve(tmp_path: Path, serving: Callable[..., Serving], pg_databases: Any):
     first, second = [line.split("  #")[0].strip() for line in blocks()["serve"].splitlines()]
