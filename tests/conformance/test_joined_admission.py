@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -172,18 +173,41 @@ def test_a_refused_admission_changes_nothing_and_the_callers_transaction_goes_on
     assert [w.idempotency_key for w in store.list("t", "app")] == ["good"]
 
 
-def test_a_lost_guard_is_undone_alone_and_converges_on_the_committed_work(
-    store, store_target, app_connection, backend
+@pytest.mark.parametrize("first_commits", [True, False])
+def test_two_callers_admitting_one_key_at_once_end_with_one_workload(
+    store, store_target, app_connection, first_commits
 ):
-    # Another writer admits the same identity first; the caller's transaction still
-    # commits its own rows, and answers the work the other writer committed.
-    admitted, _ = store.admit(make_request(idempotency_key="same"))
+    # The second caller reads the key absent (the first has not committed) and then
+    # writes: on PostgreSQL its insert waits for the first transaction, and loses its guard
+    # if that commits (undone alone, converging on the committed work) or wins if that
+    # rolls back; on SQLite its BEGIN IMMEDIATE waits for the first, then reads it.
     begin(app_connection)
-    insert_order(app_connection, "order-1")
-    replay, created = store.admit(make_request(idempotency_key="same"), connection=app_connection)
-    commit(app_connection)
-    assert not created and replay.workload_id == admitted.workload_id
-    assert orders(store_target) == {"order-1"}
+    first, _ = store.admit(make_request(idempotency_key="same"), connection=app_connection)
+    answers: list[tuple[Any, bool]] = []
+    failures: list[BaseException] = []
+
+    def second_caller() -> None:
+        try:
+            with connect(store_target) as other:
+                begin(other)
+                answers.append(store.admit(make_request(idempotency_key="same"), connection=other))
+                insert_order(other, "order-2")
+                commit(other)
+        except BaseException as error:
+            failures.append(error)
+
+    second = threading.Thread(target=second_caller)
+    second.start()
+    second.join(0.5)  # it waits for the first transaction
+    assert second.is_alive()
+    (commit if first_commits else rollback)(app_connection)
+    second.join(30)
+    assert failures == [] and not second.is_alive()
+    [(workload, created)] = answers
+    assert workload.workload_id == first.workload_id and created is not first_commits
+    assert orders(store_target) == {"order-2"}
+    assert [w.workload_id for w in store.list("t", "app")] == [first.workload_id]
+    assert store.audit.verify().problem is None
 
 
 def test_the_connection_must_be_a_transaction_on_the_stores_database(
@@ -309,3 +333,47 @@ def test_a_quota_holds_in_the_callers_transaction_too(store, store_target, app_c
     assert refused.value.code == ErrorCode.WORKLOAD_QUOTA_EXCEEDED
     assert [w.idempotency_key for w in store.list("t", "app")] == ["first"]
     assert orders(store_target) == {"order-1"}
+
+
+def test_postgres_refuses_a_connection_reaching_other_tables_or_in_pipeline_mode(new_pg_url):
+    # PostgreSQL only: its statements name tables as the connection's search_path finds
+    # them, and a pipeline hides each statement's row count until later.
+    target = new_pg_url("paths")
+    with WorkloadStore.open(target) as store, psycopg.connect(target) as connection:
+        store.admit(make_request(idempotency_key="first"), connection=connection)
+        connection.execute("SET search_path TO nowhere")  # the same connection, later
+        with pytest.raises(WorkloadError) as elsewhere:
+            store.admit(make_request(idempotency_key="second"), connection=connection)
+        assert elsewhere.value.code == ErrorCode.WORKLOAD_INVALID
+        assert "search_path" in elsewhere.value.message
+        connection.execute("RESET search_path")
+        connection.execute("CREATE TEMP TABLE rows (key text)")  # found before the store's
+        with pytest.raises(WorkloadError) as shadowed:
+            store.admit(make_request(idempotency_key="second"), connection=connection)
+        assert shadowed.value.code == ErrorCode.WORKLOAD_INVALID
+        connection.commit()
+        with connection.pipeline():
+            with pytest.raises(WorkloadError) as piped:
+                store.admit(make_request(idempotency_key="third"), connection=connection)
+        assert "pipeline" in piped.value.message
+        connection.rollback()
+        assert [w.idempotency_key for w in store.list("t", "app")] == ["first"]
+
+
+def test_postgres_tells_a_caller_its_transaction_may_be_run_again(new_pg_url):
+    # Under REPEATABLE READ, a key another writer admitted after the caller's snapshot is
+    # a serialization failure: the caller's to run again, and the error says so.
+    target = new_pg_url("retry")
+    with WorkloadStore.open(target) as store, psycopg.connect(target) as connection:
+        connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        connection.execute("SELECT 1")  # the transaction's snapshot is taken
+        store.admit(make_request(idempotency_key="raced"))  # another writer, committed
+        with pytest.raises(WorkloadError) as raced:
+            store.admit(make_request(idempotency_key="raced"), connection=connection)
+        assert raced.value.code == ErrorCode.WORKLOAD_STORAGE_FAILURE
+        assert raced.value.details is not None and raced.value.details["retryable"] is True
+        connection.rollback()
+        connection.isolation_level = None
+        replay = store.admit(make_request(idempotency_key="raced"), connection=connection)
+        connection.commit()
+        assert replay[1] is False and len(store.list("t", "app")) == 1

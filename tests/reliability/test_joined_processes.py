@@ -2,7 +2,9 @@
 
 - A claimer in another process (a real ``feltdb serve``, long-polling through
   ``feltdb.Client``) never gets work whose admitting transaction is still open, and gets
-  it once that transaction commits.
+  it once that transaction commits. (On SQLite the server's claim, a write, waits for the
+  caller's write lock; ``tests/conformance/test_joined_admission.py`` shows a reader of
+  another store not seeing the uncommitted work.)
 - An application killed with SIGKILL at random moments, while it writes an order row and
   admits its work in each of its transactions (:mod:`support.joined_child`), leaves both
   or neither: afterwards the committed orders and the admitted work name the same orders,
@@ -31,7 +33,7 @@ from feltdb.client import Client
 from feltdb.records.workload import WorkloadClaim
 
 TESTS = Path(__file__).resolve().parents[1]
-KILLS = 4
+KILLS = 8
 """SIGKILLs per backend, each at a random moment after the child committed something."""
 
 

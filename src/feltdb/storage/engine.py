@@ -47,7 +47,7 @@ from feltdb.storage.encoding import (
 )
 from feltdb.storage.held_commits import HeldQueries
 from feltdb.storage.index_columns import index_params
-from feltdb.storage.joined import JoinedDialect, JoinedWakeups
+from feltdb.storage.joined import JoinedDialect
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
 from feltdb.storage.readiness import ReadinessQueries
 from feltdb.storage.retention_reads import RetentionQueries
@@ -100,10 +100,9 @@ class SQLEngine(
         """
         self._dialect.ensure_open()
         session = self._dialect.join(connection)
-        joined = SQLEngine(self.target, JoinedDialect(self._dialect, session))
+        notify = self._queries["notify_wakeup"] if self.wakeups is not None else None
+        joined = SQLEngine(self.target, JoinedDialect(self._dialect, session, notify))
         joined.joined_to = self
-        if self.wakeups is not None:
-            joined.wakeups = JoinedWakeups(session, self._queries["notify_wakeup"])
         return joined
 
     def _limit(self, limit: int | None) -> int | None:

@@ -14,24 +14,29 @@ On PostgreSQL a commit's revision is its transaction's id times 1024 plus its po
 among the transaction's commits; a caller's transaction may already hold commits of earlier
 admissions, so the positions of each write continue from theirs (read in the transaction
 itself), and a transaction holds at most :data:`MAX_JOINED_COMMITS`. The wake-up hint is
-a ``NOTIFY`` in the same transaction: PostgreSQL delivers it when the caller commits, and
-drops it when the caller rolls back. SQLite has no hints between processes; a waiter finds
-the work when it looks again.
+a ``NOTIFY`` inside each write's savepoint: PostgreSQL delivers it (once a transaction) when
+the caller commits, and drops it when the caller rolls back. SQLite has no hints between
+processes; a waiter finds the work when it looks again. The store's commit observers are
+not told: the commits are not durable until the caller's.
+
+What stays the caller's: a read that fails (a lost connection, a statement timeout) runs
+outside any savepoint and fails the caller's transaction, as any failed statement of its
+own would; a quota's rows, read and written by an admission charged to it, stay locked
+until the caller's transaction ends; each write's savepoint is a subtransaction, so a
+transaction of many single admissions (past 64 on PostgreSQL) is better made one
+``admit_many``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final, LiteralString, TypeVar
 
 from feltdb.storage.dialect import Cursor, Dialect, ErrorTranslation, Session
 from feltdb.storage.encoding import invalid
 
-__all__ = ["MAX_JOINED_COMMITS", "JoinedDialect", "JoinedSession", "JoinedWakeups"]
-
-log = logging.getLogger(__name__)
+__all__ = ["MAX_JOINED_COMMITS", "JoinedDialect", "JoinedSession"]
 
 MAX_JOINED_COMMITS: Final = 1024
 """The most feltdb commits one caller's transaction may hold on PostgreSQL (a revision
@@ -79,9 +84,11 @@ class JoinedDialect:
 
     array_writes: bool = False  # a batch's positions are moved statement by statement
 
-    def __init__(self, base: Dialect, session: JoinedSession) -> None:
+    def __init__(self, base: Dialect, session: JoinedSession, notify: LiteralString | None) -> None:
+        """``notify``: the statement of the wake-up hint, on a backend that has them."""
         self._base = base
         self._session = session
+        self._notify = notify
         self.queries: Mapping[str, LiteralString] = base.queries
         self.no_limit: int | None = base.no_limit
 
@@ -98,9 +105,9 @@ class JoinedDialect:
             return self._session.execute(query, params).fetchall()
 
     def transact(self, doing: str, work: Callable[[Session], _Result]) -> _Result:
-        """See :meth:`Dialect.transact`: ``work`` inside a savepoint of the caller's
-        transaction, released when it returns, rolled back to when it raises; never
-        committed here, never attempted again.
+        """See :meth:`Dialect.transact`: ``work``, and the wake-up hint, inside a
+        savepoint of the caller's transaction, released when it returns, rolled back to
+        when it raises; never committed here, never attempted again.
         """
         self._base.ensure_open()
         session, queries = self._session, self.queries
@@ -110,6 +117,10 @@ class JoinedDialect:
             session.execute(queries["joined_savepoint"], {})
             try:
                 result = work(session)
+                if self._notify is not None:
+                    # Not any database object's token: every listener (this process's
+                    # store too) hears it, once the caller commits.
+                    session.execute(self._notify, {"payload": "joined"})
             except BaseException:
                 # A failed rollback (a lost connection) is not reported over its cause:
                 # the caller's transaction cannot commit then anyway.
@@ -138,32 +149,3 @@ class JoinedDialect:
 
     def close(self) -> None:
         """Nothing: the connection is the caller's."""
-
-
-class JoinedWakeups:
-    """The :class:`~feltdb.storage.wakeups.Wakeups` of the caller's transaction
-    (PostgreSQL): an announcement is a ``NOTIFY`` in that transaction, delivered to every
-    listening process (this one's store too) when it commits, never if it rolls back.
-    PostgreSQL sends one notification a transaction, however many announcements it holds.
-    """
-
-    received = 0
-    """Nothing is received here: a joined database never listens."""
-
-    def __init__(self, session: JoinedSession, notify: LiteralString) -> None:
-        self._session = session
-        self._notify = notify
-
-    def announce(self) -> None:
-        """See :meth:`Wakeups.announce`; a failure is logged (the transaction has failed
-        with it, and the caller's commit will say so).
-        """
-        try:
-            # Not any database object's token, so every listener (this process's) hears it.
-            self._session.execute(self._notify, {"payload": "joined"})
-        except Exception as error:
-            log.warning("the wake-up hint of a caller's transaction failed: %s", error)
-
-    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Refused: the caller's transaction is written to, never listened on."""
-        raise TypeError("a database joined to a caller's transaction cannot be listened on")

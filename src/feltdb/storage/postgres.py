@@ -40,7 +40,7 @@ from feltdb.storage.dialect import Session
 from feltdb.storage.encoding import invalid
 from feltdb.storage.engine import SQLEngine
 from feltdb.storage.joined import JoinedSession
-from feltdb.storage.postgres_errors import PostgresErrors, describe
+from feltdb.storage.postgres_errors import RETRYABLE, PostgresErrors, describe
 from feltdb.storage.postgres_joined import StoreDatabase, joined_session
 from feltdb.storage.postgres_schema import MIGRATION_LOCK_KEY, QUERIES, SCHEMA_VERSION, migrate
 from feltdb.storage.postgres_wakeups import PostgresWakeups
@@ -115,14 +115,6 @@ POOL_TIMEOUT_S: Final = 10.0
 """How long an operation waits for a connection before it fails."""
 CONNECT_TIMEOUT_S: Final = 10
 """libpq's ``connect_timeout``, unless the URL sets one."""
-
-_RETRYABLE: Final = (
-    psycopg.errors.SerializationFailure,
-    psycopg.errors.DeadlockDetected,
-    psycopg.errors.LockNotAvailable,
-)
-"""Errors after which PostgreSQL has rolled the transaction back and running it again from
-the start may succeed: the retryable errors, listed in one place."""
 
 _poll: Final = getattr(select, "poll", None)
 
@@ -276,7 +268,7 @@ class _PostgresDialect:
                 try:
                     with self._pool.connection() as connection, connection.transaction():
                         return work(connection)
-                except _RETRYABLE as error:
+                except RETRYABLE as error:
                     if attempt == WRITE_ATTEMPTS:
                         raise storage_failure(
                             f"PostgreSQL store {self.target}: {doing} failed "

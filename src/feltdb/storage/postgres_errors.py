@@ -5,16 +5,26 @@ PostgreSQL cannot store as ``WORKLOAD_INVALID``, everything else as
 
 from __future__ import annotations
 
+from typing import Final
+
 import psycopg
 import psycopg.errors
 from psycopg_pool import PoolClosed, PoolTimeout
 
-from feltdb.errors import WorkloadError
+from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.storage.base import storage_failure
 from feltdb.storage.dialect import ErrorTranslation
 from feltdb.storage.encoding import invalid
 
-__all__ = ["PostgresErrors", "describe"]
+__all__ = ["RETRYABLE", "PostgresErrors", "describe"]
+
+RETRYABLE: Final = (
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.LockNotAvailable,
+)
+"""Errors after which PostgreSQL has rolled the transaction back and running it again from
+the start may succeed: the retryable errors, listed in one place."""
 
 
 def describe(error: BaseException) -> str:
@@ -27,7 +37,8 @@ def describe(error: BaseException) -> str:
 class PostgresErrors(ErrorTranslation):
     """Out-of-range integers and values PostgreSQL cannot store as ``WORKLOAD_INVALID``;
     everything else (a lost connection, a pool timeout, a server error) as
-    ``WORKLOAD_STORAGE_FAILURE``.
+    ``WORKLOAD_STORAGE_FAILURE``, a :data:`RETRYABLE` one with the details
+    ``{"retryable": true, "sqlstate": …}``.
     """
 
     __slots__ = ("target", "timeout")
@@ -52,6 +63,14 @@ class PostgresErrors(ErrorTranslation):
             return storage_failure(
                 f"{where} failed: no connection to the server within {self.timeout:g} s "
                 f"({describe(error)})"
+            )
+        if isinstance(error, RETRYABLE):
+            # Reached in a caller's transaction (the store runs its own again): only the
+            # caller can run its transaction again, and the details tell it it may.
+            return WorkloadError(
+                ErrorCode.WORKLOAD_STORAGE_FAILURE,
+                f"{where} failed: {describe(error)}; the transaction may succeed run again",
+                {"retryable": True, "sqlstate": error.sqlstate},
             )
         if isinstance(error, psycopg.Error):
             return storage_failure(f"{where} failed: {describe(error)}")

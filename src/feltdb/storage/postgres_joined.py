@@ -5,12 +5,11 @@ connection (:meth:`Dialect.join <feltdb.storage.dialect.Dialect.join>`; see
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, LiteralString
 
 import psycopg
-from psycopg.pq import TransactionStatus
+from psycopg.pq import PipelineStatus, TransactionStatus
 from psycopg.rows import tuple_row
 
 from feltdb.storage.encoding import invalid
@@ -19,36 +18,44 @@ from feltdb.storage.joined import JoinedSession
 __all__ = ["StoreDatabase", "joined_session"]
 
 
+Identity = tuple[str, str, int, int]
+"""What a connection reaches: its database, its server's start, and the tables ``rows``
+and ``transactions`` as its ``search_path`` resolves them (their oids)."""
+
+
 class StoreDatabase:
-    """Which database a store's connections reach: its name and its server's start (a
-    server restarted is read again), remembered after the first read; and the callers'
-    connections found to reach it (a connection's database never changes), so each is
-    checked once.
+    """What a store's own connections reach (:data:`Identity`), remembered after the first
+    read and read again, once, when a caller's connection reaches something else (a
+    server restarted since).
     """
 
     def __init__(self, read: Callable[[LiteralString, Mapping[str, Any]], list[Any]]) -> None:
         """``read``: the store's own read of one statement on a pooled connection."""
         self._read = read
-        self._known: tuple[str, str] | None = None
-        self.checked: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
-        """Callers' connections to the store's database (forgotten as they are closed)."""
+        self._known: Identity | None = None
 
-    def matches(self, query: LiteralString, found: tuple[str, str]) -> bool:
-        """Whether ``found`` (what ``query`` answered on another connection) is the
-        store's database (read again, once, when it is not what was remembered).
+    def matches(self, query: LiteralString, found: Identity) -> bool:
+        """Whether ``found`` (what ``query`` answered on a caller's connection) is what
+        the store's connections reach.
         """
         if self._known != found:
-            [(database, started)] = self._read(query, {})
-            self._known = (str(database), str(started))
+            [row] = self._read(query, {})
+            self._known = _identity(row)
         return self._known == found
+
+
+def _identity(row: Any) -> Identity:
+    database, started, rows, transactions = row
+    return str(database), str(started), int(rows or 0), int(transactions or 0)
 
 
 def joined_session(
     connection: object, queries: Mapping[str, LiteralString], store: StoreDatabase
 ) -> JoinedSession:
-    """The caller's transaction on ``connection``, checked: a psycopg connection inside a
-    transaction (one open, or about to open with feltdb's first statement on a connection
-    that is not in autocommit mode), to the ``store``'s database.
+    """The caller's transaction on ``connection``, checked: a psycopg connection, not in
+    pipeline mode, inside a transaction (one open, or about to open with feltdb's first
+    statement on a connection that is not in autocommit mode), reaching the ``store``'s
+    tables (checked on every call: the caller may change its ``search_path``).
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` naming what the connection is not.
@@ -57,6 +64,10 @@ def joined_session(
         raise invalid(
             f"a PostgreSQL store joins a psycopg.Connection, not {type(connection).__name__}"
         )
+    if connection.info.pipeline_status != PipelineStatus.OFF:
+        # In pipeline mode a statement's row count is not known when it is sent: a guard
+        # could not be told from a write.
+        raise invalid("the connection is in pipeline mode: admit outside connection.pipeline()")
     status = connection.info.transaction_status
     if status == TransactionStatus.INERROR:
         raise invalid("the connection's transaction has failed: roll it back first")
@@ -67,15 +78,15 @@ def joined_session(
         )
     if status not in (TransactionStatus.IDLE, TransactionStatus.INTRANS):
         raise invalid(f"the connection is not ready for a statement ({status.name})")
-    session = JoinedSession(lambda: connection.cursor(row_factory=tuple_row))
-    if connection in store.checked:
-        return session
+    # A cursor of psycopg's own class, answering tuples, whatever factories the caller set.
+    session = JoinedSession(lambda: psycopg.Cursor(connection, row_factory=tuple_row))
     query = queries["joined_database"]
-    [(database, started)] = session.execute(query, {}).fetchall()
-    if not store.matches(query, (str(database), str(started))):
+    [row] = session.execute(query, {}).fetchall()
+    found = _identity(row)
+    if not store.matches(query, found):
         raise invalid(
-            f"the connection is to database {database!r} (server started {started}), not "
-            "to the store's: admission joins a transaction on the store's own database"
+            f"the connection reaches database {found[0]!r} (server started {found[1]}) "
+            "and tables other than the store's (another database, server or search_path): "
+            "admission joins a transaction on the store's own tables"
         )
-    store.checked.add(connection)
     return session

@@ -81,9 +81,9 @@ class UnitOfWork:
     def joined(self, connection: object | None) -> UnitOfWork:
         """This unit, or (given the caller's open transaction on ``connection``) a unit
         whose reads and commits run in that transaction (:meth:`Database.joined
-        <feltdb.storage.base.Database.joined>`): none of this unit's observers is told of
-        its commits, which are not durable until the caller commits; its only one sends
-        the wake-up hint in the transaction, delivered if it commits (PostgreSQL).
+        <feltdb.storage.base.Database.joined>`): no observer of this unit's is told of its
+        commits, which are not durable until the caller commits (the joined database sends
+        the wake-up hint in the caller's transaction).
         """
         if connection is None:
             return self

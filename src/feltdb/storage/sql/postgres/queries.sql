@@ -60,8 +60,9 @@ ROLLBACK TO SAVEPOINT plan;
 RELEASE SAVEPOINT plan;
 
 -- name: joined_database
--- description: a connection's database and its server's start (storage/joined.py): a caller's connection must name the store's
-SELECT current_database()::text, pg_postmaster_start_time()::text;
+-- description: what a connection reaches (storage/joined.py): its database, its server's start, and the tables rows and transactions as its search_path resolves them; a caller's connection must reach the store's
+SELECT current_database()::text, pg_postmaster_start_time()::text,
+       to_regclass('rows')::oid::bigint, to_regclass('transactions')::oid::bigint;
 
 -- name: joined_position
 -- description: a caller's transaction: the position its next commit takes, after the commits it holds already (transactions_pkey, one range of at most 1024)
