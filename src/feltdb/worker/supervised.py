@@ -39,7 +39,8 @@ class SystemdNotifier:
         self, address: str, watchdog_s: float | None, pulse: Pulse, unhealthy_after_s: float
     ) -> None:
         self._address = "\0" + address[1:] if address.startswith("@") else address
-        self._watchdog_s = watchdog_s
+        self.watchdog_s = watchdog_s
+        """The watchdog's period in seconds (``None``: systemd asked for none)."""
         self._pulse = pulse
         self._unhealthy_after_s = unhealthy_after_s
         self._closed = threading.Event()
@@ -65,7 +66,8 @@ class SystemdNotifier:
     def close(self) -> None:
         """Stop notifying (having said ``STOPPING=1`` if the worker ran)."""
         self._closed.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         self._socket.close()
 
     def send(self, message: str) -> None:
@@ -86,9 +88,9 @@ class SystemdNotifier:
                 self.send("STOPPING=1\nSTATUS=stopping: running handlers finish")
                 stopping = True
             healthy = self._pulse.verdict(self._unhealthy_after_s) is None
-            if self._watchdog_s and ready and healthy and time.monotonic() >= next_beat:
+            if self.watchdog_s and ready and healthy and time.monotonic() >= next_beat:
                 self.send("WATCHDOG=1")
-                next_beat = time.monotonic() + self._watchdog_s / 2
+                next_beat = time.monotonic() + self.watchdog_s / 2
         if ready and not stopping:
             self.send("STOPPING=1")
 
