@@ -28,13 +28,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from support.deploy_files import (
     Dockerfile,
     environment_file,
+    healthz,
     path_in,
     seconds,
     setting,
@@ -94,14 +94,6 @@ def until(check: Callable[[], bool], what: str, log: Path) -> None:
     while not check():
         assert time.monotonic() < deadline, f"{what}:\n{log.read_text()}"
         time.sleep(0.1)
-
-
-def healthz(port: int) -> tuple[int, dict[str, Any]]:
-    try:
-        answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
-    except httpx.TransportError:
-        return 0, {}
-    return answer.status_code, answer.json()
 
 
 class Running:

@@ -11,6 +11,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 
 def unit_sections(text: str) -> dict[str, list[tuple[str, str]]]:
     """A unit file's settings by section, in order (a key may repeat)."""
@@ -111,3 +113,13 @@ class Dockerfile:
 def path_in(root: Path, absolute: str) -> Path:
     """Where the image's absolute path ``absolute`` lies under ``root`` here."""
     return root / absolute.lstrip("/")
+
+
+def healthz(port: int) -> tuple[int, dict[str, str]]:
+    """What a worker's ``GET /healthz`` on 127.0.0.1:``port`` answers (``0``: no answer)."""
+    try:
+        answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+    except httpx.TransportError:
+        return 0, {}
+    body: dict[str, str] = answer.json()
+    return answer.status_code, body

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from support.cli import invoke
+from support.deploy_files import healthz
 from support.server import free_port
 
 from feltdb import WorkloadState, WorkloadStore
@@ -54,14 +54,6 @@ def test_a_health_port_in_use_is_a_usage_error(tasks: Path) -> None:
     assert result.exit_code == 2, result.output
     assert f"--health-port: cannot listen on 127.0.0.1:{port}" in result.output
     assert "Traceback" not in result.output
-
-
-def healthz(port: int) -> tuple[int, dict[str, str]]:
-    try:
-        answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
-    except httpx.TransportError:
-        return 0, {}
-    return answer.status_code, answer.json()
 
 
 @pytest.mark.multiprocess
