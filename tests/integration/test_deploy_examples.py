@@ -243,9 +243,13 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("image")
     dockerfile = Dockerfile.parse(DOCKERFILE.read_text())
     assert dockerfile.one("FROM") == "python:3.11-slim"
+    ignore = (DOCKERFILE.parent / "Dockerfile.dockerignore").read_text().splitlines()
+    assert "*" in ignore  # everything left out of the context, but:
+    sent = {line.removeprefix("!") for line in ignore if line.startswith("!")}
     for sources, destination in dockerfile.copies():
         target = path_in(root, destination)
         for source in sources:
+            assert source in sent, f"{source} is left out of the build context"
             found = ROOT / source
             if found.is_dir():
                 shutil.copytree(found, target, ignore=shutil.ignore_patterns("__pycache__"))
