@@ -199,6 +199,7 @@ class HealthServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.verdict = verdict
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._serving = False
         super().__init__((host, port), _Handler)
 
     @property
@@ -209,6 +210,7 @@ class HealthServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
     def start(self) -> None:
         """Serve on a daemon thread."""
+        self._serving = True
         threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.25}, name="feltdb-healthz",
             daemon=True,
@@ -216,7 +218,8 @@ class HealthServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
     def close(self) -> None:
         """Stop serving and close the socket."""
-        self.shutdown()
+        if self._serving:  # shutdown() waits for a loop that was never started forever
+            self.shutdown()
         self.server_close()
 
     def process_request(self, request: _Request, client_address: Any) -> None:

@@ -236,3 +236,7 @@ def test_no_notifier_without_systemd_and_no_watchdog_for_another_process(
     notifier = SystemdNotifier.from_environment(pulse, BOUND_S)
     assert notifier is not None and notifier.watchdog_s is None
     notifier.close()
+
+
+def test_a_server_never_started_closes():
+    HealthServer("127.0.0.1", 0, lambda: None).close()
