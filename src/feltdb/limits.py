@@ -16,3 +16,11 @@ MAX_CONCURRENCY: Final = 4096
 
 MAX_COMPLETION_WAIT_MS: Final = 60_000
 """The longest a finished attempt may be kept waiting for others to join its completion."""
+
+DEFAULT_UNHEALTHY_AFTER_S: Final = 60.0
+"""How long a worker's claim loop may go without a pass, or its claims without reaching
+the authority, before its health check fails: past a claim's own bound (its long-poll and
+the client's 30 s timeout), so one slow answer is not taken for an outage."""
+
+MAX_UNHEALTHY_AFTER_S: Final = 86_400.0
+"""The longest that bound may be set to (a day)."""

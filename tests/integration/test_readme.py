@@ -547,3 +547,48 @@ def test_the_fastapi_view_admits_in_its_sqlalchemy_transaction(tmp_path: Path, p
             assert rows == [(1, "tea", 2)]
     finally:
         pg_databases.drop(database)
+
+
+@runs("worker-health")
+def test_the_worker_health_block_answers_ok(tmp_path: Path, serving: Callable[..., Serving]):
+    server = serving("feltdb serve", tmp_path)  # its keyring is the one grant issue finds
+    bash("feltdb grant issue --worker w1 --capability email:send > worker.token", tmp_path)
+    work, probe = (line.split("  #")[0].strip() for line in blocks()["worker-health"].splitlines())
+    health = free_port()  # 8081 becomes a free port, as 8700 does
+    command = work.rstrip(" &").replace("http://127.0.0.1:8700", server.url)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as output:
+        running = subprocess.Popen(
+            ["bash", "-c", f"exec {command.replace('8081', str(health))}"], cwd=tmp_path,
+            env=env(), stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        # The `&` starts it in the background: asked again until it has started claiming.
+        while (said := bash(probe.replace("8081", str(health)) + " || true", tmp_path)) != (
+            '{"status": "ok"}'
+        ):
+            assert running.poll() is None and time.monotonic() < deadline, (said, log.read_text())
+            time.sleep(0.1)
+    finally:
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=30) == 0
+    assert server.stop() == 0
+
+
+def an_excerpt_of(block: str, path: Path) -> None:
+    """Every line of ``block`` is a line of ``path``, in the same order (the file itself
+    runs in tests/integration/test_deploy_examples.py)."""
+    lines = iter(path.read_text().splitlines())
+    for line in block.splitlines():
+        assert any(line == found for found in lines), f"{line!r} is not in {path} (in order)"
+
+
+@runs("systemd-unit")
+def test_the_unit_block_is_an_excerpt_of_the_example():
+    an_excerpt_of(blocks()["systemd-unit"], ROOT / "examples/systemd/feltdb-worker.service")
+
+
+@runs("dockerfile")
+def test_the_dockerfile_block_is_an_excerpt_of_the_example():
+    an_excerpt_of(blocks()["dockerfile"], ROOT / "examples/container/Dockerfile")

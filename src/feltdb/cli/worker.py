@@ -14,8 +14,14 @@ import typer
 
 from feltdb.cli.logs import LogJsonOption, LogLevel, LogLevelOption, configure_logging
 from feltdb.cli.targets import typed, usage_error
+from feltdb.cli.worker_health import HealthHostOption, HealthPortOption, UnhealthyAfterOption
 from feltdb.errors import WorkloadError
-from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY, MAX_PLANS_PER_BATCH
+from feltdb.limits import (
+    DEFAULT_UNHEALTHY_AFTER_S,
+    MAX_COMPLETION_WAIT_MS,
+    MAX_CONCURRENCY,
+    MAX_PLANS_PER_BATCH,
+)
 
 if TYPE_CHECKING:  # the runtime is imported when a worker is loaded, not for --help
     from feltdb.worker import Worker
@@ -78,6 +84,7 @@ TokenOption = Annotated[
 TokenFileOption = Annotated[
     Path | None,
     typer.Option(
+        envvar="FELTDB_TOKEN_FILE",
         exists=True,
         dir_okay=False,
         help="A file holding the worker's token, instead of --token: it is re-read when it "
@@ -140,12 +147,17 @@ def worker_command(
     grace_period: GraceOption = None,
     completion_batch: CompletionBatchOption = None,
     completion_wait_ms: CompletionWaitOption = None,
+    health_port: HealthPortOption = None,
+    health_host: HealthHostOption = "127.0.0.1",
+    unhealthy_after: UnhealthyAfterOption = DEFAULT_UNHEALTHY_AFTER_S,
     log_json: LogJsonOption = False,
     log_level: LogLevelOption = LogLevel.INFO,
 ) -> None:
     """Run a worker: claim work its handlers can run, heartbeat, and report results, until
     SIGTERM or Ctrl-C (then running handlers get a grace period; a second signal ends it).
-    At start it says when its token expires, and again shortly before.
+    At start it says when its token expires, and again shortly before. With
+    --health-port it answers GET /healthz; under systemd (NOTIFY_SOCKET set) it says
+    READY=1 once it first reached its authority, and feeds the watchdog while healthy.
     """
     configure_logging(json_lines=log_json, level=log_level)
     worker = load_worker(target)
@@ -161,19 +173,38 @@ def worker_command(
         worker.tenant = tenant
     if application is not None:
         worker.application = application
+    health = (health_host, health_port, unhealthy_after)
     if db is not None:
         from feltdb.work.store import WorkloadStore
 
         with WorkloadStore.open(db) as store:
             worker.connect(store=store)
-            worker.run()
+            _run(worker, *health)
         return
     if token_file is not None:
         if typed(context, "token"):
             raise usage_error("give --token or --token-file, not both")
         token = None  # FELTDB_TOKEN, from the environment, gives way to the file
     _connect(worker, url, token, token_file)
-    worker.run()
+    _run(worker, *health)
+
+
+def _run(worker: Worker, health_host: str, health_port: int | None, unhealthy_after: float) -> None:
+    """Run ``worker`` under its supervisor: /healthz served, systemd told.
+
+    Raises:
+        typer.Exit: (2) the health port cannot be listened on.
+    """
+    from feltdb.worker.supervised import Supervision
+
+    try:
+        supervision = Supervision(worker, health_host, health_port, unhealthy_after)
+    except OSError as error:
+        raise usage_error(
+            f"--health-port: cannot listen on {health_host}:{health_port}: {error.strerror}"
+        ) from None
+    with supervision:
+        worker.run()
 
 
 def _connect(worker: Worker, url: str | None, token: str | None, token_file: Path | None) -> None:

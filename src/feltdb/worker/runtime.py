@@ -44,6 +44,7 @@ from feltdb.worker.completer import DEFAULT_BATCH_ITEMS, DEFAULT_BATCH_WAIT_S, b
 from feltdb.worker.connecting import MAINTENANCE_INTERVAL_S, open_client, own_process, unkept
 from feltdb.worker.failures import is_transient
 from feltdb.worker.handlers import Handler, HandlerLoop
+from feltdb.worker.health import Pulse
 from feltdb.worker.reports import NO_HANDLER_KIND, AttemptRunner
 from feltdb.worker.threads import AttemptThreads
 from feltdb.worker.typed import In, Out, TypedHandler, handler_of
@@ -151,6 +152,8 @@ class Worker:
         self.handlers: dict[str, Handler] = {}
         self._stopping = threading.Event()
         self._hurry = threading.Event()
+        self.pulse = Pulse(self._stopping)
+        """What its claim loop last did, for health checks (:mod:`feltdb.worker.health`)."""
         self._active: dict[str, Attempt] = {}
         self._threads: AttemptThreads | None = None
         """The attempt threads of the run in progress (``None``: no run is)."""
@@ -310,6 +313,7 @@ class Worker:
         delays = Backoff()
         while not self._stopping.is_set():
             keep()
+            self.pulse.passed()
             free = self._free_slots()
             if not free:
                 continue
@@ -320,11 +324,13 @@ class Worker:
             except WorkloadError as error:
                 if not is_transient(error):
                     raise
+                self.pulse.unreached(error)
                 pause = delays.next()
                 log.warning("cannot claim (%s); trying again in %.1fs", error, pause)
                 self._stopping.wait(pause)
                 continue
             delays.reset()
+            self.pulse.reached()
             if not claimed:
                 if until_idle and not self._wait_while_busy():
                     break

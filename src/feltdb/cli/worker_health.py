@@ -1,0 +1,40 @@
+"""The ``feltdb worker`` options of its health endpoint (:mod:`feltdb.worker.health`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from feltdb.limits import MAX_UNHEALTHY_AFTER_S
+
+HealthPortOption = Annotated[
+    int | None,
+    typer.Option(
+        envvar="FELTDB_HEALTH_PORT",
+        min=0,
+        max=65535,
+        help="Serve GET /healthz on this port (0: a free one, logged): 200 while the "
+        "worker claims and reaches its authority, 503 with the reason otherwise (not yet "
+        "claiming, stopping after SIGTERM, its claims failing to reach the authority or its "
+        "claim loop stuck for longer than --unhealthy-after). Default: not served.",
+    ),
+]
+HealthHostOption = Annotated[
+    str,
+    typer.Option(
+        envvar="FELTDB_HEALTH_HOST",
+        help="The address /healthz listens on: loopback by default; 0.0.0.0 for a probe "
+        "from outside the host or container (a Kubernetes httpGet probe).",
+    ),
+]
+UnhealthyAfterOption = Annotated[
+    float,
+    typer.Option(
+        envvar="FELTDB_UNHEALTHY_AFTER",
+        min=1,
+        max=MAX_UNHEALTHY_AFTER_S,
+        help="Seconds the authority may go unreached (or the claim loop without a pass) "
+        "before /healthz answers 503 and systemd's watchdog is no longer fed.",
+    ),
+]

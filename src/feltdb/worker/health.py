@@ -1,0 +1,241 @@
+"""A worker's health, for what supervises it: ``GET /healthz`` on a port of its own, and
+systemd's readiness and watchdog notifications.
+
+A worker serves no HTTP of its own, so something must say whether it is doing its job.
+The claim loop tells a :class:`Pulse` as it goes (a pass; a claim answered; a claim that
+could not reach the authority), and :meth:`Pulse.verdict` judges from that alone:
+
+- healthy while the loop runs, has passed within the bound, and has reached its
+  authority (the server, or the store with ``--db``) within the bound;
+- unhealthy before its first pass, once it stops claiming (SIGTERM: a draining worker
+  takes no more work), when no pass came for longer than the bound (a loop stuck), and
+  when its claims have failed to reach the authority for longer than the bound.
+
+The bound is the caller's (``feltdb worker --unhealthy-after``, default
+:data:`~feltdb.limits.DEFAULT_UNHEALTHY_AFTER_S`, 60 s). While every handler slot is busy
+no claim is made, and the worker is judged by its passes alone.
+
+:class:`HealthServer` answers ``GET``/``HEAD /healthz`` with ``200 {"status": "ok"}`` or
+``503 {"status": "unavailable", "reason": …}``, bounded against its clients: at most
+:data:`MAX_CONNECTIONS` at once (more are closed unanswered), a request head of at most
+:data:`MAX_HEAD_BYTES` read within :data:`READ_TIMEOUT_S` in all, no body ever read, one
+small answer, then the connection is closed. :class:`SystemdNotifier` sends ``READY=1`` once
+the loop first reached its authority, ``WATCHDOG=1`` while the verdict is healthy (every
+half of ``WATCHDOG_USEC``), and ``STOPPING=1`` once it stops claiming.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from feltdb.errors import WorkloadError
+
+MAX_CONNECTIONS = 4
+"""Health requests answered at once; a connection beyond them is closed unanswered."""
+MAX_HEAD_BYTES = 8192
+"""The most of a request's head (request line and headers) read; past it, ``400``."""
+READ_TIMEOUT_S = 2.0
+"""How long a client has, in all, to send its request's head."""
+MAX_REASON_CHARS = 300
+"""An unhealthy answer's reason is cut to this many characters."""
+
+
+class Pulse:
+    """What a worker's claim loop last told, judged by :meth:`verdict`. ``stopping`` is the
+    worker's own event, set while it does not claim (before a run, and from a stop on).
+    """
+
+    def __init__(
+        self, stopping: threading.Event, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._stopping = stopping
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_pass: float | None = None
+        self._unreached_since: float | None = None
+        self._unreached_by = ""
+        self.ever_reached = False
+        """Whether a claim of this process ever reached the authority."""
+
+    def passed(self) -> None:
+        """A pass of the claim loop began (the first one starts the clock of reaching)."""
+        with self._lock:
+            if self._last_pass is None:
+                self._unreached_since = self._clock()
+                self._unreached_by = "no claim has reached it yet"
+            self._last_pass = self._clock()
+
+    def reached(self) -> None:
+        """A claim was answered by the authority."""
+        with self._lock:
+            self._unreached_since = None
+            self.ever_reached = True
+
+    def unreached(self, error: WorkloadError) -> None:
+        """A claim failed without an answer (a transient failure: the loop tries again)."""
+        with self._lock:
+            if self._unreached_since is None:
+                self._unreached_since = self._clock()
+            self._unreached_by = error.message
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the loop has run and no longer claims."""
+        return self._last_pass is not None and self._stopping.is_set()
+
+    def verdict(self, unhealthy_after_s: float) -> str | None:
+        """``None`` when healthy, else why not (see the module's rules)."""
+        with self._lock:
+            now = self._clock()
+            if self._last_pass is None:
+                return "the worker has not started claiming yet"
+            if self._stopping.is_set():
+                return "the worker is stopping: it claims no more work"
+            if now - self._last_pass > unhealthy_after_s:
+                return f"the claim loop has not passed for {now - self._last_pass:.0f} s"
+            since = self._unreached_since
+            if since is not None and now - since > unhealthy_after_s:
+                return (
+                    f"the authority has not been reached for {now - since:.0f} s "
+                    f"({self._unreached_by})"
+                )
+            return None
+
+
+def answer_for(head: bytes, verdict: Callable[[], str | None]) -> tuple[int, bytes]:
+    """The status and JSON body answering the request whose head is ``head``."""
+    line = head.split(b"\n", 1)[0].decode("latin-1").strip()
+    parts = line.split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        return 400, _json({"status": "bad request"})
+    method, target = parts[0], parts[1]
+    if target.split("?", 1)[0] != "/healthz":
+        return 404, _json({"status": "not found", "reason": "only /healthz is served"})
+    if method not in ("GET", "HEAD"):
+        return 405, _json({"status": "method not allowed"})
+    reason = verdict()
+    if reason is None:
+        return 200, _json({"status": "ok"})
+    return 503, _json({"status": "unavailable", "reason": reason[:MAX_REASON_CHARS]})
+
+
+def _json(body: dict[str, str]) -> bytes:
+    return json.dumps(body).encode()
+
+
+_Request = socket.socket | tuple[bytes, socket.socket]
+"""What socketserver hands a request handler (a stream server: the socket)."""
+
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: HealthServer
+
+    def handle(self) -> None:
+        connection: socket.socket = self.request
+        head = _read_head(connection)
+        if head is None:
+            return  # too slow, or gone: closed unanswered
+        status, body = answer_for(head, self.server.verdict)
+        is_head = head.startswith(b"HEAD ")
+        reason = REASONS.get(status, "Service Unavailable")
+        lines = [
+            f"HTTP/1.1 {status} {reason}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            "Cache-Control: no-store",
+            "Connection: close",
+        ]
+        if status == 405:
+            lines.append("Allow: GET, HEAD")
+        answer = ("\r\n".join(lines) + "\r\n\r\n").encode() + (b"" if is_head else body)
+        connection.settimeout(READ_TIMEOUT_S)
+        try:
+            connection.sendall(answer)
+        except OSError:
+            pass  # the client left; nothing to tell it
+
+
+def _read_head(connection: socket.socket) -> bytes | None:
+    """The request's head (up to :data:`MAX_HEAD_BYTES`), read within
+    :data:`READ_TIMEOUT_S` in all; ``None`` when it did not come in time.
+    """
+    deadline = time.monotonic() + READ_TIMEOUT_S
+    head = b""
+    while b"\r\n\r\n" not in head and b"\n\n" not in head:
+        if len(head) >= MAX_HEAD_BYTES:
+            return b""  # answered 400: a head this long is no probe
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        connection.settimeout(remaining)
+        try:
+            chunk = connection.recv(MAX_HEAD_BYTES - len(head))
+        except OSError:
+            return None
+        if not chunk:
+            return head or None
+        head += chunk
+    return head
+
+
+class HealthServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    """``/healthz`` on ``host:port`` (port 0: a free one, see :attr:`port`), answering
+    ``verdict()``; served on a daemon thread from :meth:`start` until :meth:`close`.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+    block_on_close = False
+
+    def __init__(self, host: str, port: int, verdict: Callable[[], str | None]) -> None:
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.verdict = verdict
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._serving = False
+        super().__init__((host, port), _Handler)
+
+    @property
+    def port(self) -> int:
+        """The port listened on."""
+        port: int = self.server_address[1]
+        return port
+
+    def start(self) -> None:
+        """Serve on a daemon thread."""
+        self._serving = True
+        threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.25}, name="feltdb-healthz",
+            daemon=True,
+        ).start()  # fmt: skip
+
+    def close(self) -> None:
+        """Stop serving and close the socket."""
+        if self._serving:  # shutdown() waits for a loop that was never started forever
+            self.shutdown()
+        self.server_close()
+
+    def process_request(self, request: _Request, client_address: Any) -> None:
+        """Answer on a thread of its own, while fewer than :data:`MAX_CONNECTIONS` are."""
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # bounded: a flood is not answered
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: _Request, client_address: Any) -> None:
+        """Answer, then give the connection's slot back."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
