@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
-from feltdb.client.calls import Steps, ask, operation
+from feltdb.client.calls import Steps, ask, operation, send
 from feltdb.records.limits import AdmissionQuotas, ConcurrencyKeys, RateLimits
 
 if TYPE_CHECKING:  # the HTTP client never acts in process: the authority is the local one's
@@ -132,7 +132,7 @@ class HttpLimits:
         """
         path = f"/v1/limits/rate/{quote(name, safe='')}"
         if limit is None:
-            yield from ask("DELETE", path)
+            yield from send("DELETE", path)  # answered 204: nothing to read
         else:
             yield from ask("PUT", path, {"starts": limit[0], "period_s": limit[1]})
 
