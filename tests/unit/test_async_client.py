@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from feltdb.client import AsyncClient, Client, ClientError
+from feltdb.client.calls import Answer, Awaiting, Blocking, Request, Steps, ask, operation
 
 NOT_AWAITED = {"use_token": "it sends nothing: the next request carries the new token"}
 """Client's public methods that stay plain on AsyncClient, and why."""
@@ -125,3 +126,73 @@ def test_a_body_that_is_not_json_is_refused_before_it_is_sent(kind: str):
             "workload_id": "w", "claim_id": "c", "fencing_token": 1, "state": float("nan"),
         })  # fmt: skip
     assert (invalid.value.code, invalid.value.status) == ("WORKLOAD_INVALID", None)
+
+
+class Scripted:
+    """Answers each request with the next of ``answers`` (an :class:`Answer`, or an error
+    raised as a carrier raises a refusal), and keeps what it was asked.
+    """
+
+    def __init__(self, answers: list[Answer | Exception]) -> None:
+        self.answers = answers
+        self.asked: list[Request] = []
+
+    def answer(self, request: Request) -> Answer:
+        self.asked.append(request)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class Steps2:
+    """A call of two requests, the second built from the first's answer."""
+
+    @operation
+    def twice(self, name: str, *, count: int = 1) -> Steps[list[Any]]:
+        """Read ``name``, then what it points at."""
+        first = yield from ask("GET", f"/v1/{name}", params={"count": count})
+        second = yield Request("POST", f"/v1/{first['next']}", {"n": count}, none_on_204=True)
+        return [first["next"], second.document]
+
+
+class BlockingSteps(Blocking, Steps2):
+    def __init__(self, script: Scripted) -> None:
+        self.script = script
+
+    def _exchange(self, request: Request) -> Answer:
+        return self.script.answer(request)
+
+
+class AwaitingSteps(Awaiting, Steps2):
+    def __init__(self, script: Scripted) -> None:
+        self.script = script
+
+    async def _exchange(self, request: Request) -> Answer:
+        await asyncio.sleep(0)  # a real await between the requests
+        return self.script.answer(request)
+
+
+def driven(kind: str, script: Scripted) -> Any:
+    if kind == "http":
+        return BlockingSteps(script).twice("a", count=3)
+    return asyncio.run(AwaitingSteps(script).twice("a", count=3))
+
+
+@pytest.mark.parametrize("kind", ["http", "async"])
+def test_a_call_of_several_requests_runs_alike_blocking_and_awaited(kind: str):
+    script = Scripted([Answer(200, {"next": "b"}), Answer(204, None)])
+    assert driven(kind, script) == ["b", None]
+    assert script.asked == [
+        Request("GET", "/v1/a", params={"count": 3}),
+        Request("POST", "/v1/b", {"n": 3}, none_on_204=True),
+    ]
+    refused = ClientError("WORKLOAD_NOT_FOUND", "b is gone", status=404)
+    script = Scripted([Answer(200, {"next": "b"}), refused])
+    with pytest.raises(ClientError) as raised:
+        driven(kind, script)
+    assert raised.value is refused and len(script.asked) == 2
+    assert inspect.iscoroutinefunction(AwaitingSteps.twice)
+    assert str(inspect.signature(AwaitingSteps.twice)) == str(
+        inspect.signature(BlockingSteps.twice)
+    ) == "(self, name: 'str', *, count: 'int' = 1) -> 'list[Any]'"  # fmt: skip
