@@ -1,5 +1,6 @@
-""":class:`~feltdb.client.Client`'s calls that read the log: the audit, over ``/v1/audit``
-(both need ``audit:read``), and the workers, over ``/v1/workers`` (``workload:read``).
+"""The HTTP clients' calls that read the log: the audit, over ``/v1/audit`` (both need
+``audit:read``), and the workers, over ``/v1/workers`` (``workload:read``); written once
+for :class:`~feltdb.client.Client` and :class:`~feltdb.client.AsyncClient`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-""":class:`~feltdb.client.Client`'s batch calls, over ``/v1/batches/...``.
+"""The HTTP clients' batch calls, over ``/v1/batches/...`` (:class:`~feltdb.client.Client`
+and :class:`~feltdb.client.AsyncClient` alike).
 
 Each answers per item, in order: the item's value, or a
 :class:`~feltdb.client.refusals.ClientError` with the code, message, details and HTTP

@@ -1,4 +1,6 @@
-""":class:`~feltdb.client.Client`'s schedule calls, over ``/v1/schedules``."""
+"""The HTTP clients' schedule calls, over ``/v1/schedules`` (:class:`~feltdb.client.Client`
+and :class:`~feltdb.client.AsyncClient` alike).
+"""
 
 from __future__ import annotations
 
