@@ -415,10 +415,11 @@ def test_the_curl_walkthrough_completes_work(tmp_path: Path, serving: Callable[.
     assert out.strip().splitlines()[-1] == '{"state":"SUCCEEDED","result":{"sent":true}}'
 
 
-@runs("client")
-def test_the_client_snippet_claims_and_completes(tmp_path: Path, serving: Callable[..., Serving]):
-    server = serving("feltdb serve", tmp_path)
-    keyring = Keyring.load(tmp_path / "feltdb-keyring.json")
+def client_tokens(home: Path) -> dict[str, str]:
+    """A requester's and a worker's token, signed by the keyring ``feltdb serve`` wrote to
+    ``home``, named as the client blocks of the README name them.
+    """
+    keyring = Keyring.load(home / "feltdb-keyring.json")
     now = int(time.time())
 
     def token(subject: Subject, capabilities: set[str]) -> str:
@@ -427,17 +428,25 @@ def test_the_client_snippet_claims_and_completes(tmp_path: Path, serving: Callab
         )
         return keyring.sign(grant)
 
-    requester = token(Subject.agent("billing-api"), {"workload:execute", "workload:read"})
-    code = blocks()["client"].replace("http://127.0.0.1:8700", server.url)
-    ran: dict[str, Any] = {
-        "requester_token": requester,
+    return {
+        "requester_token": token(
+            Subject.agent("billing-api"), {"workload:execute", "workload:read"}
+        ),
         "worker_token": token(Subject.worker("w1"), {CLAIM}),
     }
+
+
+@runs("client")
+def test_the_client_snippet_claims_and_completes(tmp_path: Path, serving: Callable[..., Serving]):
+    server = serving("feltdb serve", tmp_path)
+    tokens = client_tokens(tmp_path)
+    code = blocks()["client"].replace("http://127.0.0.1:8700", server.url)
+    ran: dict[str, Any] = dict(tokens)
     exec(compile(code, "README:client", "exec"), ran)
     assert ran["created"] is True
     read = httpx.get(
         f"{server.url}/v1/workloads/{ran['workload'].workload_id}",
-        headers={"Authorization": f"Bearer {requester}"},
+        headers={"Authorization": f"Bearer {tokens['requester_token']}"},
     ).json()
     assert read["state"] == "SUCCEEDED" and read["result"]["output"] == {"sent": True}
     # The defaults a submission may leave out, as the README lists them.
@@ -447,6 +456,25 @@ def test_the_client_snippet_claims_and_completes(tmp_path: Path, serving: Callab
         "api",
     )
     assert read["capability_snapshot"] == [] and read["idempotency_key"] == "invoice-42"
+
+
+@runs("async-client")
+def test_the_async_client_snippet_admits_claims_and_completes(
+    tmp_path: Path, serving: Callable[..., Serving], capsys: pytest.CaptureFixture[str]
+):
+    server = serving("feltdb serve", tmp_path)
+    tokens = client_tokens(tmp_path)
+    code = blocks()["async-client"].replace("http://127.0.0.1:8700", server.url)
+    exec(compile(code, "README:async-client", "exec"), dict(tokens))
+    workload_id, created = capsys.readouterr().out.split()
+    assert created == "True"
+    read = httpx.get(
+        f"{server.url}/v1/workloads/{workload_id}",
+        headers={"Authorization": f"Bearer {tokens['requester_token']}"},
+    ).json()
+    assert read["state"] == "SUCCEEDED" and read["result"]["output"] == {"sent": True}
+    assert (read["definition_id"], read["idempotency_key"]) == ("send-email", "k1")
+    assert read["input"] == {"to": "ada@example.com"}
 
 
 @runs("log-pruning")

@@ -261,6 +261,9 @@ NEVER_REACHES: dict[str, tuple[str, ...]] = {
     "feltdb.client.http": (*DRIVERS, *BACKENDS, "feltdb.storage.engine", "feltdb.work.store",
                            "feltdb.server", "feltdb.cli", "feltdb.worker", "fastapi", "typer",
                            "rich"),
+    "feltdb.client.http_async": (*DRIVERS, *BACKENDS, "feltdb.storage.engine",
+                                 "feltdb.work.store", "feltdb.server", "feltdb.cli",
+                                 "feltdb.worker", "fastapi", "typer", "rich"),
     "feltdb.worker": ("feltdb.server", "feltdb.cli", "fastapi", "uvicorn", "typer", "rich"),
     "feltdb.server": ("feltdb.cli", "feltdb.worker", "feltdb.client", "typer", "rich"),
 }  # fmt: skip

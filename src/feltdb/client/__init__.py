@@ -1,10 +1,12 @@
 """Clients of the authority, one protocol (:class:`WorkloadClient`) and two ways to call it:
 :class:`Client`, over HTTP to ``feltdb serve``, and :class:`LocalClient`, on a
-:class:`~feltdb.work.store.WorkloadStore` in process.
+:class:`~feltdb.work.store.WorkloadStore` in process; and :class:`AsyncClient`, every call
+of :class:`Client` awaited, for asyncio code.
 
-:class:`Client`, :class:`ClientError` and :class:`LocalClient` are imported on first use,
-so that neither kind of client loads the other: the HTTP client (``httpx``) is a tenth of a
-second to import, which work on a local store never needs, and it never reaches a store.
+:class:`Client`, :class:`AsyncClient`, :class:`ClientError` and :class:`LocalClient` are
+imported on first use, so that neither kind of client loads the other: the HTTP clients
+(``httpx``) are a tenth of a second to import, which work on a local store never needs,
+and they never reach a store.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 
 if TYPE_CHECKING:
     from feltdb.client.http import Client, ClientError
+    from feltdb.client.http_async import AsyncClient
     from feltdb.client.local import LocalClient
 
 __all__ = [
+    "AsyncClient",
     "AuditPage",
     "ClaimedWork",
     "Client",
@@ -39,7 +43,12 @@ __all__ = [
     "WorkloadSummary",
 ]
 
-_MODULES = {"Client": "http", "ClientError": "http", "LocalClient": "local"}
+_MODULES = {
+    "AsyncClient": "http_async",
+    "Client": "http",
+    "ClientError": "http",
+    "LocalClient": "local",
+}
 
 
 def __getattr__(name: str) -> Any:

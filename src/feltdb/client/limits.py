@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
-from feltdb.client.transport import Transport
+from feltdb.client.calls import Steps, ask, operation, send
 from feltdb.records.limits import AdmissionQuotas, ConcurrencyKeys, RateLimits
 
 if TYPE_CHECKING:  # the HTTP client never acts in process: the authority is the local one's
@@ -94,51 +94,58 @@ class LimitsClient(Protocol):
         ...
 
 
-class HttpLimits(Transport):
-    """:meth:`LimitsClient.concurrency_keys` over the transport of the class this is mixed
-    into.
-    """
+class HttpLimits:
+    """The limits calls over ``/v1/limits``, for both HTTP clients."""
 
-    def concurrency_keys(self) -> ConcurrencyKeys:
+    @operation
+    def concurrency_keys(self) -> Steps[ConcurrencyKeys]:
         """See :meth:`LimitsClient.concurrency_keys` (``GET /v1/limits/concurrency``)."""
-        found: ConcurrencyKeys = ConcurrencyKeys.parse(self._ask("GET", "/v1/limits/concurrency"))
+        found: ConcurrencyKeys = ConcurrencyKeys.parse(
+            (yield from ask("GET", "/v1/limits/concurrency"))
+        )
         return found
 
-    def set_definition_limit(self, definition_id: str, limit: int | None) -> None:
+    @operation
+    def set_definition_limit(self, definition_id: str, limit: int | None) -> Steps[None]:
         """See :meth:`LimitsClient.set_definition_limit`
         (``PUT /v1/limits/concurrency/definitions/{definition_id}``).
         """
         path = f"/v1/limits/concurrency/definitions/{quote(definition_id, safe='')}"
-        self._ask("PUT", path, {"limit": limit})
+        yield from ask("PUT", path, {"limit": limit})
 
-    def admission_quotas(self) -> AdmissionQuotas:
+    @operation
+    def admission_quotas(self) -> Steps[AdmissionQuotas]:
         """See :meth:`LimitsClient.admission_quotas` (``GET /v1/limits/quota``)."""
-        found: AdmissionQuotas = AdmissionQuotas.parse(self._ask("GET", "/v1/limits/quota"))
+        found: AdmissionQuotas = AdmissionQuotas.parse((yield from ask("GET", "/v1/limits/quota")))
         return found
 
-    def rate_limits(self) -> RateLimits:
+    @operation
+    def rate_limits(self) -> Steps[RateLimits]:
         """See :meth:`LimitsClient.rate_limits` (``GET /v1/limits/rate``)."""
-        found: RateLimits = RateLimits.parse(self._ask("GET", "/v1/limits/rate"))
+        found: RateLimits = RateLimits.parse((yield from ask("GET", "/v1/limits/rate")))
         return found
 
-    def set_rate_limit(self, name: str, limit: tuple[int, int] | None) -> None:
+    @operation
+    def set_rate_limit(self, name: str, limit: tuple[int, int] | None) -> Steps[None]:
         """See :meth:`LimitsClient.set_rate_limit` (``PUT`` or ``DELETE``
         ``/v1/limits/rate/{name}``).
         """
         path = f"/v1/limits/rate/{quote(name, safe='')}"
         if limit is None:
-            self._ask("DELETE", path)
+            yield from send("DELETE", path)  # answered 204: nothing to read
         else:
-            self._ask("PUT", path, {"starts": limit[0], "period_s": limit[1]})
+            yield from ask("PUT", path, {"starts": limit[0], "period_s": limit[1]})
 
-    def aging(self) -> int | None:
+    @operation
+    def aging(self) -> Steps[int | None]:
         """See :meth:`LimitsClient.aging` (``GET /v1/limits/aging``)."""
-        found = self._ask("GET", "/v1/limits/aging").get("aging_s")
+        found = (yield from ask("GET", "/v1/limits/aging")).get("aging_s")
         return found if isinstance(found, int) else None
 
-    def set_aging(self, aging_s: int | None) -> None:
+    @operation
+    def set_aging(self, aging_s: int | None) -> Steps[None]:
         """See :meth:`LimitsClient.set_aging` (``PUT /v1/limits/aging``)."""
-        self._ask("PUT", "/v1/limits/aging", {"aging_s": aging_s})
+        yield from ask("PUT", "/v1/limits/aging", {"aging_s": aging_s})
 
 
 class LocalLimits:

@@ -15,6 +15,7 @@ Every method may raise :class:`~feltdb.errors.WorkloadError` with the authority'
 from __future__ import annotations
 
 import builtins
+import inspect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -104,6 +105,19 @@ def given_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def admission_fields(**given: Any) -> dict[str, Any]:
+    """:meth:`WorkloadClient.admit`'s keywords as the submission's fields, bound as a call
+    of it binds them (its defaults filled in; a ``TypeError`` for a keyword it lacks).
+    """
+    bound = inspect.signature(WorkloadClient.admit).bind(None, **given)
+    bound.apply_defaults()
+    fields = {name: value for name, value in bound.arguments.items() if name != "self"}
+    for name in ("capability_snapshot", "connection_scopes", "dependencies"):
+        if fields[name] is not None:
+            fields[name] = list(fields[name])
+    return given_fields(fields)
+
+
 def as_submission(value: SubmissionLike) -> Request:
     """``value`` as a :data:`~feltdb.work.submission.Submission` (a mapping is parsed).
 
@@ -171,10 +185,7 @@ class WorkloadClient(LimitsClient, RetentionClient, ScheduleClient, WorkflowCall
                 submission model refuses.
         """
         given = {name: value for name, value in locals().items() if name != "self"}
-        for name in ("capability_snapshot", "connection_scopes", "dependencies"):
-            if given[name] is not None:
-                given[name] = list(given[name])
-        return self.submit(given_fields(given))
+        return self.submit(admission_fields(**given))
 
     def create(self, **fields: Any) -> Workload:
         """:meth:`admit` (same keyword fields), answering only the workload."""

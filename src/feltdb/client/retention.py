@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from feltdb.client.transport import Transport
+from feltdb.client.calls import Steps, ask, operation
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.work.pruning import PRUNE_BATCH, PruneReport
 from feltdb.work.retention import policy_of
@@ -68,10 +68,11 @@ class RetentionClient(Protocol):
         ...
 
 
-class HttpRetention(Transport):
-    """:meth:`RetentionClient.prune` over the transport of the class this is mixed into."""
+class HttpRetention:
+    """:meth:`RetentionClient.prune` over HTTP, for both HTTP clients."""
 
-    def prune(self, request: PruneRequest | None = None) -> PruneReport:
+    @operation
+    def prune(self, request: PruneRequest | None = None) -> Steps[PruneReport]:
         """See :meth:`RetentionClient.prune` (``POST /v1/retention/prune``)."""
         asked = request if request is not None else PruneRequest()
         if asked.archive is not None:
@@ -81,7 +82,7 @@ class HttpRetention(Transport):
                 "itself (--db)",
                 {"fields": ["archive"]},
             )
-        return PruneReport.of_json(self._ask("POST", "/v1/retention/prune", asked.body()))
+        return PruneReport.of_json((yield from ask("POST", "/v1/retention/prune", asked.body())))
 
 
 class LocalRetention:

@@ -11,13 +11,10 @@ the client's caller's rules (:mod:`feltdb.work.workflow_access`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 from urllib.parse import quote
 
-from httpx import Response
-
+from feltdb.client.calls import Request, Steps, ask, operation
 from feltdb.client.protocol import SubmissionLike, as_submission
-from feltdb.client.transport import Transport
 from feltdb.client.workflow_calls import WorkflowNodeLike
 from feltdb.errors import WorkloadError
 from feltdb.records.workflow import WorkflowRun
@@ -46,37 +43,36 @@ def _parts(node: WorkflowNodeLike, place: int) -> tuple[str, list[str], Submissi
     return str(node.get("name", "")), [str(name) for name in after], node["submission"]
 
 
-class HttpWorkflows(Transport):
-    """The workflow calls over ``/v1/workflows``, for the class this is mixed into."""
+class HttpWorkflows:
+    """The workflow calls over ``/v1/workflows``, for both HTTP clients."""
 
+    @operation
     def submit_workflow(
         self, key: str, nodes: Sequence[WorkflowNodeLike]
-    ) -> tuple[WorkflowRun, bool]:
+    ) -> Steps[tuple[WorkflowRun, bool]]:
         """See :meth:`WorkflowCalls.submit_workflow` (``POST /v1/workflows``)."""
         body = []
         for place, node in enumerate(nodes):
             name, after, submission = _parts(node, place)
             fields = submission_fields(as_submission(submission))
             body.append({"name": name, "after": after, "submission": fields})
-        answer = self._send("POST", "/v1/workflows", {"key": key, "nodes": body})
-        run: WorkflowRun = WorkflowRun.parse(self._document(answer, "/v1/workflows"))
-        return run, answer.status_code == 201
+        answer = yield Request("POST", "/v1/workflows", {"key": key, "nodes": body})
+        assert answer.document is not None
+        run: WorkflowRun = WorkflowRun.parse(answer.document)
+        return run, answer.status == 201
 
-    def workflow(self, workflow_id: str) -> WorkflowRun:
+    @operation
+    def workflow(self, workflow_id: str) -> Steps[WorkflowRun]:
         """See :meth:`WorkflowCalls.workflow` (``GET /v1/workflows/{id}``)."""
-        found: WorkflowRun = WorkflowRun.parse(self._ask("GET", _path(workflow_id)))
+        found: WorkflowRun = WorkflowRun.parse((yield from ask("GET", _path(workflow_id))))
         return found
 
-    def cancel_workflow(self, workflow_id: str) -> WorkflowRun:
+    @operation
+    def cancel_workflow(self, workflow_id: str) -> Steps[WorkflowRun]:
         """See :meth:`WorkflowCalls.cancel_workflow` (``POST /v1/workflows/{id}/cancel``)."""
-        found: WorkflowRun = WorkflowRun.parse(self._ask("POST", f"{_path(workflow_id)}/cancel"))
+        answer = yield from ask("POST", f"{_path(workflow_id)}/cancel")
+        found: WorkflowRun = WorkflowRun.parse(answer)
         return found
-
-    def _send(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Response:
-        raise NotImplementedError  # the client's transport
-
-    def _document(self, answer: Response, path: str) -> dict[str, Any]:
-        raise NotImplementedError  # the client's transport
 
 
 def _path(workflow_id: str) -> str:

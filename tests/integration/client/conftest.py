@@ -1,25 +1,26 @@
-"""One real ``feltdb serve`` process for the client's tests (the server package's pattern).
+"""The client's tests share one real ``feltdb serve`` per backend (a fresh SQLite file, and
+a fresh PostgreSQL database): see :mod:`support.server_fixtures`. Each test works in its own
+application (the ``app`` fixture), so tests sharing a process never see each other's work.
 
-A fresh SQLite store and a keyring written here, on a free loopback port; each test works
-in its own application (the ``app`` fixture), so tests sharing the process never see each
-other's work. The process is terminated (then killed) at teardown even when a test failed.
+``clients`` gives the contract suite its clients of one kind: :class:`Client` and
+:class:`AsyncClient` (through :class:`support.client_kinds.Awaited`) of that server, or a
+:class:`LocalClient` on its store, opened behind its back, as the same grant.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
-from support.server import Server, serve
+from support.client_kinds import KINDS, Clients
+from support.server import Server
+from support.server_fixtures import app, backend, server
+
+__all__ = ["app", "backend", "clients", "server"]
 
 
-@pytest.fixture(scope="package")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from serve(tmp_path_factory.mktemp("client-server"))
-
-
-@pytest.fixture
-def app() -> str:
-    """An application of this test alone."""
-    return f"app-{uuid.uuid4().hex[:10]}"
+@pytest.fixture(params=KINDS)
+def clients(request: pytest.FixtureRequest, server: Server) -> Iterator[Clients]:
+    with ExitStack() as stack:
+        yield Clients(request.param, server, stack)

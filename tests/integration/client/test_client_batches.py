@@ -1,16 +1,19 @@
 """The clients' batch calls (``admit_many``, ``claim_many``, ``complete_many``,
 ``heartbeat_many``): per item, the value or the refusal the single call gives, alike
-through :class:`Client` (over the server) and :class:`LocalClient` (on its store).
+through :class:`Client` and :class:`AsyncClient` (over the server) and :class:`LocalClient`
+(on its store).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import pytest
+from support.client_kinds import Awaited
+from support.client_kinds import Clients as ClientsOf
 from support.server import WORK_CAPABILITY, Server, submission
 
 from feltdb import Subject, WorkloadError, WorkloadState, WorkloadStore
@@ -27,6 +30,7 @@ from feltdb.client import (
 
 REQUESTER = Subject.agent("a1")
 WORKER = Subject.worker("w1")
+HTTP_KINDS = ("http", "async")
 Clients = Callable[[str], tuple[WorkloadClient, WorkloadClient]]
 """An application's requester and worker clients."""
 
@@ -38,24 +42,18 @@ def behind(server: Server) -> Iterator[WorkloadStore]:
 
 
 @contextmanager
-def over_http(server: Server) -> Iterator[Clients]:
-    opened: list[Client] = []
+def over_http(server: Server, kind: str = "http") -> Iterator[Clients]:
+    """Clients of ``kind``: ``"http"`` (:class:`Client`) or ``"async"`` (:class:`AsyncClient`,
+    awaited)."""
+    with ExitStack() as stack:
+        made = ClientsOf(kind, server, stack)
 
-    def clients(app: str) -> tuple[WorkloadClient, WorkloadClient]:
-        requester = Client(
-            server.url, server.token(app, subject=REQUESTER, capabilities=[SUBMIT, READ])
-        )
-        worker = Client(
-            server.url, server.token(app, subject=WORKER, capabilities=[CLAIM, WORK_CAPABILITY])
-        )
-        opened.extend((requester, worker))
-        return requester, worker
+        def clients(app: str) -> tuple[WorkloadClient, WorkloadClient]:
+            requester = made(app, subject=REQUESTER, capabilities=[SUBMIT, READ])
+            worker = made(app, subject=WORKER, capabilities=[CLAIM, WORK_CAPABILITY])
+            return requester, worker
 
-    try:
         yield clients
-    finally:
-        for client in opened:
-            client.close()
 
 
 def in_process(server: Server, store: WorkloadStore) -> Clients:
@@ -130,22 +128,27 @@ EXPECTED = [
 def test_both_clients_answer_every_item_as_the_single_calls_do(
     server: Server, behind: WorkloadStore, app: str
 ) -> None:
-    with over_http(server) as http_clients:
-        remote = scenario(http_clients, f"{app}-http")
+    remotes = []
+    for kind in HTTP_KINDS:
+        with over_http(server, kind) as http_clients:
+            remotes.append(scenario(http_clients, f"{app}-{kind}"))
     local = scenario(in_process(server, behind), f"{app}-local")
-    for answers in (remote, local):
+    for answers in (*remotes, local):
         assert [[outcome(a) for a in batch] for batch in answers] == EXPECTED
-    admitted = remote[0]
-    assert [a[1] for a in admitted[:4]] == [True, False, True, True]
-    # Over HTTP each refusal carries its item's status: none for the submission refused
-    # before it was sent, the server's for the others.
-    statuses = [a.status for batch in remote for a in batch if isinstance(a, ClientError)]
-    assert statuses == [None, 422, 409, 404, 409, 409]
-    assert remote[2][0].expires_at - remote[2][0].last_heartbeat == 90
+    for remote in remotes:
+        admitted = remote[0]
+        assert [a[1] for a in admitted[:4]] == [True, False, True, True]
+        # Over HTTP each refusal carries its item's status: none for the submission refused
+        # before it was sent, the server's for the others.
+        statuses = [a.status for batch in remote for a in batch if isinstance(a, ClientError)]
+        assert statuses == [None, 422, 409, 404, 409, 409]
+        assert remote[2][0].expires_at - remote[2][0].last_heartbeat == 90
 
 
-def test_a_whole_batch_refusal_is_raised(server: Server, app: str) -> None:
-    with Client(server.url, server.token(app, subject=WORKER, capabilities=[SUBMIT])) as felt:
+@pytest.mark.parametrize("kind", HTTP_KINDS)
+def test_a_whole_batch_refusal_is_raised(server: Server, app: str, kind: str) -> None:
+    token = server.token(app, subject=WORKER, capabilities=[SUBMIT])
+    with (Client if kind == "http" else Awaited)(server.url, token) as felt:
         with pytest.raises(ClientError) as refused:
             felt.claim_many(2)
         assert (refused.value.code, refused.value.status) == ("WORKLOAD_UNAUTHORIZED", 403)
@@ -184,13 +187,15 @@ def work_and_renewals(clients: Clients, app: str, behind: WorkloadStore) -> None
 def test_both_clients_claim_work_with_its_workload_and_renewals_say_cancel(
     server: Server, behind: WorkloadStore, app: str
 ) -> None:
-    with over_http(server) as http_clients:
-        work_and_renewals(http_clients, f"{app}-http", behind)
+    for kind in HTTP_KINDS:
+        with over_http(server, kind) as http_clients:
+            work_and_renewals(http_clients, f"{app}-{kind}", behind)
     work_and_renewals(in_process(server, behind), f"{app}-local", behind)
 
 
+@pytest.mark.parametrize("kind", HTTP_KINDS)
 def test_a_long_poll_for_work_outlasts_the_clients_request_timeout(
-    server: Server, app: str
+    server: Server, app: str, kind: str
 ) -> None:
     """``claim_work(wait_ms=…)`` waits on the server: the client's bound on the request
     grows by ``wait_ms``, as ``claim_next``'s does, or work arriving late in the wait would
@@ -199,7 +204,8 @@ def test_a_long_poll_for_work_outlasts_the_clients_request_timeout(
     with over_http(server) as clients:
         requester, _ = clients(app)
         token = server.token(app, subject=WORKER, capabilities=[CLAIM, WORK_CAPABILITY])
-        with Client(server.url, token, timeout=1.0) as impatient:
+        impatient_client = Client if kind == "http" else Awaited
+        with impatient_client(server.url, token, timeout=1.0) as impatient:
             later = threading.Timer(1.5, lambda: requester.submit(submission("k-late")))
             later.start()
             try:

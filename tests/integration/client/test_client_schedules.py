@@ -1,33 +1,26 @@
-"""The clients' schedule calls: the same answers and refusals through :class:`Client`
-(over the server) and :class:`LocalClient` (on its store)."""
+"""The clients' schedule calls: the same answers and refusals through :class:`Client` and
+:class:`AsyncClient` (over the server) and :class:`LocalClient` (on its store)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 
 import pytest
+from support.client_kinds import Clients
 from support.server import Server
 
 from feltdb import Subject, WorkloadError, WorkloadStore
 from feltdb.auth.capabilities import READ, SCHEDULE, SUBMIT
 from feltdb.auth.scope import Scope
-from feltdb.client import Client, LocalClient, ScheduleSpec, WorkloadClient
+from feltdb.client import LocalClient, ScheduleSpec, WorkloadClient
 
 OPS = Subject.human("ops")
 TEMPLATE = {"definition_id": "report", "input": {"period": "day"}}
 
 
-@pytest.fixture(params=["http", "local"])
-def client(request, server: Server, app: str) -> Iterator[WorkloadClient]:
-    grant = server.grant(app, subject=OPS, capabilities=[SCHEDULE, SUBMIT, READ])
-    if request.param == "http":
-        with Client(server.url, server.keyring.sign(grant)) as over_http:
-            yield over_http
-        return
-    with WorkloadStore.open(server.target) as store:
-        evidence = server.keyring.evidence(grant)
-        yield LocalClient(store, Scope.of_grant(grant), OPS, grant=evidence)
+@pytest.fixture
+def client(clients: Clients, app: str) -> WorkloadClient:
+    return clients(app, subject=OPS, capabilities=[SCHEDULE, SUBMIT, READ])
 
 
 def refusal(call) -> str:

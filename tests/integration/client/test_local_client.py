@@ -4,6 +4,7 @@ the server answers the same subject's token.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +29,7 @@ from feltdb import (
 from feltdb.auth import GrantSigner
 from feltdb.auth.policy import ALL_CAPABILITIES, application_grant
 from feltdb.auth.scope import Scope
-from feltdb.client import Client, LocalClient, WorkloadClient
+from feltdb.client import AsyncClient, Client, LocalClient, WorkloadClient
 from feltdb.work.submission import admission_request
 
 Call = Callable[[WorkloadClient, str], object]
@@ -139,8 +140,9 @@ class Sent(Exception):
 
 
 def admitted_over_http(**fields: Any) -> CreateWorkload:
-    """What a server admits for ``Client.admit(**fields)``: its body, with the token's
-    fields added as the server adds them.
+    """What a server admits for ``Client.admit(**fields)`` (and for
+    ``AsyncClient.admit``, which sends the same body): its body, with the token's fields
+    added as the server adds them.
     """
     bodies: list[dict[str, Any]] = []
 
@@ -154,7 +156,17 @@ def admitted_over_http(**fields: Any) -> CreateWorkload:
         )  # the client's own pool, answered here
         with pytest.raises(Sent):
             felt.admit(**fields)
-    (body,) = bodies
+
+    async def admit_awaited() -> None:
+        async with AsyncClient("http://authority.invalid", token="token") as felt:
+            mock = httpx.MockTransport(capture)
+            felt._http = httpx.AsyncClient(base_url=felt.url, transport=mock)
+            await felt.admit(**fields)
+
+    with pytest.raises(Sent):
+        asyncio.run(admit_awaited())
+    body, same = bodies
+    assert same == body  # the AsyncClient sends what the Client sends
     return admission_request(
         body,
         tenant_id="t",

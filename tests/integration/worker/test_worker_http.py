@@ -14,8 +14,8 @@ import pytest
 from support.server import WORK_CAPABILITY, Server, serve, submission
 
 from feltdb import Subject
-from feltdb.auth.policy import CLAIM
-from feltdb.client import Client, ClientError
+from feltdb.auth.policy import CLAIM, READ, SUBMIT
+from feltdb.client import AsyncClient, Client, ClientError
 from feltdb.errors import ErrorCode
 from feltdb.records.workload import Workload
 from feltdb.work.states import WorkloadState
@@ -150,3 +150,36 @@ def test_a_worker_warns_at_start_of_capabilities_its_token_lacks(
         assert worker.drain() == 0
     warned = [r.getMessage() for r in caplog.records if "does not hold" in r.getMessage()]
     assert warned and "email:send, sms:send" in warned[0]
+
+
+def test_an_async_handler_awaits_an_async_client_of_the_server(
+    server: Server, app: str, operator: Client
+) -> None:
+    """An ``async`` handler runs on the worker's event loop: it may await an
+    :class:`AsyncClient` call (here: read its own work, admit a follow-up with a token that
+    may submit, which the worker's own need not hold) without blocking that loop.
+    """
+    first = submit(operator, definition_id="chain", input={"to": "ada@example.com"})
+    requester = server.token(app, subject=Subject.service("chain"), capabilities={SUBMIT, READ})
+    worker = http_worker(server, app)
+
+    @worker.handler("chain")
+    async def chain(ctx: Context) -> Any:
+        async with AsyncClient(server.url, token=requester) as felt:
+            running = await felt.get(ctx.workload.workload_id)
+            follow, created = await felt.admit(
+                definition_id="notify",
+                input={"after": running.workload_id},
+                idempotency_key=f"after-{running.workload_id}",
+            )
+        return {"seen": str(running.state), "follow_up": follow.workload_id, "created": created}
+
+    assert worker.drain() == 1
+    done = operator.get(first.workload_id)
+    assert done.state is WorkloadState.SUCCEEDED and done.result is not None
+    output = done.result.output
+    assert (output["seen"], output["created"]) == ("RUNNING", True)
+    follow = operator.get(output["follow_up"])
+    assert follow.state is WorkloadState.READY and follow.definition_id == "notify"
+    assert follow.input == {"after": first.workload_id}
+    assert follow.requested_by == Subject.service("chain")
