@@ -77,10 +77,10 @@ class Worker:
             calls it through a :class:`~feltdb.client.LocalClient` as ``worker:NAME``,
             which also runs the authority's maintenance (every
             :data:`MAINTENANCE_INTERVAL_S`).
-        client: a client to work through (a :class:`~feltdb.client.Client` or a
-            :class:`~feltdb.client.LocalClient` of your own; the worker never closes it).
-        tenant: the tenant whose work is claimed (embedded; a server takes it from the token).
-        application: the application whose work is claimed (likewise).
+        client: a client to work through (a :class:`~feltdb.client.Client` or
+            :class:`~feltdb.client.LocalClient` of yours; the worker never closes it).
+        tenant, application: whose work is claimed (embedded; a server takes them from
+            the token).
         capabilities: what this worker can do; only work whose capabilities these cover is
             claimed (over a server they narrow the token's grant).
         name: on a store, the worker is the subject ``worker:NAME`` (default
@@ -147,8 +147,8 @@ class Worker:
         self.completion_batch = completion_batch
         self.completion_wait_ms = completion_wait_ms
         self.clock: Callable[[], int] | None = None
-        """With a store: the unix-seconds clock its calls use (``None``: the wall's); set by
-        ``feltdb.testing`` to run retries to their end without waiting for them."""
+        """With a store: its calls' unix-seconds clock (``None``: the wall's); feltdb.testing
+        sets it to run retries to their end without waiting for them."""
         self.handlers: dict[str, Handler] = {}
         self._stopping = threading.Event()
         self._hurry = threading.Event()
@@ -251,11 +251,8 @@ class Worker:
             log.warning("%s again: ending the grace period now", name)
             self.stop(hurry=True)
         else:
-            log.info(
-                "%s: no more claims; running handlers have %.0fs to finish",
-                name,
-                self.grace_period_s,
-            )
+            grace = self.grace_period_s
+            log.info("%s: no more claims; running handlers have %.0fs to finish", name, grace)
             self.stop()
 
     def _serve(self, *, until_idle: bool, client: WorkloadClient | None = None) -> int:
