@@ -35,6 +35,7 @@ from feltdb.records.workload import (
     WorkloadExecutionContext,
     WorkloadResult,
 )
+from feltdb.tracing import inject_headers, with_trace_context
 from feltdb.work.inputs import DEFAULT_LEASE_MS
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.submission import submission_fields
@@ -122,7 +123,7 @@ class Client(
                 ErrorCode.WORKLOAD_INVALID,
                 f"the request is not JSON (NaN, infinity and non-JSON types are not): {error}",
             ) from None
-        headers = {"Content-Type": "application/json"} if content is not None else None
+        headers = inject_headers({"Content-Type": "application/json"} if content else {})
         try:
             answer = self._http.request(
                 method,
@@ -190,7 +191,7 @@ class Client(
                 fields the submission model refuses; else the server's refusal.
         """
         try:
-            body = submission_fields(as_submission(submission))
+            body = with_trace_context(submission_fields(as_submission(submission)))
         except WorkloadError as error:
             raise ClientError(error.code, error.message, error.details) from None
         answer = self._send("POST", "/v1/workloads", body)
@@ -399,9 +400,8 @@ class Client(
         ``retry`` answers nothing; the server answers the workload, passed on here).
         """
         body = {"reason": reason} if reason is not None else {}
-        workload: Workload = Workload.parse(
-            self._ask("POST", self._path(workload_id, "retry"), body)
-        )
+        answer = self._ask("POST", self._path(workload_id, "retry"), body)
+        workload: Workload = Workload.parse(answer)
         return workload
 
     def decide(
