@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,9 +31,11 @@ from feltdb.fields import trace_context_problem
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context as OtelContext
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span as Span
+    from opentelemetry.trace import Tracer
 
     from feltdb.records.workload import Workload
+    from feltdb.work.claimed import ClaimedWork
 
 __all__ = ["current_trace_context", "inject_headers", "tracer", "with_trace_context"]
 
@@ -134,22 +136,28 @@ def now_ns(traced: Tracer | None) -> int:
     return time.time_ns() if traced is not None else 0
 
 
-def record_claim(traced: Tracer, workload: Workload, began_ns: int, worker: str) -> None:
-    """The ``feltdb.claim`` span of ``workload``: the claim call that took it (from
-    ``began_ns`` to now), a child of the context it was submitted with.
+def record_claims(
+    traced: Tracer, claimed: Iterable[ClaimedWork], began_ns: int, worker: Callable[[], str]
+) -> None:
+    """A ``feltdb.claim`` span for each workload ``claimed``: the claim call that took it
+    (from ``began_ns`` to now), a child of the context the workload was submitted with;
+    ``worker()`` names the worker.
     """
-    span = traced.start_span(
-        "feltdb.claim",
-        context=_parent(workload.trace_context),
-        attributes={**attributes(workload), "feltdb.worker": worker},
-        start_time=began_ns,
-    )
-    span.end()
+    ended = time.time_ns()
+    for work in claimed:
+        span = traced.start_span(
+            "feltdb.claim",
+            context=_parent(work.workload.trace_context),
+            attributes={**attributes(work.workload), "feltdb.worker": worker()},
+            start_time=began_ns,
+        )
+        span.end(end_time=ended)
 
 
-def start_run(workload: Workload, worker: str) -> Span | None:
+def start_run(workload: Workload, worker: Callable[[], str]) -> Span | None:
     """The ``feltdb.run`` span of an attempt of ``workload``, started (a child of the
-    context it was submitted with); ``None`` when tracing is off.
+    context it was submitted with; ``worker()`` names the worker); ``None`` when tracing
+    is off.
     """
     traced = tracer()
     if traced is None:
@@ -157,7 +165,7 @@ def start_run(workload: Workload, worker: str) -> Span | None:
     return traced.start_span(
         "feltdb.run",
         context=_parent(workload.trace_context),
-        attributes={**attributes(workload), "feltdb.worker": worker},
+        attributes={**attributes(workload), "feltdb.worker": worker()},
     )
 
 
