@@ -177,7 +177,8 @@ def running(span: Span | None) -> AbstractContextManager[Any]:
         return _NOTHING
     from opentelemetry import trace
 
-    return trace.use_span(span, end_on_exit=True)
+    used: AbstractContextManager[Any] = trace.use_span(span, end_on_exit=True)
+    return used
 
 
 def child(run: Span | None, name: str, **extra: Any) -> AbstractContextManager[Any]:
