@@ -137,15 +137,14 @@ MAX_TRACESTATE_CHARS = 512
 carry at least 512 characters of it)."""
 
 _TRACEPARENT = re.compile(TRACEPARENT_PATTERN)
-_TRACESTATE = re.compile(r"^[\x20-\x7e]*$")  # printable ASCII, as in an HTTP header
 
 
 def trace_context_problem(carrier: dict[str, str]) -> str | None:
     """What makes ``carrier`` unacceptable as a workload's trace context, or ``None``: it
     holds ``traceparent`` (:data:`TRACEPARENT_PATTERN`; one OpenTelemetry finds invalid,
     such as an all-zero trace id, is kept, and continues no trace) and may hold
-    ``tracestate`` (printable ASCII, at most :data:`MAX_TRACESTATE_CHARS` characters),
-    nothing else.
+    ``tracestate`` (text of at most :data:`MAX_TRACESTATE_CHARS` characters without NUL:
+    its members are OpenTelemetry's to read), nothing else.
     """
     unknown = sorted(set(carrier) - {"traceparent", "tracestate"})
     if unknown:
@@ -155,10 +154,8 @@ def trace_context_problem(carrier: dict[str, str]) -> str | None:
         return "traceparent is required"
     if not _TRACEPARENT.fullmatch(parent):
         return "traceparent must be 00-<32 hex>-<16 hex>-<2 hex> (W3C, lowercase)"
-    state = carrier.get("tracestate", "")
-    if len(state) > MAX_TRACESTATE_CHARS or not _TRACESTATE.fullmatch(state):
-        return f"tracestate must be printable ASCII of at most {MAX_TRACESTATE_CHARS} characters"
-    return None
+    problem = text_problem(carrier.get("tracestate", ""), MAX_TRACESTATE_CHARS, identifier=True)
+    return None if problem is None else f"tracestate {problem}"
 
 
 def _checked_trace_context(carrier: dict[str, str]) -> dict[str, str]:
@@ -175,11 +172,17 @@ TraceContext = Annotated[
         {
             "type": "object",
             "properties": {
-                "traceparent": {"type": "string", "pattern": TRACEPARENT_PATTERN},
+                # Its length too, so that no reading of "$" admits a trailing newline.
+                "traceparent": {
+                    "type": "string",
+                    "pattern": TRACEPARENT_PATTERN,
+                    "minLength": 55,
+                    "maxLength": 55,
+                },
                 "tracestate": {
                     "type": "string",
                     "maxLength": MAX_TRACESTATE_CHARS,
-                    "pattern": "^[\\x20-\\x7e]*$",
+                    "pattern": "^[^\\u0000]*$",
                 },
             },
             "required": ["traceparent"],
