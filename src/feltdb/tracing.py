@@ -181,6 +181,18 @@ def running(span: Span | None) -> AbstractContextManager[Any]:
     return used
 
 
+def current(span: Span | None) -> AbstractContextManager[Any]:
+    """Make ``span`` current while the block runs (an async handler's task: the run's
+    spans nest under it there too), leaving it open; nothing when ``span`` is ``None``.
+    """
+    if span is None:
+        return _NOTHING
+    from opentelemetry import trace
+
+    used: AbstractContextManager[Any] = trace.use_span(span, end_on_exit=False)
+    return used
+
+
 def child(run: Span | None, name: str, **extra: Any) -> AbstractContextManager[Any]:
     """A span ``name`` under the run ``run`` for as long as the block runs (a refusal
     raised in it is recorded as its error); nothing when ``run`` is ``None``.

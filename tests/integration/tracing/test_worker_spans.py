@@ -128,3 +128,19 @@ def test_work_submitted_in_another_trace_keeps_its_own(
     assert trace_id(runs[named_id]) == TRACE_ID
     assert trace_id(runs[current_id]) == local.get_span_context().trace_id
     assert runs[untraced_id].parent is None  # a trace of its own
+
+
+def test_an_async_handlers_spans_nest_under_its_run(
+    store: WorkloadStore, spans: InMemorySpanExporter, tracer: Tracer
+) -> None:
+    with tracer.start_as_current_span("submit"):
+        admit(store, "one")
+    worker = make_worker(store)
+
+    @worker.handler("send")
+    async def send(ctx: Context) -> dict[str, int]:
+        with tracer.start_as_current_span("async-smtp"):
+            return {"sent": 1}
+
+    assert worker.drain() == 1
+    assert parent_id(one(spans, "async-smtp")) == span_id(one(spans, "feltdb.run"))
