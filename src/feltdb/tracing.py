@@ -42,6 +42,8 @@ __all__ = ["current_trace_context", "inject_headers", "tracer", "with_trace_cont
 H = TypeVar("H", bound=MutableMapping[str, str])
 
 _TRACE_MODULE = "opentelemetry.trace"
+_api: Any = None
+"""``opentelemetry.trace``, once the application imported it."""
 _cached: tuple[object, Tracer] | None = None
 """The provider last asked for a tracer, and its tracer (asked once per provider)."""
 _NOTHING: AbstractContextManager[None] = nullcontext()
@@ -51,20 +53,22 @@ def tracer() -> Tracer | None:
     """The tracer of feltdb's spans, or ``None`` when tracing is off: OpenTelemetry was
     never imported by the application (or cannot be), or no tracer provider is set.
     """
-    global _cached
-    if sys.modules.get(_TRACE_MODULE) is None:
-        return None
-    from opentelemetry import trace
-
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+    global _cached, _api
+    api = _api
+    if api is None:
+        api = sys.modules.get(_TRACE_MODULE)
+        if api is None:  # never imported: off, for the cost of this lookup
+            return None
+        _api = api  # kept, so no import statement is run per call
+    provider = api.get_tracer_provider()
+    if isinstance(provider, api.ProxyTracerProvider | api.NoOpTracerProvider):
         return None
     cached = _cached
     if cached is not None and cached[0] is provider:
         return cached[1]
     from feltdb import __version__
 
-    made = provider.get_tracer("feltdb", __version__)
+    made: Tracer = provider.get_tracer("feltdb", __version__)
     _cached = (provider, made)
     return made
 
