@@ -20,6 +20,7 @@ if _typing.TYPE_CHECKING:
         SignedGrant,
         Subject,
     )
+    from feltdb.definitions import Definition
     from feltdb.errors import (
         WorkloadError,
     )
@@ -80,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "ResourceScopeKind": "feltdb.auth",
     "SignedGrant": "feltdb.auth",
     "Subject": "feltdb.auth",
+    "Definition": "feltdb.definitions",
     "WorkloadError": "feltdb.errors",
     "CommittedTransaction": "feltdb.storage",
     "open_database": "feltdb.storage.targets",
@@ -125,6 +127,7 @@ __all__ = [
     "CommittedTransaction",
     "Completion",
     "CreateWorkload",
+    "Definition",
     "Grant",
     "GrantConstraints",
     "GrantSigner",

@@ -30,6 +30,7 @@ RUNS = {
     "bench_limits.py": (["--workloads", "10", "--rounds", "1"], "runs"),
     "bench_log_pruning.py": (["--workloads", "10"], "runs"),
     "bench_quotas.py": (["--workloads", "16", "--rounds", "1"], "runs"),
+    "bench_joined.py": (["--orders", "8", "--rounds", "1"], "runs"),
 }
 """Each script, its tiny-size arguments, and a key of the figures it must write."""
 

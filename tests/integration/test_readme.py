@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from support.server import free_port, wait_until_healthy
 
@@ -351,6 +353,47 @@ def test_the_worker_token_block_mints_and_rotates(tmp_path: Path, serving: Calla
         assert running.wait(timeout=30) == 0
 
 
+@runs("typed-definitions")
+def test_the_typed_definition_is_submitted_and_served_by_a_worker_process(
+    tmp_path: Path, serving: Callable[..., Serving]
+):
+    import importlib.util
+
+    from feltdb.client import Client
+
+    server = serving("feltdb serve", tmp_path)  # its keyring is the one grant issue finds
+    admin = next(t for t in server.log.read_text().split() if t.startswith("fgt2."))
+    code = blocks()["typed-definitions"].replace("http://127.0.0.1:8700", server.url)
+    (tmp_path / "emails.py").write_text(code)
+    said = bash("python3 emails.py", tmp_path, {"FELTDB_TOKEN": admin}).splitlines()
+    workload_id, revision, given = said[0].split(" ", 2)
+    assert (revision, given) == ("2", "{'subject': 'Welcome', 'to': 'ada@example.com'}")
+    assert said[1] == "WORKLOAD_INVALID {'fields': ['input.to']}"
+    bash("feltdb grant issue --worker w1 --capability email:send > worker.token", tmp_path)
+    log = tmp_path / "worker.log"
+    with log.open("wb") as output:
+        running = subprocess.Popen(
+            ["feltdb", "worker", "emails:worker", "--url", server.url, "--token-file",
+             "worker.token"], cwd=tmp_path, env=env(), stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    spec = importlib.util.spec_from_file_location("readme_emails", tmp_path / "emails.py")
+    assert spec is not None and spec.loader is not None
+    emails = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(emails)  # the same definition, as the submitter imports it
+    try:
+        with Client(server.url, admin) as felt:
+            deadline = time.monotonic() + 60
+            while felt.get(workload_id).state.value != "SUCCEEDED":
+                assert running.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            output = emails.send_email.output_of(felt.get(workload_id))
+            assert output == emails.EmailOut(message_id=f"<{workload_id}@mail.example>")
+            assert len(felt.list().items) == 1  # the refused one was never sent
+    finally:
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=30) == 0
+
+
 @runs("serve")
 def test_both_serve_lines_serve(tmp_path: Path, serving: Callable[..., Serving], pg_databases: Any):
     first, second = [line.split("  #")[0].strip() for line in blocks()["serve"].splitlines()]
@@ -463,3 +506,52 @@ def test_the_rate_limits_block_starts_two_and_says_when_the_third_may(tmp_path: 
 def test_the_fairness_block_serves_the_small_key_beside_the_backlog(tmp_path: Path):
     out = bash(blocks()["fairness"], tmp_path)
     assert out.strip().splitlines()[-1] == "['big', 'small']"
+
+
+@runs("transactional")
+def test_the_transactional_block_keeps_each_order_and_its_email_together(tmp_path: Path):
+    out = bash(f"{sys.executable} - <<'EOF'\n{blocks()['transactional']}\nEOF", tmp_path)
+    assert out.strip() == "[1]"
+    with sqlite3.connect(tmp_path / "shop.db") as shop:
+        assert shop.execute("SELECT id, item FROM orders").fetchall() == [(1, "tea")]
+    with WorkloadStore.open(tmp_path / "shop.db") as store:
+        [work] = store.list("acme", "shop")
+        assert work.input == {"order": 1} and store.audit.verify().problem is None
+
+
+@runs("fastapi-sqlalchemy")
+def test_the_fastapi_view_admits_in_its_sqlalchemy_transaction(tmp_path: Path, pg_databases: Any):
+    (tmp_path / "shop.py").write_text(blocks()["fastapi-sqlalchemy"])
+    database = pg_databases.create("shop")
+    url = pg_databases.url_of(database)
+    port = free_port()
+    log = tmp_path / "uvicorn.log"
+    with log.open("wb") as output:
+        app = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "shop:app", "--port", str(port)],
+            cwd=tmp_path,
+            env={**env(), "PYTHONPATH": str(tmp_path), "SHOP_DATABASE": url},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_healthy(base, app, log, path="/openapi.json")
+        placed = httpx.post(f"{base}/orders/1", params={"item": "tea", "quantity": 2})
+        refused = httpx.post(f"{base}/orders/2", params={"item": "tea", "quantity": 0})
+        again = httpx.post(f"{base}/orders/1", params={"item": "cake", "quantity": 1})
+    finally:
+        app.send_signal(signal.SIGTERM)
+        app.wait(timeout=30)
+    try:
+        assert placed.status_code == 200, log.read_text()
+        assert refused.status_code == 422 and again.status_code == 422, log.read_text()
+        with WorkloadStore.open(url) as store:
+            [work] = store.list("acme", "shop")
+            assert work.workload_id == placed.json()["workload"] and work.input == {"order": 1}
+            assert store.audit.verify().problem is None
+        with psycopg.connect(url) as shop:
+            rows = shop.execute("SELECT id, item, quantity FROM orders").fetchall()
+            assert rows == [(1, "tea", 2)]
+    finally:
+        pg_databases.drop(database)

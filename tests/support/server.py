@@ -42,14 +42,16 @@ def serve_command(*args: str) -> list[str]:
     return [sys.executable, "-c", "from feltdb.cli import main; main()", "serve", *args]
 
 
-def wait_until_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Poll ``url/healthz`` until it answers, the process exits, or the timeout passes."""
+def wait_until_healthy(
+    url: str, process: subprocess.Popen[bytes], log: Path, *, path: str = "/healthz"
+) -> None:
+    """Poll ``url`` + ``path`` until it answers, the process exits, or the timeout passes."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(f"the server exited with {process.returncode}:\n{log.read_text()}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=1.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass

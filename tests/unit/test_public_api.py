@@ -54,6 +54,8 @@ API_NAMES = {
     "WorkloadExecutionContext",
     "WorkloadEvent",
     "CommittedTransaction",
+    # typed definitions ("Typed definitions")
+    "Definition",
     # batch items ("Routing, scope and batches")
     "Completion",
     "Heartbeat",

@@ -378,6 +378,18 @@ class Database(
         """At most ``limit`` logged transactions below ``revision``, newest first."""
         ...
 
+    def joined(self, connection: object) -> Database:
+        """This database as seen from the caller's open transaction on ``connection`` (a
+        ``psycopg`` connection to this PostgreSQL database, a ``sqlite3`` one to this
+        file): its reads and commits run in that transaction, which only the caller
+        commits or rolls back (:mod:`feltdb.storage.joined`).
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` for a connection of another driver, to
+                another database, or outside a transaction.
+        """
+        ...
+
     def close(self) -> None:
         """Release every connection. Further calls fail with ``WORKLOAD_STORAGE_FAILURE``."""
         ...

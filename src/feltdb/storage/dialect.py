@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, LiteralString, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, LiteralString, Protocol, TypeVar
 
 from feltdb.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from feltdb.storage.joined import JoinedSession
 
 __all__ = ["Cursor", "Dialect", "ErrorTranslation", "Session"]
 
@@ -72,6 +75,20 @@ class Dialect(Protocol):
         and writes nothing when it raises; driver errors translated (naming ``doing``).
 
         ``work`` may be run again from the start after a failure the backend retries.
+        """
+        ...
+
+    def errors(self, doing: str) -> ErrorTranslation:
+        """The context manager that translates the driver's errors (naming ``doing``)."""
+        ...
+
+    def join(self, connection: object) -> JoinedSession:
+        """The caller's open transaction on ``connection`` (see
+        :mod:`feltdb.storage.joined`), once checked: a connection of this backend's driver
+        to this database, inside a transaction.
+
+        Raises:
+            WorkloadError: ``WORKLOAD_INVALID`` naming what the connection is not.
         """
         ...
 

@@ -47,12 +47,14 @@ from feltdb.storage.encoding import (
 )
 from feltdb.storage.held_commits import HeldQueries
 from feltdb.storage.index_columns import index_params
+from feltdb.storage.joined import JoinedDialect
 from feltdb.storage.partitions import ClaimPartitions, accepted_groups
 from feltdb.storage.readiness import ReadinessQueries
 from feltdb.storage.retention_reads import RetentionQueries
 from feltdb.storage.selecting import SetAside
 from feltdb.storage.selection import Selection
 from feltdb.storage.statistics import StatisticsQueries
+from feltdb.storage.wakeups import Wakeups
 from feltdb.storage.writes import prepare, prepare_batch, write_batch, write_plan, write_set_aside
 
 __all__ = ["SQLEngine"]
@@ -82,10 +84,26 @@ class SQLEngine(
     target: str
     """Where the database lives, as its backend names it in messages."""
 
+    wakeups: Wakeups | None = None
+    """Hints between the processes sharing the database, if the backend has them."""
+    joined_to: SQLEngine[Any] | None = None
+    """The store's own database, when this one is joined to a caller's transaction."""
+
     def __init__(self, target: str, dialect: _Dialect) -> None:
         self.target = target
         self._dialect = dialect
         self._queries = dialect.queries
+
+    def joined(self, connection: object) -> SQLEngine[JoinedDialect]:
+        """See :meth:`Database.joined`: this database's statements, on ``connection``,
+        in the caller's transaction (:mod:`feltdb.storage.joined`).
+        """
+        self._dialect.ensure_open()
+        session = self._dialect.join(connection)
+        notify = self._queries["notify_wakeup"] if self.wakeups is not None else None
+        joined = SQLEngine(self.target, JoinedDialect(self._dialect, session, notify))
+        joined.joined_to = self
+        return joined
 
     def _limit(self, limit: int | None) -> int | None:
         # A negative LIMIT is no limit: SQLite reads it so, PostgreSQL would refuse it.

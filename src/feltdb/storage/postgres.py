@@ -3,7 +3,7 @@
 The operations are :class:`~feltdb.storage.engine.SQLEngine`'s, over the statements of
 ``sql/postgres/queries.sql``; this module connects, migrates the schema (see
 :mod:`feltdb.storage.postgres_schema`), runs each write in one transaction, and turns driver
-errors into :class:`WorkloadError` in one place.
+errors into :class:`WorkloadError` in one place (:mod:`.postgres_errors`).
 
 Many threads, processes and machines may share one database. Each operation borrows a
 connection from the pool for its duration; the connections run in autocommit mode, so a
@@ -33,13 +33,15 @@ import psycopg
 import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import ConnectionPool
 
-from feltdb.errors import WorkloadError
 from feltdb.storage.base import storage_failure
-from feltdb.storage.dialect import ErrorTranslation, Session
+from feltdb.storage.dialect import Session
 from feltdb.storage.encoding import invalid
 from feltdb.storage.engine import SQLEngine
+from feltdb.storage.joined import JoinedSession
+from feltdb.storage.postgres_errors import RETRYABLE, PostgresErrors, describe
+from feltdb.storage.postgres_joined import StoreDatabase, joined_session
 from feltdb.storage.postgres_schema import MIGRATION_LOCK_KEY, QUERIES, SCHEMA_VERSION, migrate
 from feltdb.storage.postgres_wakeups import PostgresWakeups
 
@@ -58,7 +60,8 @@ _Result = TypeVar("_Result")
 # A commit's revision is the id of the transaction that commits it, pg_current_xact_id()
 # (xid8: 64 bits with the epoch, so it never wraps around), times 1024, plus its position:
 # its place among the transaction's committed plans (0 for commit and commit_selected;
-# commit_many commits up to 1024 plans in one transaction, at 0, 1, 2...). The log row and
+# commit_many commits up to 1024 plans in one transaction, at 0, 1, 2...; a caller's
+# transaction, storage/joined.py, continues after the commits it holds). The log row and
 # every row the commit writes carry it. A reader sees only the log entries whose revision
 # is below the xmin of its snapshot times 1024, pg_snapshot_xmin(pg_current_snapshot()),
 # in the same statement (a statement reads with one snapshot, and pg_current_snapshot()
@@ -113,14 +116,6 @@ POOL_TIMEOUT_S: Final = 10.0
 CONNECT_TIMEOUT_S: Final = 10
 """libpq's ``connect_timeout``, unless the URL sets one."""
 
-_RETRYABLE: Final = (
-    psycopg.errors.SerializationFailure,
-    psycopg.errors.DeadlockDetected,
-    psycopg.errors.LockNotAvailable,
-)
-"""Errors after which PostgreSQL has rolled the transaction back and running it again from
-the start may succeed: the retryable errors, listed in one place."""
-
 _poll: Final = getattr(select, "poll", None)
 
 
@@ -163,49 +158,6 @@ def configure_session(connection: _Connection) -> None:
     connection.execute(QUERIES["configure_session"])
 
 
-def _describe(error: BaseException) -> str:
-    sqlstate = getattr(error, "sqlstate", None)
-    text = str(error).strip() or type(error).__name__
-    return f"{text} ({type(error).__name__}, SQLSTATE {sqlstate})" if sqlstate else text
-
-
-# --- errors ---------------------------------------------------------------------------
-
-
-class _PostgresErrors(ErrorTranslation):
-    """Out-of-range integers and values PostgreSQL cannot store as ``WORKLOAD_INVALID``;
-    everything else (a lost connection, a pool timeout, a server error) as
-    ``WORKLOAD_STORAGE_FAILURE``.
-    """
-
-    __slots__ = ("target", "timeout")
-
-    def __init__(self, target: str, doing: str, timeout: float) -> None:
-        super().__init__(doing)
-        self.target = target
-        self.timeout = timeout
-
-    def translated(self, error: BaseException) -> WorkloadError | None:
-        """See :meth:`ErrorTranslation.translated`."""
-        where = f"PostgreSQL store {self.target}: {self.doing}"
-        if isinstance(error, psycopg.errors.NumericValueOutOfRange):
-            return invalid(f"{where}: an integer is outside the 64-bit range PostgreSQL stores")
-        if isinstance(error, psycopg.DataError | UnicodeEncodeError):
-            # Raised for values PostgreSQL cannot store (text with a NUL character, a lone
-            # surrogate that is not UTF-8): bad input, not a broken store.
-            return invalid(f"{where}: a value cannot be stored: {_describe(error)}")
-        if isinstance(error, PoolClosed):
-            return storage_failure(f"database is closed: {self.target}")
-        if isinstance(error, PoolTimeout):
-            return storage_failure(
-                f"{where} failed: no connection to the server within {self.timeout:g} s "
-                f"({_describe(error)})"
-            )
-        if isinstance(error, psycopg.Error):
-            return storage_failure(f"{where} failed: {_describe(error)}")
-        return None
-
-
 # --- the backend ----------------------------------------------------------------------
 
 
@@ -233,6 +185,7 @@ class _PostgresDialect:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._closed = False
+        self._database = StoreDatabase(self.read)  # what a caller's connection must reach
         self._pool: ConnectionPool[_Connection] = ConnectionPool(
             conninfo,
             kwargs=kwargs,
@@ -252,19 +205,18 @@ class _PostgresDialect:
         timeout, ``pg_terminate_backend``) is found here and replaced, instead of failing
         the operation that would get it.
 
-        An idle connection that is still alive has nothing to read: the server sends on
-        its own only when it ends a session (an error, then end of file) or for what
-        feltdb never asks for (``LISTEN``, asynchronous notices). So the connection is
-        probed with a query only when its socket is readable. A probe of every connection
+        An idle connection that is still alive has nothing to read: the server sends on its
+        own only when it ends a session (an error, then end of file) or for what feltdb
+        never asks (``LISTEN``, notices): it is probed only when its socket is readable. A
+        probe of every connection
         (``ConnectionPool.check_connection``) costs a round trip on every operation:
         measured on a unix socket, ``get_row`` took 133 µs with it, 76 µs without. A peer
         that vanished without closing the socket is caught by neither check: the
         operation then fails on its own query.
 
-        When one connection is lost its siblings usually are too, and psycopg_pool waits
-        1 s, then 2 s, 4 s… before each next check (measured: 22 s for one operation after
-        the pool's connections were terminated), so all the idle ones are checked at once
-        and the lost ones replaced.
+        One lost connection's siblings usually are too, and psycopg_pool waits 1 s, 2 s, 4 s…
+        before each next check (22 s for one operation after the pool's connections were
+        terminated), so all the idle ones are checked at once and the lost ones replaced.
         """
         try:
             if connection.broken or connection.closed:
@@ -275,9 +227,13 @@ class _PostgresDialect:
             self._pool.check()
             raise
 
-    def errors(self, doing: str) -> _PostgresErrors:
-        """The one place where driver errors are translated (see :class:`_PostgresErrors`)."""
-        return _PostgresErrors(self.target, doing, self.timeout)
+    def join(self, connection: object) -> JoinedSession:
+        """See :meth:`Dialect.join` (:func:`.postgres_joined.joined_session`)."""
+        return joined_session(connection, QUERIES, self._database)
+
+    def errors(self, doing: str) -> PostgresErrors:
+        """The one place where driver errors are translated (see :class:`PostgresErrors`)."""
+        return PostgresErrors(self.target, doing, self.timeout)
 
     def ensure_open(self) -> None:
         """See :meth:`Dialect.ensure_open`."""
@@ -312,11 +268,11 @@ class _PostgresDialect:
                 try:
                     with self._pool.connection() as connection, connection.transaction():
                         return work(connection)
-                except _RETRYABLE as error:
+                except RETRYABLE as error:
                     if attempt == WRITE_ATTEMPTS:
                         raise storage_failure(
                             f"PostgreSQL store {self.target}: {doing} failed "
-                            f"{WRITE_ATTEMPTS} times: {_describe(error)}"
+                            f"{WRITE_ATTEMPTS} times: {describe(error)}"
                         ) from error
                     # Two transactions that deadlocked would likely meet again if both
                     # started over at once.
@@ -392,7 +348,7 @@ class PostgresDatabase(SQLEngine[_PostgresDialect]):
             kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
         if "application_name" not in given:
             kwargs["application_name"] = "feltdb"
-        with _PostgresErrors(target, "open", timeout):
+        with PostgresErrors(target, "open", timeout):
             migrate(target, conninfo, kwargs)
             dialect = _PostgresDialect(
                 target, conninfo, kwargs, min_size=min_size, max_size=max_size, timeout=timeout

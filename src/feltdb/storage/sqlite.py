@@ -29,6 +29,7 @@ from feltdb.storage.canonical import float_free_json
 from feltdb.storage.dialect import ErrorTranslation, Session
 from feltdb.storage.encoding import invalid
 from feltdb.storage.engine import SQLEngine
+from feltdb.storage.joined import JoinedSession
 from feltdb.storage.sqlite_file import (
     APPLICATION_ID,
     QUERIES,
@@ -230,6 +231,35 @@ class _SQLiteDialect:
                             f"{self.busy_timeout_s:g} s ({describe(error)})"
                         ) from error
                     attempt += 1
+
+    def join(self, connection: object) -> JoinedSession:
+        """See :meth:`Dialect.join`: a ``sqlite3.Connection`` to this file, in a transaction
+        (``BEGIN IMMEDIATE``: its write lock held from the start).
+        """
+        if not isinstance(connection, sqlite3.Connection):
+            raise invalid(
+                f"a SQLite store joins a sqlite3.Connection, not {type(connection).__name__}"
+            )
+        if not connection.in_transaction:
+            raise invalid(
+                "the connection has no open transaction: run BEGIN IMMEDIATE first, and "
+                "commit (or roll back) after; feltdb never does"
+            )
+
+        def cursor() -> sqlite3.Cursor:
+            opened = connection.cursor()
+            opened.row_factory = None  # tuples, whatever the caller's connection makes
+            return opened
+
+        session = JoinedSession(cursor)
+        with self.errors("join the caller's transaction"):
+            [(file,)] = session.execute(QUERIES["joined_file"], {}).fetchall()
+            if not file or not os.path.samefile(file, self.target):
+                raise invalid(
+                    f"the connection is to {file or 'an in-memory database'!r}, not to the "
+                    f"store's file {self.target!r}"
+                )
+        return session
 
     def stored_list(self, values: list[str]) -> str:
         """See :meth:`Dialect.stored_list`: JSON text (canonical, made by orjson)."""

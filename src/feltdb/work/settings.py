@@ -45,6 +45,8 @@ class Remembered(Generic[K, V]):
         """``key``'s value in ``db``: as read within the last ``ttl_s``, else ``read()``
         now (and remembered).
         """
+        # A database joined to a caller's transaction remembers its store's settings.
+        db = getattr(db, "joined_to", None) or db
         at = time.monotonic()
         with self._lock:
             hit = self._stores.get(db, OrderedDict()).get(key)
@@ -62,7 +64,7 @@ class Remembered(Generic[K, V]):
     def forget(self, db: Database, key: K) -> None:
         """Read ``key`` again next time (this process changed it)."""
         with self._lock:
-            self._stores.get(db, OrderedDict()).pop(key, None)
+            self._stores.get(getattr(db, "joined_to", None) or db, OrderedDict()).pop(key, None)
 
 
 def write_setting(

@@ -88,10 +88,8 @@ class WorkloadStore:
         self.audit = AuditTrail(db, _now)  # the log by application, its chain sealed, verified
         self.grants = Revocations(db, _now)  # the grants revoked in this store
         self.limits = Limits(db, _now)  # concurrency limits: what they hold, and defaults
-        self.retention = Retention(db, _now)
-        """Finished work pruned past its age (:mod:`feltdb.work.pruning`)."""
-        self.workflows = Workflows(self.unit, _now)
-        """Workloads submitted together with dependencies between them, seen as one run."""
+        self.retention = Retention(db, _now)  # finished work pruned past its age
+        self.workflows = Workflows(self.unit, _now)  # workloads submitted with dependencies
         self.schedules = Schedules(self, _now)  # and the scheduler's pass
         self.tenants = TenantClaims(self, _now)  # claims serving several tenants in turn
         self._release: Callable[[], None] = lambda: None  # close: nothing, or db.close
@@ -126,24 +124,27 @@ class WorkloadStore:
         """
         return self.unit.observe(observer)
 
-    def admit(self, request: CreateWorkload) -> tuple[Workload, bool]:
+    def admit(
+        self, request: CreateWorkload, *, connection: object | None = None
+    ) -> tuple[Workload, bool]:
         """Create a workload, or answer the one this requester created under the same key
-        (and an equivalent request); ``True`` when this call created it.
+        (and an equivalent request); ``True`` when this call created it. ``connection``: the
+        caller's open transaction, which commits the work and its audit record, or neither.
 
         Raises:
-            WorkloadError: ``WORKLOAD_INVALID``, ``WORKLOAD_SECRET_REJECTED``, ``…_UNAUTHORIZED``
-                (before any replay), ``IDEMPOTENCY_KEY_REUSED``, ``WORKLOAD_QUOTA_EXCEEDED``.
+            WorkloadError: ``WORKLOAD_INVALID`` (the request, the connection), ``…_SECRET_
+                REJECTED``, ``…_UNAUTHORIZED``, ``IDEMPOTENCY_KEY_REUSED``, ``…_QUOTA_EXCEEDED``.
         """
-        return admitting.admit(self.unit, request)
+        return admitting.admit(self.unit.joined(connection), request)
 
     def admit_many(
-        self, requests: Sequence[CreateWorkload]
+        self, requests: Sequence[CreateWorkload], *, connection: object | None = None
     ) -> builtins.list[tuple[Workload, bool] | WorkloadError]:
-        """:meth:`admit` for each request, committed in one transaction: answers in order,
-        each what the single call answers. A request repeating an earlier one's key (or
-        depending on one) is decided as if the earlier one were already admitted.
+        """:meth:`admit` for each request, in one transaction (``connection``: the caller's):
+        answers in order, each the single call's. A request repeating an earlier one's key
+        (or depending on one) is decided as if the earlier one were already admitted.
         """
-        return admitting.admit_many(self.unit, requests)
+        return admitting.admit_many(self.unit.joined(connection), requests)
 
     def create(self, request: CreateWorkload) -> Workload:
         """:meth:`admit`, answering only the workload."""
@@ -305,8 +306,7 @@ class WorkloadStore:
         """Start the claimed attempt.
 
         Raises:
-            WorkloadError: ``WORKLOAD_TIMED_OUT``, the fence's codes,
-                ``WORKLOAD_TRANSITION_DENIED``, ``WORKLOAD_CONFLICT``.
+            WorkloadError: ``…_TIMED_OUT``, the fence's, ``…_TRANSITION_DENIED``, ``…_CONFLICT``.
         """
         at = _now(now)
         self.unit.run(

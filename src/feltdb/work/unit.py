@@ -78,6 +78,17 @@ class UnitOfWork:
         self.recent = RecentCommits()
         """The workloads this unit committed last: :meth:`run` decides on them unread."""
 
+    def joined(self, connection: object | None) -> UnitOfWork:
+        """This unit, or (given the caller's open transaction on ``connection``) a unit
+        whose reads and commits run in that transaction (:meth:`Database.joined
+        <feltdb.storage.base.Database.joined>`): no observer of this unit's is told of its
+        commits, which are not durable until the caller commits (the joined database sends
+        the wake-up hint in the caller's transaction).
+        """
+        if connection is None:
+            return self
+        return UnitOfWork(self.db.joined(connection), group_commit=False)
+
     # ---------------------------------------------------------------- observers
 
     def observe(self, observer: CommitObserver) -> Callable[[], None]:

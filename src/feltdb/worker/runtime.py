@@ -29,11 +29,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from feltdb import tracing
 from feltdb.auth.policy import worker_name
 from feltdb.client.protocol import WorkloadClient
+from feltdb.definitions import Definition
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY
 from feltdb.work import inputs
@@ -46,6 +47,7 @@ from feltdb.worker.failures import is_transient
 from feltdb.worker.handlers import Handler, HandlerLoop
 from feltdb.worker.reports import NO_HANDLER_KIND, AttemptRunner
 from feltdb.worker.threads import AttemptThreads
+from feltdb.worker.typed import In, Out, TypedHandler, handler_of
 
 if TYPE_CHECKING:
     from feltdb.work.store import WorkloadStore
@@ -159,19 +161,29 @@ class Worker:
 
     # ------------------------------------------------------------------ setup
 
-    def handler(self, definition_id: str) -> Callable[[H], H]:
+    @overload
+    def handler(self, definition: str) -> Callable[[H], H]: ...
+
+    @overload
+    def handler(
+        self, definition: Definition[In, Out]
+    ) -> Callable[[TypedHandler[In, Out]], TypedHandler[In, Out]]: ...
+
+    def handler(self, definition: str | Definition[Any, Any]) -> Callable[[Any], Any]:
         """Register the decorated function (sync or ``async``) as the handler of work of
-        ``definition_id``. It is called with a :class:`Context`; what it returns (JSON) is
-        the work's output.
+        ``definition``: a definition id (the handler is called with a :class:`Context`
+        and returns the output, JSON), or a typed :class:`~feltdb.definitions.Definition`
+        (called with the context and the parsed input; see :mod:`feltdb.worker.typed`).
         """
 
-        def register(function: H) -> H:
+        def register(function: Any) -> Any:
+            definition_id, handler = handler_of(definition, function)
             if definition_id in self.handlers:
                 raise WorkloadError(
                     ErrorCode.WORKLOAD_INVALID,
                     f"a handler for {definition_id!r} is already registered",
                 )
-            self.handlers[definition_id] = function
+            self.handlers[definition_id] = handler
             return function
 
         return register

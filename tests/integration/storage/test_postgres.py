@@ -1028,6 +1028,7 @@ PLANS: dict[str, str | tuple[str, ...]] = {
     "rows_indexed_after": "rows_pkey",
     "row_revisions_at": "rows_pkey",
     "chain_keys_after": "transactions_pkey",
+    "joined_position": "transactions_pkey",
     "claimable_rows": "rows_by_state",
     "claim_groups_after": "rows_ready",
     "next_claim_definition": "rows_ready",
@@ -1241,6 +1242,10 @@ def test_every_statement_that_reads_rows_or_the_log_has_a_plan_check() -> None:
         "savepoint",  # commit_many's savepoints: no scan to plan
         "rollback_to_savepoint",
         "release_savepoint",
+        "joined_savepoint",  # a caller's transaction (storage/joined.py): likewise
+        "joined_rollback",
+        "joined_release",
+        "joined_database",  # the connection's database: no table read
         "commit_without_sync",  # the wake-up hint's transaction: no row read or written
         "notify_wakeup",
         "listen_wakeup",

@@ -59,6 +59,30 @@ ROLLBACK TO SAVEPOINT plan;
 -- description: commit_many: forget the plan's savepoint, keeping what it wrote (if anything) in the transaction
 RELEASE SAVEPOINT plan;
 
+-- name: joined_database
+-- description: what a connection reaches (storage/joined.py): its database, its server's start, and the tables rows and transactions as its search_path resolves them; a caller's connection must reach the store's
+SELECT current_database()::text, pg_postmaster_start_time()::text,
+       to_regclass('rows')::oid::bigint, to_regclass('transactions')::oid::bigint;
+
+-- name: joined_position
+-- description: a caller's transaction: the position its next commit takes, after the commits it holds already (transactions_pkey, one range of at most 1024)
+SELECT COALESCE(MAX(commit_revision) + 1 - pg_current_xact_id()::text::bigint * 1024, 0)
+FROM transactions
+WHERE commit_revision >= pg_current_xact_id()::text::bigint * 1024
+  AND commit_revision < pg_current_xact_id()::text::bigint * 1024 + 1024;
+
+-- name: joined_savepoint
+-- description: a caller's transaction: mark where feltdb's write starts, to undo it alone if it fails
+SAVEPOINT feltdb_joined;
+
+-- name: joined_rollback
+-- description: a caller's transaction: undo feltdb's failed write (the savepoint stays, to be released)
+ROLLBACK TO SAVEPOINT feltdb_joined;
+
+-- name: joined_release
+-- description: a caller's transaction: forget feltdb's savepoint, keeping what it wrote in the transaction
+RELEASE SAVEPOINT feltdb_joined;
+
 -- name: get_row
 -- description: one row by key (rows_pkey)
 SELECT collection, key, version, revision, document

@@ -32,6 +32,26 @@ ROLLBACK TO SAVEPOINT plan;
 -- description: commit_many: forget the plan's savepoint, keeping what it wrote (if anything) in the transaction
 RELEASE SAVEPOINT plan;
 
+-- name: joined_file
+-- description: a caller's connection (storage/joined.py): the file of its main database, to check it is the store's
+SELECT file FROM pragma_database_list WHERE name = 'main';
+
+-- name: joined_position
+-- description: a caller's transaction: the position its next commit takes (PostgreSQL's; revisions here are dense)
+SELECT 0;
+
+-- name: joined_savepoint
+-- description: a caller's transaction: mark where feltdb's write starts, to undo it alone if it fails
+SAVEPOINT feltdb_joined;
+
+-- name: joined_rollback
+-- description: a caller's transaction: undo feltdb's failed write (the savepoint stays, to be released)
+ROLLBACK TO SAVEPOINT feltdb_joined;
+
+-- name: joined_release
+-- description: a caller's transaction: forget feltdb's savepoint, keeping what it wrote in the transaction
+RELEASE SAVEPOINT feltdb_joined;
+
 -- name: journal_mode
 -- description: the file's journal mode (wal once any opener has switched it)
 PRAGMA journal_mode;
