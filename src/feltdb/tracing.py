@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["current_trace_context", "inject_headers", "tracer", "with_trace_context"]
 
 H = TypeVar("H", bound=MutableMapping[str, str])
+C = TypeVar("C", bound="Sequence[ClaimedWork]")
 
 _TRACE_MODULE = "opentelemetry.trace"
 _api: Any = None
@@ -135,9 +136,17 @@ def attributes(workload: Workload) -> dict[str, Any]:
     }
 
 
-def now_ns(traced: Tracer | None) -> int:
-    """The time a span starts (nanoseconds), read only when tracing (``traced``) is on."""
-    return time.time_ns() if traced is not None else 0
+def traced_claim(claim: Callable[[], C], worker: Callable[[], str]) -> C:
+    """``claim()``'s answer, the work a worker's claim took; when tracing, with a
+    ``feltdb.claim`` span for each workload in it (:func:`record_claims`).
+    """
+    traced = tracer()
+    if traced is None:
+        return claim()
+    began = time.time_ns()
+    answer = claim()
+    record_claims(traced, answer, began, worker)
+    return answer
 
 
 def record_claims(

@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from feltdb import tracing
 from feltdb.auth.policy import worker_name
 from feltdb.client.protocol import WorkloadClient
 from feltdb.definitions import Definition
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY
+from feltdb.tracing import traced_claim
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork
 from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
@@ -341,15 +341,10 @@ class Worker:
         # As many as there are free slots, claimed and started in one commit, each with
         # the workload it runs (so no read follows); only work it has a handler for: the
         # rest is left READY for the workers that serve it (issue 10, point 1).
-        traced = tracing.tracer()
-        began = tracing.now_ns(traced)
-        claimed = client.claim_work(
+        return traced_claim(lambda: client.claim_work(
             min(free, MAX_BATCH_ITEMS), lease_ms=self.lease_ms, wait_ms=int(wait_s * 1000),
             capabilities=self.capabilities, definitions=self.handlers,
-        )  # fmt: skip
-        if traced is not None and claimed:
-            tracing.record_claims(traced, claimed, began, lambda: worker_name(client.subject))
-        return claimed
+        ), lambda: worker_name(client.subject))  # fmt: skip
 
     def _free_slots(self) -> int:
         """How many more attempts may run now (after waiting a little when none may)."""
