@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Annotated, Any
 
 import msgspec
 from annotated_types import Ge, Le
-from pydantic import BeforeValidator, PlainSerializer, StrictInt
+from pydantic import AfterValidator, BeforeValidator, PlainSerializer, StrictInt, WithJsonSchema
 
 
 def as_frozenset(value: Any) -> Any:
@@ -126,6 +127,71 @@ MAX_CHECKPOINTS = 1000
 MAX_KEY_CHARS = 1024
 """The longest object key of a JSON document (input, checkpoint state, output), in
 characters: checked before anything else is done with the key."""
+
+
+TRACEPARENT_PATTERN = "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"
+"""A W3C ``traceparent`` of version ``00`` (55 characters): the trace id, the parent span
+id and the trace flags, in lowercase hex."""
+MAX_TRACESTATE_CHARS = 512
+"""The longest ``tracestate`` a workload keeps (W3C Trace Context asks propagators to
+carry at least 512 characters of it)."""
+
+_TRACEPARENT = re.compile(TRACEPARENT_PATTERN)
+
+
+def trace_context_problem(carrier: dict[str, str]) -> str | None:
+    """What makes ``carrier`` unacceptable as a workload's trace context, or ``None``: it
+    holds ``traceparent`` (:data:`TRACEPARENT_PATTERN`; one OpenTelemetry finds invalid,
+    such as an all-zero trace id, is kept, and continues no trace) and may hold
+    ``tracestate`` (text of at most :data:`MAX_TRACESTATE_CHARS` characters without NUL:
+    its members are OpenTelemetry's to read), nothing else.
+    """
+    unknown = sorted(set(carrier) - {"traceparent", "tracestate"})
+    if unknown:
+        return f"holds only traceparent and tracestate (not {', '.join(unknown)[:64]})"
+    parent = carrier.get("traceparent")
+    if parent is None:
+        return "traceparent is required"
+    if not _TRACEPARENT.fullmatch(parent):
+        return "traceparent must be 00-<32 hex>-<16 hex>-<2 hex> (W3C, lowercase)"
+    problem = text_problem(carrier.get("tracestate", ""), MAX_TRACESTATE_CHARS, identifier=True)
+    return None if problem is None else f"tracestate {problem}"
+
+
+def _checked_trace_context(carrier: dict[str, str]) -> dict[str, str]:
+    problem = trace_context_problem(carrier)
+    if problem is not None:
+        raise ValueError(problem)
+    return carrier
+
+
+TraceContext = Annotated[
+    dict[str, str],
+    AfterValidator(_checked_trace_context),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "properties": {
+                # Its length too, so that no reading of "$" admits a trailing newline.
+                "traceparent": {
+                    "type": "string",
+                    "pattern": TRACEPARENT_PATTERN,
+                    "minLength": 55,
+                    "maxLength": 55,
+                },
+                "tracestate": {
+                    "type": "string",
+                    "maxLength": MAX_TRACESTATE_CHARS,
+                    "pattern": "^[^\\u0000]*$",
+                },
+            },
+            "required": ["traceparent"],
+            "additionalProperties": False,
+        }
+    ),
+]
+"""A W3C trace context (``traceparent``, and ``tracestate`` if any) as a carrier of
+OpenTelemetry's propagators: see :func:`trace_context_problem` for its bounds."""
 
 
 def text_problem(value: str, max_chars: int, *, identifier: bool) -> str | None:

@@ -262,6 +262,14 @@ def test_the_schedules_example_admits_each_occurrence_once(tmp_path: Path):
         assert len(work) == 3 and {w.trigger for w in work} == {"schedule:nightly-report"}
 
 
+@runs("tracing")
+def test_the_tracing_example_shows_one_trace(tmp_path: Path):
+    out = bash(f"{sys.executable} - <<'EOF'\n{blocks()['tracing']}\nEOF", tmp_path)
+    assert out.strip() == str(
+        ["checkout", "feltdb.checkpoint", "feltdb.claim", "feltdb.complete", "feltdb.run"]
+    ), out
+
+
 @runs("dependencies")
 def test_the_dependencies_example_shows_the_waiting_work(tmp_path: Path):
     out = bash(blocks()["dependencies"], tmp_path)

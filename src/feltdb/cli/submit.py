@@ -89,6 +89,15 @@ FairnessKeyOption = Annotated[
         "backlog never starves another's.",
     ),
 ]
+TraceparentOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="TRACEPARENT",
+        metavar="TRACEPARENT",
+        help="The W3C traceparent (00-<trace id>-<span id>-<flags>) whose trace the work's "
+        "spans continue (with feltdb[otel]); default: $TRACEPARENT.",
+    ),
+]
 RevisionOption = Annotated[str, typer.Option(help="The definition's revision.")]
 TriggerOption = Annotated[str, typer.Option(help="What caused the submission.")]
 ApprovalOption = Annotated[
@@ -151,6 +160,7 @@ def submit(
     rate_limit: RateLimitOption = None,
     rate_key: RateKeyOption = None,
     fairness_key: FairnessKeyOption = None,
+    traceparent: TraceparentOption = None,
     environment: EnvironmentOption = "production",
     revision: RevisionOption = "1",
     trigger: TriggerOption = "cli",
@@ -182,13 +192,10 @@ def submit(
         "environment": environment, "definition_id": definition,
         "definition_revision": revision, "trigger": trigger, "input": parse_input(input),
         "idempotency_key": key if key is not None else str(uuid.uuid4()),
-        "capability_snapshot": capability or [],
+        "capability_snapshot": capability or [], "trace_context": _traced(traceparent),
         "dependencies": [parse_dependency(text) for text in after or []], "priority": priority,
         "not_before": parse_not_before(not_before, int(time.time())) if not_before else None,
-        "retry_policy": _given(
-            max_attempts=max_attempts, initial_delay_ms=initial_delay_ms,
-            max_delay_ms=max_delay_ms, backoff=backoff, retry_on=retry_on or None,
-        ),
+        "retry_policy": _retry(max_attempts, initial_delay_ms, max_delay_ms, backoff, retry_on),
         "timeouts": _given(
             queue_ms=queue_timeout_ms, claim_ms=claim_timeout_ms,
             execution_ms=execution_timeout_ms, heartbeat_ms=heartbeat_timeout_ms,
@@ -198,6 +205,11 @@ def submit(
         **_limits(concurrency_key, concurrency_limit, rate_limit, rate_key, fairness_key),
     })  # fmt: skip
     _submit(target, fields, json_output, keyring)
+
+
+def _traced(traceparent: str | None) -> dict[str, str] | None:
+    """The trace context ``--traceparent`` names (``None``: none)."""
+    return {"traceparent": traceparent} if traceparent else None
 
 
 def _limits(*given: str | int | None) -> dict[str, Any]:
@@ -232,6 +244,20 @@ def _given(**values: Any) -> dict[str, Any] | None:
     ``None`` when none is (the policy's defaults stand).
     """
     return {name: value for name, value in values.items() if value is not None} or None
+
+
+def _retry(
+    max_attempts: int | None,
+    initial_delay_ms: int | None,
+    max_delay_ms: int | None,
+    backoff: BackoffPolicy | None,
+    retry_on: list[str] | None,
+) -> dict[str, Any] | None:
+    """The retry policy the options ask for (``None``: its defaults)."""
+    return _given(
+        max_attempts=max_attempts, initial_delay_ms=initial_delay_ms,
+        max_delay_ms=max_delay_ms, backoff=backoff, retry_on=retry_on or None,
+    )  # fmt: skip
 
 
 def _approval(

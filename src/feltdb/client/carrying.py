@@ -14,6 +14,7 @@ from feltdb.auth.tokens import decode_token
 from feltdb.client.calls import Answer, Request
 from feltdb.client.refusals import ClientError, refusal, server_url, unanswered
 from feltdb.errors import ErrorCode
+from feltdb.tracing import inject_headers
 
 if TYPE_CHECKING:
     from feltdb.auth import Subject
@@ -79,7 +80,8 @@ class Carrier:
             "method": request.method,
             "url": request.path,
             "content": content,
-            "headers": {"Content-Type": "application/json"} if content is not None else None,
+            # The current span's context, when tracing is on (feltdb.tracing).
+            "headers": inject_headers({"Content-Type": "application/json"} if content else {}),
             "params": request.params,
             "timeout": self.timeout + request.wait_ms / 1000,
         }

@@ -25,6 +25,7 @@ from feltdb.client.protocol import SubmissionLike, WorkloadClient, as_submission
 from feltdb.client.refusals import ClientError
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import Workload, WorkloadClaim, WorkloadResult
+from feltdb.tracing import with_trace_context
 from feltdb.work.batches import per_item
 from feltdb.work.claimed import ClaimedWork, LeaseRenewal
 from feltdb.work.inputs import DEFAULT_LEASE_MS
@@ -55,7 +56,7 @@ def item_answers(
 
 def _fields(submission: SubmissionLike) -> dict[str, Any]:
     try:
-        return submission_fields(as_submission(submission))
+        return with_trace_context(submission_fields(as_submission(submission)))
     except WorkloadError as error:
         raise ClientError(error.code, error.message, error.details) from None
 

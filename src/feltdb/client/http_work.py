@@ -24,6 +24,7 @@ from feltdb.client.refusals import ClientError
 from feltdb.errors import WorkloadError
 from feltdb.records.summary import WorkloadSummary
 from feltdb.records.workload import ApprovalDecision, Workload
+from feltdb.tracing import with_trace_context
 from feltdb.work.states import ApprovalOutcome, WorkloadState
 from feltdb.work.submission import submission_fields
 
@@ -43,7 +44,7 @@ def submitting(submission: SubmissionLike) -> Steps[tuple[Workload, bool]]:
             fields the submission model refuses.
     """
     try:
-        body = submission_fields(as_submission(submission))
+        body = with_trace_context(submission_fields(as_submission(submission)))
     except WorkloadError as error:
         raise ClientError(error.code, error.message, error.details) from None
     answer = yield Request("POST", "/v1/workloads", body)

@@ -90,6 +90,7 @@ OPTIONAL_FIELDS = (
     *("environment", "definition_revision", "trigger", "capability_snapshot"),
     *("idempotency_key", "session_id", "retry_policy", "timeouts", "not_before", "approval"),
     *("concurrency_key", "concurrency_limit", "rate_limit", "rate_key", "fairness_key"),
+    "trace_context",
 )
 """The submission fields whose ``None`` means "not given": the submission's default
 (:data:`~feltdb.work.submission.SUBMISSION_DEFAULTS`, a new random idempotency key) or

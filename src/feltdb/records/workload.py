@@ -268,6 +268,10 @@ class Workload(  # type: ignore[misc]
     fairness_key: str | None = None
     """Work of one key takes its turn with other keys' work at each claim that finds
     several (:mod:`feltdb.work.fairness`); ``None``: the turn of work naming no key."""
+    trace_context: dict[str, str] | None = None
+    """The submitter's W3C trace context (``traceparent``, ``tracestate``; bounded by
+    :func:`~feltdb.fields.trace_context_problem`): a worker's spans continue its trace
+    (:mod:`feltdb.tracing`); ``None``: none was current. Not part of what a replay compares."""
 
     def is_eligible_at(self, now: int) -> bool:
         """Whether the eligibility instant has arrived (the temporal half of claimability;

@@ -10,6 +10,7 @@ refuses for its shape.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI
@@ -19,6 +20,7 @@ from feltdb.fields import MAX_ID_CHARS, MAX_LIST_ITEMS
 from feltdb.records.base import Record
 from feltdb.server.errors import error_responses
 from feltdb.server.fields import NO_NUL, NOT_BLANK
+from feltdb.work.concurrency import DEFINITION_KEY_PREFIX
 from feltdb.work.submission import Submission
 
 SUBMISSION_TITLE = "SubmitWorkload"
@@ -123,6 +125,9 @@ def _submission_schema() -> dict[str, Any]:
     _bound_approval(properties)
     for name in ("concurrency_key", "rate_limit", "rate_key", "fairness_key"):
         _bounded(properties[name], required=True)
+    for option in properties["concurrency_key"]["anyOf"]:  # definitions' defaults' keys
+        if option.get("type") == "string":
+            option["not"] = {"pattern": f"^{re.escape(DEFINITION_KEY_PREFIX)}"}
     _sets_as_lists(schema)
     # A concurrency key and its limit come together (neither, or both); a rate key names
     # its limit.

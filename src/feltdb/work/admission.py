@@ -17,6 +17,7 @@ from feltdb.records.workload import (
     WorkloadTimeouts,
 )
 from feltdb.storage.canonical import canonical_json, content_hash
+from feltdb.tracing import current_trace_context
 from feltdb.work.approvals import validate_approval_policy
 from feltdb.work.concurrency import DEFINITION_KEY_PREFIX
 from feltdb.work.inputs import invalid
@@ -234,6 +235,7 @@ def new_workload(request: CreateWorkload, workload_id: str) -> Workload:
         rate_limit=request.rate_limit,
         rate_key=request.rate_key,
         fairness_key=request.fairness_key,
+        trace_context=request.trace_context or current_trace_context(),  # the caller's span
     )
     # The history records the eligibility the work was admitted with, so "why was this
     # Ready and unclaimed for an hour" is answerable from the workload itself.

@@ -15,7 +15,7 @@ from pydantic._internal._model_construction import ModelMetaclass
 
 from feltdb.auth import SignedGrant, Subject
 from feltdb.errors import ErrorCode, WorkloadError
-from feltdb.fields import ConcurrencyLimit, Instant, Priority, StringSet
+from feltdb.fields import ConcurrencyLimit, Instant, Priority, StringSet, TraceContext
 from feltdb.records.workload import (
     ApprovalPolicy,
     WorkloadDependency,
@@ -134,5 +134,9 @@ class CreateWorkload(Request):
     fairness_key: str | None = Field(default=None, exclude_if=lambda value: value is None)
     """The key (a customer) whose work takes turns with other keys' at each claim, so one
     key's backlog does not starve another's."""
+    trace_context: TraceContext | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The caller's W3C trace context (``traceparent``, ``tracestate``), so the work's
+    spans join its trace; clients fill it in from the current span (:mod:`feltdb.tracing`).
+    A replay of the key from another trace still answers the original workload."""
 
     _validate_input = field_validator("input")(classmethod(lambda cls, value: _require_json(value)))

@@ -13,13 +13,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from feltdb.errors import WorkloadError
 from feltdb.records.workload import Workload, WorkloadClaim
 from feltdb.work.states import WorkloadState
 from feltdb.worker.context import Context, Flag
 from feltdb.worker.failures import is_lease_lost, is_transient
+
+if TYPE_CHECKING:
+    from feltdb.tracing import Span
 
 log = logging.getLogger("feltdb.worker")
 
@@ -60,6 +63,10 @@ class Attempt:
         self.deferred = False
         """Set when its completion was handed to the batch completer: the attempt ends
         (its slot is freed) when the completion is answered, not when its thread returns."""
+        self.span: Span | None = None
+        """Its ``feltdb.run`` span, when tracing (:mod:`feltdb.tracing`)."""
+        self.completing: Span | None = None
+        """The ``feltdb.complete`` span of a completion handed to the batch completer."""
         self._reported = False
         self._lock = threading.Lock()
 

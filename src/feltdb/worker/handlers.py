@@ -13,10 +13,14 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from feltdb.tracing import current
 from feltdb.worker.attempt import Attempt
 from feltdb.worker.context import Context
+
+if TYPE_CHECKING:
+    from feltdb.tracing import Span
 
 log = logging.getLogger("feltdb.worker")
 
@@ -41,7 +45,8 @@ class HandlerLoop:
         if not self._awaits(handler):
             return handler(ctx)
         coroutine: Awaitable[Any] = handler(ctx)
-        future = asyncio.run_coroutine_threadsafe(_awaited(coroutine), self._event_loop())
+        awaited = _awaited(coroutine, attempt.span)
+        future = asyncio.run_coroutine_threadsafe(awaited, self._event_loop())
         attempt.future = future
         if attempt.cancel_requested.is_set() or attempt.lost.is_set():
             future.cancel()
@@ -87,8 +92,9 @@ class HandlerLoop:
         log.warning("an async handler ignores cancellation; its event loop is left running")
 
 
-async def _awaited(coroutine: Awaitable[T]) -> T:
-    return await coroutine
+async def _awaited(coroutine: Awaitable[T], span: Span | None = None) -> T:
+    with current(span):  # the attempt's run span, when tracing (a task has its own context)
+        return await coroutine
 
 
 async def _cancel_all() -> None:

@@ -19,6 +19,7 @@ from feltdb.client.batches import CompletionItem, HeartbeatItem
 from feltdb.client.protocol import WorkloadClient
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.records.workload import Workload, WorkloadCheckpoint, WorkloadResult
+from feltdb.tracing import child, end, failed, running, start_child, start_run
 from feltdb.work.claimed import LeaseRenewal
 from feltdb.work.inputs import MAX_BATCH_ITEMS
 from feltdb.work.states import WorkloadState
@@ -78,7 +79,13 @@ class AttemptRunner:
     def run(self, attempt: Attempt) -> None:
         """Start the claimed workload (unless its claim started it), run its handler and
         report the outcome. The claim's answer carried the workload: nothing is read.
+        Traced (:mod:`feltdb.tracing`), all of it is the attempt's ``feltdb.run`` span.
         """
+        attempt.span = start_run(attempt.workload, lambda: worker_name(self.client.subject))
+        with running(attempt.span):
+            self._run(attempt)
+
+    def _run(self, attempt: Attempt) -> None:
         client = self.client
         workload = attempt.workload
         attempt.beat_every_s = interval(workload, self.lease_ms)
@@ -154,6 +161,7 @@ class AttemptRunner:
             # The completer's thread acts on the answer: no thread is woken to learn it.
             item = CompletionItem(*attempt.fence, result_id, output)
             attempt.deferred = True
+            attempt.completing = start_child(attempt.span, "feltdb.complete")
             try:
                 self.completer.submit(
                     item,
@@ -163,8 +171,10 @@ class AttemptRunner:
                 # Closed (a shutdown's end, between this attempt taking its report and the
                 # unfinished being failed): complete by the single call, or it is lost.
                 attempt.deferred = False
-            except BaseException:  # not handed over: the thread ends the attempt
+                end(attempt.completing)
+            except BaseException as error:  # not handed over: the thread ends the attempt
                 attempt.deferred = False
+                end(attempt.completing, error)
                 raise
             else:
                 return
@@ -183,6 +193,7 @@ class AttemptRunner:
         (the same result id: a repeat replays, a refusal repeats), since that may wait, and
         never through the completer, which may be closed by then (a shutdown's last batch).
         """
+        end(attempt.completing, outcome if isinstance(outcome, BaseException) else None)
         if isinstance(outcome, BaseException):
 
             def decide() -> None:
@@ -210,7 +221,8 @@ class AttemptRunner:
         """
         fence = attempt.fence
         try:
-            result = send(attempt, lambda: self.client.complete(*fence, result_id, output))
+            with child(attempt.span, "feltdb.complete"):
+                result = send(attempt, lambda: self.client.complete(*fence, result_id, output))
         except WorkloadError as error:
             if self.cancelled_meanwhile(attempt, error):
                 self.confirm_cancel(attempt)
@@ -243,6 +255,7 @@ class AttemptRunner:
             self.confirm_cancel(attempt)
             return
         report = failure_report(error, progressed=ctx.progressed)
+        failed(attempt.span, error)
         log.warning(
             "%s failed: %s (kind %s, effect %s)",
             attempt.workload_id,
@@ -255,12 +268,13 @@ class AttemptRunner:
     def fail(self, attempt: Attempt, report: FailureReport) -> None:
         """Report the attempt failed as ``report`` says."""
         try:
-            send(
-                attempt,
-                lambda: self.client.fail(
-                    *attempt.fence, report.kind, report.error, effect=report.effect
-                ),
-            )
+            with child(attempt.span, "feltdb.fail", **{"feltdb.failure.kind": report.kind}):
+                send(
+                    attempt,
+                    lambda: self.client.fail(
+                        *attempt.fence, report.kind, report.error, effect=report.effect
+                    ),
+                )
         except WorkloadError as error:
             if error.code == ErrorCode.WORKLOAD_SECRET_REJECTED:
                 # The message carried something that looks like a secret: report the
@@ -301,7 +315,8 @@ class AttemptRunner:
         the lease is gone.
         """
         try:
-            saved = send(attempt, lambda: self.client.checkpoint(*attempt.fence, state))
+            with child(attempt.span, "feltdb.checkpoint"):
+                saved = send(attempt, lambda: self.client.checkpoint(*attempt.fence, state))
         except WorkloadError as error:
             if self.cancelled_meanwhile(attempt, error):
                 attempt.stop_handler()

@@ -36,6 +36,7 @@ from feltdb.client.protocol import WorkloadClient
 from feltdb.definitions import Definition
 from feltdb.errors import ErrorCode, WorkloadError
 from feltdb.limits import MAX_COMPLETION_WAIT_MS, MAX_CONCURRENCY
+from feltdb.tracing import traced_claim
 from feltdb.work import inputs
 from feltdb.work.claimed import ClaimedWork
 from feltdb.work.inputs import DEFAULT_LEASE_MS, MAX_BATCH_ITEMS
@@ -340,13 +341,12 @@ class Worker:
     def _claim_work(
         self, client: WorkloadClient, free: int, wait_s: float
     ) -> builtins.list[ClaimedWork]:
-        # As many as there are free slots, claimed and started in one commit, each with
-        # the workload it runs (so no read follows); only work it has a handler for: the
-        # rest is left READY for the workers that serve it (issue 10, point 1).
-        return client.claim_work(
+        # As many as there are free slots, claimed and started in one commit, each with its
+        # workload (no read follows); only work it has handlers for: the rest stays READY.
+        return traced_claim(lambda: client.claim_work(
             min(free, MAX_BATCH_ITEMS), lease_ms=self.lease_ms, wait_ms=int(wait_s * 1000),
             capabilities=self.capabilities, definitions=self.handlers,
-        )  # fmt: skip
+        ), lambda: worker_name(client.subject))  # fmt: skip
 
     def _free_slots(self) -> int:
         """How many more attempts may run now (after waiting a little when none may)."""
