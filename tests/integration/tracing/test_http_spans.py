@@ -24,7 +24,8 @@ from support.spans import SPAN_ID, TRACE_ID, TRACEPARENT, one, parent_id, span_i
 from feltdb import Subject, WorkloadStore
 from feltdb.auth.policy import CLAIM, application_grant
 from feltdb.auth.tokens import Keyring
-from feltdb.client import Client
+from feltdb.client import AsyncClient, Client
+from feltdb.records.workload import Workload
 from feltdb.server.app import create_app
 from feltdb.worker import Context, Worker
 
@@ -164,3 +165,51 @@ def test_the_client_sends_its_trace_and_the_worker_continues_it(
     completing = one(spans, "POST /v1/workloads/{workload_id}/complete")
     assert trace_id(completing) == caller.trace_id
     assert parent_id(completing) == span_id(one(spans, "feltdb.complete"))
+
+
+class InProcessAsync(httpx.AsyncBaseTransport):
+    """:class:`InProcess` for an ``httpx.AsyncClient``: each request answered by the app
+    in a task of an empty context, and kept, to be read."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.asgi = httpx.ASGITransport(app=app)
+        self.sent: list[httpx.Request] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append(request)
+        answering = self.asgi.handle_async_request(request)
+        response = await asyncio.create_task(answering, context=contextvars.Context())
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=await response.aread()
+        )
+
+
+def test_the_async_client_sends_its_trace_as_the_client_does(
+    store: WorkloadStore, spans: InMemorySpanExporter, tracer: Tracer
+) -> None:
+    transport = InProcessAsync(create_app(store, KEYRING, maintenance_interval_s=None))
+
+    async def admitted() -> tuple[Workload, int, int]:
+        async with AsyncClient("http://feltdb.test", REQUESTER) as requester:
+            await requester._http.aclose()
+            requester._http = httpx.AsyncClient(
+                transport=transport,
+                base_url=requester.url,
+                headers={"Authorization": f"Bearer {REQUESTER}", "Accept": "application/json"},
+            )
+            with tracer.start_as_current_span("checkout") as calling:
+                workload, _ = await requester.admit(
+                    definition_id="send", input={"n": 1}, capability_snapshot=["email:send"]
+                )
+            caller = calling.get_span_context()
+            return workload, caller.trace_id, caller.span_id
+
+    workload, caller_trace, caller_span = asyncio.run(admitted())
+    [request] = transport.sent
+    assert request.headers["traceparent"].startswith(f"00-{caller_trace:032x}-")
+    assert workload.trace_context is not None
+    assert workload.trace_context["traceparent"].startswith(
+        f"00-{caller_trace:032x}-{caller_span:016x}-"
+    )
+    server = one(spans, "POST /v1/workloads")
+    assert trace_id(server) == caller_trace and parent_id(server) == caller_span
