@@ -12,12 +12,12 @@ model may be built unvalidated with ``model_construct``; both are checked here).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
-import orjson
 from pydantic import BaseModel, ValidationError
 
 from feltdb.errors import ErrorCode, WorkloadError
@@ -54,19 +54,21 @@ def checked_model(model: Any, field: str) -> type[Model]:
 
 def to_json(model: type[M], value: Any, field: str) -> Any:
     """``value`` (an instance of ``model``, or a mapping of its fields) as JSON-ready data
-    (pydantic's ``model_dump(mode="json")``, msgspec's ``to_builtins``), once it is checked
-    to parse back into ``model``.
+    (pydantic's ``model_dump(mode="json", by_alias=True)``, msgspec's ``to_builtins``), once
+    it is checked to parse back into ``model``.
 
     Raises:
         WorkloadError: ``WORKLOAD_INVALID`` naming ``field`` (not an instance nor a
             mapping) or each bad field under it (``field.to``).
     """
+    if isinstance(value, Mapping):
+        value = from_json(model, dict(value), field)
     if isinstance(value, model):
+        # What is stored is checked, not only what was given: the dump of a parsed value
+        # must parse again (aliases, values a model writes otherwise than it reads).
         data = _dumped(value, field)
         from_json(model, data, field)
         return data
-    if isinstance(value, Mapping):
-        return _dumped(from_json(model, dict(value), field), field)
     raise WorkloadError(
         ErrorCode.WORKLOAD_INVALID,
         f"{field}: must be an instance of {model.__name__} or a dict of its fields,"
@@ -83,8 +85,10 @@ def from_json(model: type[M], data: Any, field: str) -> M:
         WorkloadError: ``WORKLOAD_INVALID`` naming each bad field under ``field``.
     """
     try:
-        text = orjson.dumps(data)
-    except TypeError as error:
+        # json, not orjson: orjson writes NaN and infinity as null (what would be checked
+        # is not what is stored) and refuses integers past 64 bits (which JSON allows).
+        text = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as error:
         raise WorkloadError(
             ErrorCode.WORKLOAD_INVALID, f"{field}: must be JSON: {error}", {"fields": [field]}
         ) from None
@@ -103,7 +107,7 @@ def from_json(model: type[M], data: Any, field: str) -> M:
 def _dumped(value: Model, field: str) -> Any:
     try:
         if isinstance(value, BaseModel):
-            return value.model_dump(mode="json", warnings=False)
+            return value.model_dump(mode="json", by_alias=True, warnings=False)
         return msgspec.to_builtins(value)
     except (TypeError, ValueError) as error:  # a value the model cannot write as JSON
         raise WorkloadError(

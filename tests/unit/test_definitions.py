@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import feltdb
 from feltdb import Definition, WorkloadError, WorkloadRetryPolicy
@@ -309,3 +309,38 @@ def test_a_store_needs_the_grant_the_submission_is_made_under():
     error = refused(send.submit, Store(), {"to": "a"}, key="k")  # type: ignore[arg-type]
 
     assert error.details == {"fields": ["grant"]}
+
+
+# ------------------------------------------------------------------ names and numbers
+
+
+class SenderP(BaseModel):
+    from_: str = Field(alias="from")
+    ratio: float | None = None
+
+
+class SenderM(msgspec.Struct, rename={"from_": "from"}):
+    from_: str
+    ratio: float | None = None
+
+
+@pytest.mark.parametrize("sender", [SenderP, SenderM])
+def test_fields_renamed_by_the_model_are_stored_and_read_by_their_json_names(sender):
+    send = Definition("send", input=sender, output=sender)
+    given = sender(**{"from": "ada"}) if sender is SenderP else sender(from_="ada")
+
+    for value in (given, {"from": "ada"}):
+        stored = send.submission(value, key="k").model_dump(mode="json")["input"]
+        assert stored == {"from": "ada", "ratio": None}
+        assert send.parse_input(stored).from_ == "ada"  # what the worker's handler gets
+    assert send.encode_output(given) == {"from": "ada", "ratio": None}
+
+
+@pytest.mark.parametrize("sender", [SenderP, SenderM])
+@pytest.mark.parametrize("number", [float("nan"), float("inf")])
+def test_a_number_json_cannot_hold_is_refused_not_stored_as_null(sender, number):
+    send = Definition("send", input=sender)
+
+    error = refused(send.submission, {"from": "ada", "ratio": number}, key="k")
+
+    assert "must be JSON" in error.message

@@ -1,10 +1,9 @@
 """The one client protocol: :class:`WorkloadClient`, the authority as its callers see it.
 
-Two implementations answer it alike: :class:`~feltdb.client.Client` calls a feltdb server
-over HTTP (the caller is its bearer token's grant), and :class:`~feltdb.client.LocalClient`
-calls a :class:`~feltdb.work.store.WorkloadStore` in process (the caller is a subject in a
-:class:`~feltdb.auth.scope.Scope`). The worker runtime, the ``feltdb`` command and
-:mod:`feltdb.testing` are written once against it.
+:class:`~feltdb.client.Client` answers it over HTTP (the caller: its token's grant; the
+:class:`~feltdb.client.AsyncClient` too, awaited), :class:`~feltdb.client.LocalClient` in
+process (the caller: a subject in a :class:`~feltdb.auth.scope.Scope`). The worker
+runtime, the ``feltdb`` command and :mod:`feltdb.testing` are written once against it.
 
 No method takes a requester, worker, decider or tenant: they are the client's identity.
 Work outside the caller's scope (another tenant's or application's, or outside its
@@ -79,7 +78,7 @@ class Page:
 @dataclass(frozen=True)
 class AuditPage:
     """Committed transactions of the caller's application, oldest first, and the revision
-    to continue after (equal to the one asked for when nothing is left for now).
+    to continue after (the one asked for when nothing is left for now).
     """
 
     items: list[CommittedTransaction]
@@ -110,7 +109,7 @@ def admission_fields(**given: Any) -> dict[str, Any]:
     """:meth:`WorkloadClient.admit`'s keywords as the submission's fields, bound as a call
     of it binds them (its defaults filled in; a ``TypeError`` for a keyword it lacks).
     """
-    bound = inspect.signature(WorkloadClient.admit).bind(None, **given)
+    bound = _ADMIT.bind(None, **given)
     bound.apply_defaults()
     fields = {name: value for name, value in bound.arguments.items() if name != "self"}
     for name in ("capability_snapshot", "connection_scopes", "dependencies"):
@@ -135,16 +134,13 @@ def as_submission(value: SubmissionLike) -> Request:
 
 class WorkloadClient(LimitsClient, RetentionClient, ScheduleClient, WorkflowCalls, Protocol):
     """The authority's operations, as one caller (a requester, a worker, an operator, an
-    approver) makes them. Implemented by :class:`~feltdb.client.Client` (HTTP) and
-    :class:`~feltdb.client.LocalClient` (a store in process), which also give
-    :meth:`admit`, :meth:`create` and the context manager from here.
+    approver) makes them; its implementations take :meth:`admit`, :meth:`create` and the
+    context manager from here.
     """
 
     @property
     def subject(self) -> Subject:
-        """Who this client acts as: the worker name is ``KIND:ID`` of it
-        (:func:`~feltdb.auth.policy.worker_name`), and so is the actor of what it commits.
-        """
+        """Who this client acts as (its ``KIND:ID`` is its worker name and its actor)."""
         ...
 
     # -------------------------------------------------------------- requesters
@@ -419,3 +415,7 @@ class WorkloadClient(LimitsClient, RetentionClient, ScheduleClient, WorkflowCall
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_ADMIT = inspect.signature(WorkloadClient.admit)
+"""Read once, for :func:`admission_fields` (a signature costs tens of µs to make)."""

@@ -165,28 +165,27 @@ class Worker:
     # ------------------------------------------------------------------ setup
 
     @overload
-    def handler(self, definition: str) -> Callable[[H], H]: ...
+    def handler(self, definition_id: str) -> Callable[[H], H]: ...
 
     @overload
     def handler(
-        self, definition: Definition[In, Out]
+        self, definition_id: Definition[In, Out]
     ) -> Callable[[TypedHandler[In, Out]], TypedHandler[In, Out]]: ...
 
-    def handler(self, definition: str | Definition[Any, Any]) -> Callable[[Any], Any]:
+    def handler(self, definition_id: str | Definition[Any, Any]) -> Callable[[Any], Any]:
         """Register the decorated function (sync or ``async``) as the handler of work of
-        ``definition``: a definition id (the handler is called with a :class:`Context`
+        ``definition_id``: a definition id (the handler is called with a :class:`Context`
         and returns the output, JSON), or a typed :class:`~feltdb.definitions.Definition`
         (called with the context and the parsed input; see :mod:`feltdb.worker.typed`).
         """
 
         def register(function: Any) -> Any:
-            definition_id, handler = handler_of(definition, function)
-            if definition_id in self.handlers:
+            served, handler = handler_of(definition_id, function)
+            if served in self.handlers:
                 raise WorkloadError(
-                    ErrorCode.WORKLOAD_INVALID,
-                    f"a handler for {definition_id!r} is already registered",
+                    ErrorCode.WORKLOAD_INVALID, f"a handler for {served!r} is already registered"
                 )
-            self.handlers[definition_id] = handler
+            self.handlers[served] = handler
             return function
 
         return register

@@ -6,23 +6,27 @@ protocol; an HTTP client's refusal also carries the server's status.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
+import pydantic
 import pytest
 from support.client_kinds import Clients
-from support.server import WORK_CAPABILITY, submission
+from support.server import WORK_CAPABILITY, Server, submission
 
 from feltdb import (
     ApprovalOutcome,
+    Definition,
     Subject,
     Workload,
     WorkloadClaim,
     WorkloadError,
     WorkloadRetryPolicy,
     WorkloadState,
+    WorkloadStore,
 )
 from feltdb.auth.policy import APPROVE, AUDIT, CANCEL, CLAIM, OPERATE, READ, REVOKE, SUBMIT
-from feltdb.client import ClientError, Page
+from feltdb.client import AsyncClient, ClientError, Page
 
 REQUESTER = {"subject": Subject.agent("a1"), "capabilities": [SUBMIT, READ, CANCEL]}
 WORKER = {"subject": Subject.worker("w1"), "capabilities": [CLAIM, WORK_CAPABILITY]}
@@ -226,3 +230,29 @@ def test_a_revoked_grant_is_revoked_once(clients: Clients, app: str):
     with pytest.raises(WorkloadError) as unknown:
         security.revoke_grant("grant_never_minted")
     assert refused(clients, unknown, 404) == "WORKLOAD_NOT_FOUND"
+
+
+class Greeting(pydantic.BaseModel):
+    to: str
+
+
+GREET = Definition("greet", input=Greeting, capabilities={WORK_CAPABILITY})
+
+
+def test_a_typed_definition_submits_through_a_real_async_client(server: Server, app: str):
+    # submit_async is the one call of a definition that awaits: through the AsyncClient
+    # itself, not a stand-in; a bad input is refused before anything is sent.
+    async def submitted() -> tuple[tuple[Workload, bool], tuple[Workload, bool], str]:
+        async with AsyncClient(server.url, server.token(app, **REQUESTER)) as client:
+            first = await GREET.submit_async(client, Greeting(to="ada"), key="g1")
+            again = await GREET.submit_async(client, {"to": "ada"}, key="g1")
+            with pytest.raises(WorkloadError) as bad:
+                await GREET.submit_async(client, {"to": 5}, key="g2")
+            return first, again, bad.value.code
+
+    (workload, created), (replayed, created_again), code = asyncio.run(submitted())
+    assert created and not created_again and replayed.workload_id == workload.workload_id
+    assert workload.input == {"to": "ada"} and workload.definition_id == "greet"
+    assert code == "WORKLOAD_INVALID"
+    with WorkloadStore.open(server.target) as store:
+        assert [w.idempotency_key for w in store.list("t", app)] == ["g1"]
