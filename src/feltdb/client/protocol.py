@@ -78,7 +78,7 @@ class Page:
 @dataclass(frozen=True)
 class AuditPage:
     """Committed transactions of the caller's application, oldest first, and the revision
-    to continue after (the one asked for when nothing is left for now).
+    to continue after (equal to the one asked for when nothing is left for now).
     """
 
     items: list[CommittedTransaction]
@@ -417,5 +417,4 @@ class WorkloadClient(LimitsClient, RetentionClient, ScheduleClient, WorkflowCall
         self.close()
 
 
-_ADMIT = inspect.signature(WorkloadClient.admit)
-"""Read once, for :func:`admission_fields` (a signature costs tens of µs to make)."""
+_ADMIT = inspect.signature(WorkloadClient.admit)  # admission_fields': made once (tens of µs)
