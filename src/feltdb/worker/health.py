@@ -17,11 +17,16 @@ no claim is made, and the worker is judged by its passes alone.
 
 :class:`HealthServer` answers ``GET``/``HEAD /healthz`` with ``200 {"status": "ok"}`` or
 ``503 {"status": "unavailable", "reason": …}``, bounded against its clients: at most
-:data:`MAX_CONNECTIONS` at once (more are closed unanswered), a request head of at most
+:data:`MAX_CONNECTIONS` held at once and :data:`MAX_THREADS` threads (more are closed
+unanswered), :data:`MAX_THREADS` more waiting to be accepted, a request head of at most
 :data:`MAX_HEAD_BYTES` read within :data:`READ_TIMEOUT_S` in all, no body ever read, one
-small answer, then the connection is closed. :class:`SystemdNotifier` sends ``READY=1`` once
-the loop first reached its authority, ``WATCHDOG=1`` while the verdict is healthy (every
-half of ``WATCHDOG_USEC``), and ``STOPPING=1`` once it stops claiming.
+small answer, then the connection is closed. A connection that has not sent its head
+gives way to a newer one when every slot is taken (see :data:`MAX_CONNECTIONS`), so a few
+silent connections, renewed before their read time is up, cannot keep a probe out.
+
+:class:`SystemdNotifier` sends ``READY=1`` once the loop first reached its authority,
+``WATCHDOG=1`` while the verdict is healthy (every half of ``WATCHDOG_USEC``), and
+``STOPPING=1`` once it stops claiming.
 """
 
 from __future__ import annotations
@@ -36,8 +41,13 @@ from typing import Any
 
 from feltdb.errors import WorkloadError
 
-MAX_CONNECTIONS = 4
-"""Health requests answered at once; a connection beyond them is closed unanswered."""
+MAX_CONNECTIONS = 8
+"""Connections held at once. With every one taken, a new connection takes the place of the
+oldest still waiting for its head (that one is closed unanswered); when none is waiting
+(all are being answered), the new one is closed unanswered."""
+MAX_THREADS = 2 * MAX_CONNECTIONS
+"""Threads serving connections at once: those held, and those closed to make room that
+have not ended yet (they end at once); past it, a new connection is closed unanswered."""
 MAX_HEAD_BYTES = 8192
 """The most of a request's head (request line and headers) read; past it, ``400``."""
 READ_TIMEOUT_S = 2.0
@@ -141,8 +151,8 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         connection: socket.socket = self.request
         head = _read_head(connection)
-        if head is None:
-            return  # too slow, or gone: closed unanswered
+        if head is None or not self.server.answering(connection):
+            return  # too slow, gone, or closed to make room: unanswered
         status, body = answer_for(head, self.server.verdict)
         is_head = head.startswith(b"HEAD ")
         reason = REASONS.get(status, "Service Unavailable")
@@ -194,11 +204,15 @@ class HealthServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     daemon_threads = True
     allow_reuse_address = True
     block_on_close = False
+    request_queue_size = MAX_THREADS  # socketserver's 5 drops a burst's connections for 1 s
 
     def __init__(self, host: str, port: int, verdict: Callable[[], str | None]) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.verdict = verdict
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._held: dict[socket.socket, bool] = {}
+        """The connections held, oldest first, each with whether it still awaits its head."""
+        self._serving_threads = 0
         self._serving = False
         super().__init__((host, port), _Handler)
 
@@ -223,19 +237,59 @@ class HealthServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
         self.server_close()
 
     def process_request(self, request: _Request, client_address: Any) -> None:
-        """Answer on a thread of its own, while fewer than :data:`MAX_CONNECTIONS` are."""
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # bounded: a flood is not answered
-            return
+        """Answer on a thread of its own, within :data:`MAX_CONNECTIONS` (making room by
+        closing the oldest connection still waiting for its head) and :data:`MAX_THREADS`.
+        """
+        assert isinstance(request, socket.socket)  # a stream server's request
+        with self._lock:
+            if not self._make_room():
+                self.shutdown_request(request)  # bounded: a flood is not answered
+                return
+            self._held[request] = True
+            self._serving_threads += 1
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._ended(request)
             raise
+
+    def _make_room(self) -> bool:
+        """Whether one more connection may be held (under the lock)."""
+        if self._serving_threads >= MAX_THREADS:
+            return False
+        if len(self._held) < MAX_CONNECTIONS:
+            return True
+        # The oldest still silent gives way: a slow client is served only while no newer
+        # one wants its slot (a probe sends its head at once; it is not the oldest).
+        silent = next((held for held, waiting in self._held.items() if waiting), None)
+        if silent is None:
+            return False
+        del self._held[silent]
+        try:
+            silent.shutdown(socket.SHUT_RDWR)  # its thread's read ends now; it closes it
+        except OSError:
+            pass  # closed already by its thread, which is ending
+        return True
+
+    def answering(self, connection: socket.socket) -> bool:
+        """Whether ``connection``, its head read, is still held, now to be answered (it no
+        longer gives way to a newer one); ``False``: it was closed to make room.
+        """
+        with self._lock:
+            if connection not in self._held:
+                return False
+            self._held[connection] = False
+            return True
 
     def process_request_thread(self, request: _Request, client_address: Any) -> None:
         """Answer, then give the connection's slot back."""
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            assert isinstance(request, socket.socket)
+            self._ended(request)
+
+    def _ended(self, request: socket.socket) -> None:
+        with self._lock:
+            self._held.pop(request, None)
+            self._serving_threads -= 1

@@ -169,23 +169,57 @@ def test_a_head_past_its_bound_is_refused(health: tuple[HealthServer, list[str |
         assert client.recv(100).startswith(b"HTTP/1.1 400 ")
 
 
-def test_connections_past_the_bound_are_closed_unanswered(
+def test_a_probe_is_answered_while_silent_connections_hold_every_slot(
     health: tuple[HealthServer, list[str | None]],
 ):
     server, _ = health
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    silent: list[socket.socket] = []
+    try:
+        for _ in range(3):  # renewed, as an attacker renews them before their read time
+            silent += [socket.create_connection(("127.0.0.1", server.port))
+                       for _ in range(MAX_CONNECTIONS)]  # fmt: skip
+            # Accepted in order, after every silent one: the oldest waiting make room.
+            answer = httpx.get(url, timeout=30)
+            assert answer.status_code == 200 and answer.json() == {"status": "ok"}
+        oldest = silent[0]
+        oldest.settimeout(30)
+        assert oldest.recv(100) == b""  # hung up on, unanswered
+    finally:
+        for connection in silent:
+            connection.close()
+
+
+def test_connections_past_the_bound_are_closed_unanswered_while_all_are_answered():
+    # Every slot answering (its verdict held): none waits for its head, so none gives way.
+    release = threading.Event()
+    asked = threading.Semaphore(0)
+
+    def slow_verdict() -> None:
+        asked.release()
+        release.wait(30)
+
+    server = HealthServer("127.0.0.1", 0, slow_verdict)
+    server.start()
     held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(MAX_CONNECTIONS)]
     try:
-        # Each held connection has sent nothing; one past them is closed at once.
+        for connection in held:
+            connection.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        for _ in held:
+            assert asked.acquire(timeout=30)
         with socket.create_connection(("127.0.0.1", server.port)) as extra:
             extra.settimeout(30)
             extra.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
             assert extra.recv(100) == b""
-        held[0].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
-        held[0].settimeout(30)
-        assert held[0].recv(100).startswith(b"HTTP/1.1 200 ")
+        release.set()
+        for connection in held:
+            connection.settimeout(30)
+            assert connection.recv(100).startswith(b"HTTP/1.1 200 ")
     finally:
+        release.set()
         for connection in held:
             connection.close()
+        server.close()
 
 
 def test_a_port_in_use_is_said_at_once():
