@@ -258,6 +258,69 @@ def test_systemd_is_told_ready_alive_and_stopping(
             notifier.close()
 
 
+class WatchedPulse(Pulse):
+    """A pulse that counts the verdicts it gave as unhealthy (the notifier asks every tick)."""
+
+    def __init__(self, stopping: threading.Event, clock: Clock) -> None:
+        super().__init__(stopping, clock)
+        self.unhealthy = 0
+        self.asked = threading.Condition()
+
+    def verdict(self, unhealthy_after_s: float) -> str | None:
+        reason = super().verdict(unhealthy_after_s)
+        with self.asked:
+            self.unhealthy += reason is not None
+            self.asked.notify_all()
+        return reason
+
+    def wait_unhealthy(self, times: int) -> None:
+        """Until ``times`` more verdicts were unhealthy."""
+        with self.asked:
+            until = self.unhealthy + times
+            assert self.asked.wait_for(lambda: self.unhealthy >= until, timeout=30)
+
+
+def test_the_watchdog_is_not_fed_while_the_worker_is_unhealthy(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+):
+    address = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(address)
+        systemd.settimeout(30)
+        monkeypatch.setenv("NOTIFY_SOCKET", address)
+        monkeypatch.setenv("WATCHDOG_USEC", "200000")  # a beat due at every tick
+        monkeypatch.delenv("WATCHDOG_PID", raising=False)
+        pulse = WatchedPulse(threading.Event(), clock)
+        notifier = SystemdNotifier.from_environment(pulse, BOUND_S)
+        assert notifier is not None
+        notifier.start()
+        try:
+            pulse.passed()
+            pulse.reached()
+            assert systemd.recv(100) == b"READY=1\nSTATUS=claiming work"
+            assert systemd.recv(100) == b"WATCHDOG=1"
+            pulse.unreached(unreachable())
+            clock.now += BOUND_S + 1
+            pulse.passed()
+            # Once a tick judged it unhealthy, a beat of an earlier tick has been sent: let
+            # them go, then several ticks judge it unhealthy and none may feed the watchdog.
+            pulse.wait_unhealthy(1)
+            systemd.setblocking(False)
+            while True:
+                try:
+                    assert systemd.recv(100) == b"WATCHDOG=1"
+                except BlockingIOError:
+                    break
+            pulse.wait_unhealthy(4)
+            with pytest.raises(BlockingIOError):
+                systemd.recv(100)
+            systemd.settimeout(30)
+            pulse.reached()  # the authority back: fed again
+            assert systemd.recv(100) == b"WATCHDOG=1"
+        finally:
+            notifier.close()
+
+
 def test_no_notifier_without_systemd_and_no_watchdog_for_another_process(
     clock: Clock, monkeypatch: pytest.MonkeyPatch
 ):
