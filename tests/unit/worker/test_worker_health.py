@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -17,9 +18,11 @@ from feltdb.worker.health import (
     MAX_CONNECTIONS,
     MAX_HEAD_BYTES,
     MAX_REASON_CHARS,
+    POLL_MARGIN_S,
     HealthServer,
     Pulse,
     answer_for,
+    check_bound,
 )
 from feltdb.worker.supervised import SystemdNotifier
 
@@ -105,6 +108,90 @@ def test_a_stopping_worker_is_unhealthy(clock: Clock):
     stopping.set()
     assert pulse.stopping
     assert pulse.verdict(BOUND_S) == "the worker is stopping: it claims no more work"
+
+
+def test_heartbeats_that_fail_to_reach_the_authority_count_while_no_claim_is_made(clock: Clock):
+    pulse, _ = pulse_of(clock)
+    pulse.passed()
+    pulse.reached()
+    clock.now += 10  # every slot busy from here: the loop passes, but claims nothing
+    pulse.passed()
+    pulse.beat(None)  # a heartbeat answered: reached
+    pulse.beat(unreachable())
+    clock.now += BOUND_S
+    pulse.passed()
+    pulse.beat(unreachable())
+    assert pulse.verdict(BOUND_S) is None
+    clock.now += 1
+    pulse.passed()
+    assert pulse.verdict(BOUND_S) == (
+        "the authority has not been reached for 61 s (cannot reach http://127.0.0.1:9)"
+    )
+    pulse.beat(None)
+    assert pulse.verdict(BOUND_S) is None
+
+
+@dataclass
+class Held:
+    """What the pulse reads of an attempt holding a slot."""
+
+    workload_id: str
+    lost: threading.Event = field(default_factory=threading.Event)
+    cancel_requested: threading.Event = field(default_factory=threading.Event)
+
+
+def test_slots_all_held_by_handlers_told_to_stop_are_unhealthy_past_the_bound(clock: Clock):
+    pulse, _ = pulse_of(clock)
+    pulse.passed()
+    pulse.reached()
+    lost, cancelled = Held("wl_1"), Held("wl_2")
+    pulse.holding([lost, cancelled])
+    clock.now += BOUND_S * 2  # running with their leases kept: healthy work, however long
+    pulse.passed()
+    pulse.beat(None)
+    pulse.holding([lost, cancelled])
+    assert pulse.verdict(BOUND_S) is None
+    lost.lost.set()
+    pulse.holding([lost, cancelled])
+    clock.now += 10
+    cancelled.cancel_requested.set()
+    pulse.holding([lost, cancelled])
+    clock.now += BOUND_S  # the cancelled one told only 60 s ago
+    pulse.passed()
+    pulse.holding([lost, cancelled])
+    assert pulse.verdict(BOUND_S) is None
+    clock.now += 1
+    pulse.passed()
+    pulse.holding([lost, cancelled])
+    assert pulse.verdict(BOUND_S) == (
+        "no claim for 191 s: every handler slot is held by a handler told to stop 61 s ago "
+        "or more (its lease lost or its work cancelled) that has not returned"
+    )
+    pulse.holding([lost])  # the cancelled one returned: its slot is free, and claimed from
+    pulse.reached()
+    assert pulse.verdict(BOUND_S) is None
+
+
+def test_a_slot_held_by_a_stopped_handler_is_healthy_while_claims_are_made(clock: Clock):
+    pulse, _ = pulse_of(clock)
+    pulse.passed()
+    stuck = Held("wl_1")
+    stuck.lost.set()
+    pulse.holding([stuck])
+    for _ in range(3):  # other slots free: the loop keeps claiming
+        clock.now += BOUND_S
+        pulse.passed()
+        pulse.reached()
+        pulse.holding([stuck])
+    assert pulse.verdict(BOUND_S) is None
+
+
+def test_a_bound_an_idle_claim_would_cross_is_refused():
+    check_bound(POLL_MARGIN_S + 2.5, 2.0)
+    with pytest.raises(WorkloadError) as refused:
+        check_bound(POLL_MARGIN_S + 2.0, 2.0)
+    assert refused.value.code == ErrorCode.WORKLOAD_INVALID
+    assert "claim waits 2 s for work (its poll_wait_s), so give more than 7 s" in str(refused.value)
 
 
 @pytest.mark.parametrize(
