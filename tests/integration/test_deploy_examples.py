@@ -11,8 +11,11 @@ its COPY lines say and its feltdb built into a wheel and installed apart, so tha
 worker runs the image's feltdb, not the checkout's.
 
 Each test changes what a deployment would choose: the server's URL and a free health port
-(tests run side by side), the token file's path, and the unhealthy bound (3 s, not 60),
-through the same environment variables a deployment sets.
+(tests run side by side), the token file's path, and the unhealthy bound (8 s, not 60),
+through the same environment variables a deployment sets. The worker takes only a bound
+longer than the sample worker's 2 s long-poll and a 5 s margin (an idle worker's wait for
+work must not cross it), so 8 s; a stopped server is seen at once (its claims are refused
+a connection) and judged 8 s later.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from feltdb.auth.policy import CLAIM
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 BIN = Path(sys.executable).parent
-UNHEALTHY_AFTER = "3"
+UNHEALTHY_AFTER = "8"
 WAIT_S = 60.0
 """The longest any step is waited for (a bound on failure, not a measured time)."""
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"

@@ -193,12 +193,15 @@ def _run(worker: Worker, health_host: str, health_port: int | None, unhealthy_af
     """Run ``worker`` under its supervisor: /healthz served, systemd told.
 
     Raises:
-        typer.Exit: (2) the health port cannot be listened on.
+        typer.Exit: (2) the health port cannot be listened on, or the unhealthy bound is
+            one an idle worker's claim would cross.
     """
     from feltdb.worker.supervised import Supervision
 
     try:
         supervision = Supervision(worker, health_host, health_port, unhealthy_after)
+    except WorkloadError as error:
+        raise usage_error(f"--unhealthy-after: {error.message}") from None
     except OSError as error:
         raise usage_error(
             f"--health-port: cannot listen on {health_host}:{health_port}: {error.strerror}"
