@@ -185,8 +185,17 @@ def test_the_unit_runs_its_worker_ready_watched_and_drained(server: Server, tmp_
     assert setting(sections, "Service", "Type") == "notify"
     assert setting(sections, "Service", "KillSignal") == "SIGTERM"
     assert setting(sections, "Service", "Restart") == "on-failure"
+    assert setting(sections, "Service", "KillMode") == "mixed"  # SIGTERM to the worker only
     stop_within = seconds(setting(sections, "Service", "TimeoutStopSec"))
     watchdog_s = seconds(setting(sections, "Service", "WatchdogSec"))
+    # A worker failing at once (a revoked token) is restarted RestartSec apart and stops
+    # within the start limit; one waiting for its server (never ready: TimeoutStartSec,
+    # then RestartSec) is started again and again, never reaching it.
+    burst = int(setting(sections, "Unit", "StartLimitBurst"))
+    interval_s = seconds(setting(sections, "Unit", "StartLimitIntervalSec"))
+    restart_s = seconds(setting(sections, "Service", "RestartSec"))
+    start_s = seconds(setting(sections, "Service", "TimeoutStartSec"))
+    assert burst * restart_s < interval_s < burst * (start_s + restart_s)
     app = tmp_path / "app"  # the unit's WorkingDirectory, holding tasks.py
     app.mkdir()
     shutil.copy(EXAMPLES / "hello_worker.py", app / "tasks.py")
