@@ -89,7 +89,8 @@ TokenFileOption = Annotated[
         dir_okay=False,
         help="A file holding the worker's token, instead of --token: it is re-read when it "
         "changes (looked at every second or so), so writing a new token there rotates it "
-        "without a restart. A file holding no usable token is said once; the token is kept.",
+        "without a restart. A file holding no usable token is said once; the token is kept. "
+        "A --token typed on the command line wins over FELTDB_TOKEN_FILE.",
     ),
 ]
 DbOption = Annotated[
@@ -181,10 +182,13 @@ def worker_command(
             worker.connect(store=store)
             _run(worker, *health)
         return
-    if token_file is not None:
-        if typed(context, "token"):
+    if token_file is not None and token is not None:
+        if typed(context, "token") and typed(context, "token_file"):
             raise usage_error("give --token or --token-file, not both")
-        token = None  # FELTDB_TOKEN, from the environment, gives way to the file
+        if typed(context, "token"):
+            token_file = None  # FELTDB_TOKEN_FILE (an image's, say) gives way to a typed token
+        else:
+            token = None  # FELTDB_TOKEN, from the environment, gives way to the file
     _connect(worker, url, token, token_file)
     _run(worker, *health)
 
