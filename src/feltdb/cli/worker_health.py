@@ -37,6 +37,7 @@ UnhealthyAfterOption = Annotated[
         max=MAX_UNHEALTHY_AFTER_S,
         help="Seconds the authority may go unreached (or the claim loop without a pass) "
         "before /healthz answers 503 and systemd's watchdog is no longer fed; more than the "
-        "Worker's poll_wait_s (2 s by default) and 5 s, else refused.",
+        "Worker's poll_wait_s (2 s by default) and 5 s, else refused (when /healthz is "
+        "served or systemd watches).",
     ),
 ]

@@ -60,13 +60,14 @@ def test_a_health_port_in_use_is_a_usage_error(tasks: Path) -> None:
 def test_an_unhealthy_bound_an_idle_claim_would_cross_is_a_usage_error(
     tasks: Path, given: list[str]
 ) -> None:
-    # Its Worker long-polls 0.5 s; the bound must be longer than that and a 5 s margin. A
-    # process with a timeout: a bound taken would run the worker until stopped.
+    # Its Worker long-polls 0.5 s; the bound must be longer than that and a 5 s margin (when
+    # it is used: /healthz served, or under systemd). A process with a timeout: a bound
+    # taken would run the worker until stopped.
     env = {k: v for k, v in os.environ.items() if not k.startswith("FELTDB_")}
     env.update(item.split("=", 1) for item in given if "=" in item)
     run = subprocess.run(
         [sys.executable, "-c", "from feltdb.cli import main; main()", "worker",
-         "health_tasks:worker", "--db", str(tasks / "w.db"),
+         "health_tasks:worker", "--db", str(tasks / "w.db"), "--health-port", "0",
          *(item for item in given if "=" not in item)],
         capture_output=True, text=True, env=env, cwd=tasks, timeout=60,
     )  # fmt: skip
