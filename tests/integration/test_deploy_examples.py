@@ -11,13 +11,17 @@ its COPY lines say and its feltdb built into a wheel and installed apart, so tha
 worker runs the image's feltdb, not the checkout's.
 
 Each test changes what a deployment would choose: the server's URL and a free health port
-(tests run side by side), the token file's path, and the unhealthy bound (3 s, not 60),
-through the same environment variables a deployment sets.
+(tests run side by side), the token file's path, and the unhealthy bound (8 s, not 60),
+through the same environment variables a deployment sets. The worker takes only a bound
+longer than the sample worker's 2 s long-poll and a 5 s margin (an idle worker's wait for
+work must not cross it), so 8 s; a stopped server is seen at once (its claims are refused
+a connection) and judged 8 s later.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import signal
@@ -48,7 +52,7 @@ from feltdb.auth.policy import CLAIM
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 BIN = Path(sys.executable).parent
-UNHEALTHY_AFTER = "3"
+UNHEALTHY_AFTER = "8"
 WAIT_S = 60.0
 """The longest any step is waited for (a bound on failure, not a measured time)."""
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
@@ -182,8 +186,17 @@ def test_the_unit_runs_its_worker_ready_watched_and_drained(server: Server, tmp_
     assert setting(sections, "Service", "Type") == "notify"
     assert setting(sections, "Service", "KillSignal") == "SIGTERM"
     assert setting(sections, "Service", "Restart") == "on-failure"
+    assert setting(sections, "Service", "KillMode") == "mixed"  # SIGTERM to the worker only
     stop_within = seconds(setting(sections, "Service", "TimeoutStopSec"))
     watchdog_s = seconds(setting(sections, "Service", "WatchdogSec"))
+    # A worker failing at once (a revoked token) is restarted RestartSec apart and stops
+    # within the start limit; one waiting for its server (never ready: TimeoutStartSec,
+    # then RestartSec) is started again and again, never reaching it.
+    burst = int(setting(sections, "Unit", "StartLimitBurst"))
+    interval_s = seconds(setting(sections, "Unit", "StartLimitIntervalSec"))
+    restart_s = seconds(setting(sections, "Service", "RestartSec"))
+    start_s = seconds(setting(sections, "Service", "TimeoutStartSec"))
+    assert burst * restart_s < interval_s < burst * (start_s + restart_s)
     app = tmp_path / "app"  # the unit's WorkingDirectory, holding tasks.py
     app.mkdir()
     shutil.copy(EXAMPLES / "hello_worker.py", app / "tasks.py")
@@ -286,7 +299,11 @@ def test_the_image_runs_its_worker_healthy_then_not_and_stops(
 ):
     dockerfile = Dockerfile.parse(DOCKERFILE.read_text())
     assert dockerfile.one("STOPSIGNAL") == "SIGTERM"
-    assert dockerfile.one("USER") == "feltdb" and "useradd" in dockerfile.one("RUN")
+    # By number (runAsNonRoot), the user and group the RUN line creates.
+    assert dockerfile.one("USER") == "10001:10001"
+    assert {"--uid 10001", "--gid 10001"} <= set(
+        re.findall(r"--[ug]id \d+", dockerfile.one("RUN"))
+    ), dockerfile.one("RUN")
     port = free_port()
     env = container_env(
         image,
@@ -307,8 +324,11 @@ def test_the_image_runs_its_worker_healthy_then_not_and_stops(
     options, probe = dockerfile.healthcheck()
     probe_timeout = seconds(options["timeout"])
 
+    # A proxy the container was given (for the worker's own calls): the probe ignores it.
+    probe_env = {**env, "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
     def healthy() -> bool:
-        run = subprocess.run(probe, env=env, cwd=workdir, capture_output=True, timeout=60)
+        run = subprocess.run(probe, env=probe_env, cwd=workdir, capture_output=True, timeout=60)
         assert run.returncode in (0, 1), run.stderr
         return run.returncode == 0
 

@@ -89,7 +89,8 @@ TokenFileOption = Annotated[
         dir_okay=False,
         help="A file holding the worker's token, instead of --token: it is re-read when it "
         "changes (looked at every second or so), so writing a new token there rotates it "
-        "without a restart. A file holding no usable token is said once; the token is kept.",
+        "without a restart. A file holding no usable token is said once; the token is kept. "
+        "A --token typed on the command line wins over FELTDB_TOKEN_FILE.",
     ),
 ]
 DbOption = Annotated[
@@ -181,10 +182,13 @@ def worker_command(
             worker.connect(store=store)
             _run(worker, *health)
         return
-    if token_file is not None:
-        if typed(context, "token"):
+    if token_file is not None and token is not None:
+        if typed(context, "token") and typed(context, "token_file"):
             raise usage_error("give --token or --token-file, not both")
-        token = None  # FELTDB_TOKEN, from the environment, gives way to the file
+        if typed(context, "token"):
+            token_file = None  # FELTDB_TOKEN_FILE (an image's, say) gives way to a typed token
+        else:
+            token = None  # FELTDB_TOKEN, from the environment, gives way to the file
     _connect(worker, url, token, token_file)
     _run(worker, *health)
 
@@ -193,12 +197,15 @@ def _run(worker: Worker, health_host: str, health_port: int | None, unhealthy_af
     """Run ``worker`` under its supervisor: /healthz served, systemd told.
 
     Raises:
-        typer.Exit: (2) the health port cannot be listened on.
+        typer.Exit: (2) the health port cannot be listened on, or the unhealthy bound is
+            one an idle worker's claim would cross.
     """
     from feltdb.worker.supervised import Supervision
 
     try:
         supervision = Supervision(worker, health_host, health_port, unhealthy_after)
+    except WorkloadError as error:
+        raise usage_error(f"--unhealthy-after: {error.message}") from None
     except OSError as error:
         raise usage_error(
             f"--health-port: cannot listen on {health_host}:{health_port}: {error.strerror}"

@@ -16,8 +16,9 @@ HealthPortOption = Annotated[
         max=65535,
         help="Serve GET /healthz on this port (0: a free one, logged): 200 while the "
         "worker claims and reaches its authority, 503 with the reason otherwise (not yet "
-        "claiming, stopping after SIGTERM, its claims failing to reach the authority or its "
-        "claim loop stuck for longer than --unhealthy-after). Default: not served.",
+        "claiming, stopping after SIGTERM, its claims and heartbeats failing to reach the "
+        "authority, its claim loop stuck, or every handler slot held by a handler told to "
+        "stop that does not return, for longer than --unhealthy-after). Default: not served.",
     ),
 ]
 HealthHostOption = Annotated[
@@ -35,6 +36,8 @@ UnhealthyAfterOption = Annotated[
         min=1,
         max=MAX_UNHEALTHY_AFTER_S,
         help="Seconds the authority may go unreached (or the claim loop without a pass) "
-        "before /healthz answers 503 and systemd's watchdog is no longer fed.",
+        "before /healthz answers 503 and systemd's watchdog is no longer fed; more than the "
+        "Worker's poll_wait_s (2 s by default) and 5 s, else refused (when /healthz is "
+        "served or systemd watches).",
     ),
 ]

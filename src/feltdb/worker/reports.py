@@ -35,8 +35,10 @@ from feltdb.worker.failures import (
     LeaseLost,
     failure_report,
     is_lease_lost,
+    is_transient,
 )
 from feltdb.worker.handlers import Handler, HandlerLoop
+from feltdb.worker.health import Pulse
 
 log = logging.getLogger("feltdb.worker")
 
@@ -52,6 +54,7 @@ class AttemptRunner:
     With a ``completer``, an attempt's thread hands the completion over and returns: the
     completer's answer ends the attempt (``ended(attempt)``), or, refused, is decided on an
     attempt thread (``later(attempt, job)``), as the single call's refusal would be.
+    The ``pulse`` is told of each heartbeat call and of the attempts holding the slots.
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class AttemptRunner:
         *,
         ended: Callable[[Attempt], None] = lambda attempt: None,
         later: Callable[[Attempt, Callable[[], None]], None] = lambda attempt, job: job(),
+        pulse: Pulse | None = None,
     ) -> None:
         self.client = client
         self.lease_ms = lease_ms
@@ -75,6 +79,7 @@ class AttemptRunner:
         """Completions go through it when set (in batches), else one call each."""
         self.ended = ended
         self.later = later
+        self.pulse = pulse
 
     def run(self, attempt: Attempt) -> None:
         """Start the claimed workload (unless its claim started it), run its handler and
@@ -347,8 +352,10 @@ class AttemptRunner:
         """When a lease of ``attempts`` is due for extension, extend in one call every
         lease due, and those due within half their interval with them: leases claimed
         together keep being renewed together, rather than one call each as they fall due
-        a tick apart.
+        a tick apart. The pulse learns which attempts hold the slots.
         """
+        if self.pulse is not None:
+            self.pulse.holding(attempts)
         now = time.monotonic()
         # A lost attempt is never renewed (its next beat never moves): left in, it would
         # make every tick look due.
@@ -374,6 +381,11 @@ class AttemptRunner:
             answers: Sequence[LeaseRenewal | WorkloadError] = self.client.renew_leases(items)
         except WorkloadError as error:
             answers = [error] * len(attempts)
+            if self.pulse is not None and is_transient(error):
+                self.pulse.beat(error)  # unreached: while every slot is busy, no claim says so
+        else:
+            if self.pulse is not None:
+                self.pulse.beat(None)
         for attempt, answer in zip(attempts, answers, strict=True):
             if isinstance(answer, WorkloadError):
                 _beat_refused(attempt, answer)

@@ -271,7 +271,7 @@ class Worker:
         threads = AttemptThreads(self.concurrency, lambda a: self._run_attempt(runner, a))
         runner = AttemptRunner(
             client, self.lease_ms, self.handlers, HandlerLoop(), self._count_completed, completer,
-            ended=lambda attempt: self._end(runner, attempt), later=threads.later,
+            ended=lambda a: self._end(runner, a), later=threads.later, pulse=self.pulse,
         )  # fmt: skip
         self._threads = threads
         # Per run, so that a heartbeat thread of a previous run can never outlive it.

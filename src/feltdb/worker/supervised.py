@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from feltdb.worker.health import HealthServer, Pulse
+from feltdb.worker.health import HealthServer, Pulse, check_bound
 
 if TYPE_CHECKING:
     from feltdb.worker.runtime import Worker
@@ -101,12 +101,17 @@ class Supervision:
     The port is bound at construction, so a port in use is said before the worker starts.
 
     Raises:
+        WorkloadError: ``WORKLOAD_INVALID``, with ``/healthz`` served or under systemd,
+            ``unhealthy_after_s`` is not longer than the worker's long-poll and a margin
+            (:func:`~feltdb.worker.health.check_bound`); unused, any bound is taken.
         OSError: the health port cannot be listened on.
     """
 
     def __init__(
         self, worker: Worker, health_host: str, health_port: int | None, unhealthy_after_s: float
     ) -> None:
+        if health_port is not None or os.environ.get("NOTIFY_SOCKET"):
+            check_bound(unhealthy_after_s, worker.poll_wait_s)
         verdict = lambda: worker.pulse.verdict(unhealthy_after_s)  # noqa: E731
         self.host = health_host
         self.server = (

@@ -56,6 +56,28 @@ def test_a_health_port_in_use_is_a_usage_error(tasks: Path) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("given", [["--unhealthy-after", "5.5"], ["FELTDB_UNHEALTHY_AFTER=2"]])
+def test_an_unhealthy_bound_an_idle_claim_would_cross_is_a_usage_error(
+    tasks: Path, given: list[str]
+) -> None:
+    # Its Worker long-polls 0.5 s; the bound must be longer than that and a 5 s margin (when
+    # it is used: /healthz served, or under systemd). A process with a timeout: a bound
+    # taken would run the worker until stopped.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FELTDB_")}
+    env.update(item.split("=", 1) for item in given if "=" in item)
+    run = subprocess.run(
+        [sys.executable, "-c", "from feltdb.cli import main; main()", "worker",
+         "health_tasks:worker", "--db", str(tasks / "w.db"), "--health-port", "0",
+         *(item for item in given if "=" not in item)],
+        capture_output=True, text=True, env=env, cwd=tasks, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    said = " ".join(run.stderr.split())
+    assert "--unhealthy-after: an unhealthy bound of" in said and "is too short" in said
+    assert "so give more than 5.5 s (the wait and a 5 s margin)" in said
+    assert "Traceback" not in said
+
+
 @pytest.mark.multiprocess
 def test_a_worker_is_healthy_while_it_claims_and_not_while_it_drains(tasks: Path) -> None:
     store_path = tasks / "w.db"

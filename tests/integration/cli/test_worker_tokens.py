@@ -71,12 +71,12 @@ def mint(home: Path, *args: str) -> str:
 class Running:
     """A ``feltdb worker token_tasks:worker`` process, its stderr logged to a file."""
 
-    def __init__(self, home: Path, url: str, *args: str) -> None:
+    def __init__(self, home: Path, url: str, *args: str, **env: str) -> None:
         self.log = home / "worker.log"
         with self.log.open("wb") as output:
             self.process = subprocess.Popen(
                 [*FELTDB, "worker", "token_tasks:worker", "--url", url, *args],
-                stdout=output, stderr=subprocess.STDOUT, env=clean_env(), cwd=home,
+                stdout=output, stderr=subprocess.STDOUT, env={**clean_env(), **env}, cwd=home,
             )  # fmt: skip
 
     def text(self) -> str:
@@ -200,3 +200,18 @@ def test_conflicting_or_missing_token_options_are_usage_errors(
     run = feltdb(*args, cwd=home)
     assert run.returncode == 2, (run.stdout, run.stderr)
     assert said in " ".join(run.stderr.split())
+
+
+def test_a_typed_token_wins_over_a_token_file_from_the_environment(
+    server: Server, home: Path, workers: list[Running]
+) -> None:
+    # An image sets FELTDB_TOKEN_FILE; whoever runs it types --token for once: it is taken.
+    app = "typed"
+    baked = home / "baked.token"
+    baked.write_text(mint(home, *worker_grant("w-file", app), "--lifetime", "3600") + "\n")
+    typed = mint(home, *worker_grant("w-typed", app), "--lifetime", "3600")
+    running = Running(home, server.url, "--token", typed, FELTDB_TOKEN_FILE=str(baked))
+    workers.append(running)
+    assert "worker worker:w-typed: handlers send" in running.wait_for("handlers send")
+    assert f"to {baked}" not in running.wait_for("expires at")  # not the file's
+    run_to_success(server, app, "typed-token", running)
