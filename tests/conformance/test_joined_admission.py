@@ -219,7 +219,7 @@ def test_the_connection_must_be_a_transaction_on_the_stores_database(
         assert refusal.value.code == ErrorCode.WORKLOAD_INVALID
         return refusal.value.message
 
-    assert "not object" in refused(object())
+    assert "not builtins.object" in refused(object())
     elsewhere_target = new_target("elsewhere")
     WorkloadStore.open(elsewhere_target).close()  # a store of its own, another database
     with connect(elsewhere_target) as elsewhere:

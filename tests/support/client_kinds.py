@@ -27,8 +27,8 @@ class Awaited:
     """
 
     def __init__(self, url: str, token: str, *, timeout: float = 30.0) -> None:
+        self.client = AsyncClient(url, token=token, timeout=timeout)  # refused: no loop made
         self.loop = asyncio.new_event_loop()
-        self.client = AsyncClient(url, token=token, timeout=timeout)
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.client, name)

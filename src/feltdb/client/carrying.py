@@ -20,6 +20,19 @@ if TYPE_CHECKING:
     from feltdb.auth import Subject
 
 
+def _sendable(token: str) -> str:
+    """``token``, if a header can carry it: not empty, no spaces nor control characters
+    (else the request would fail as if the server could not be reached).
+    """
+    if not isinstance(token, str) or not token or not token.isprintable() or " " in token:
+        raise ClientError(
+            ErrorCode.WORKLOAD_INVALID,
+            "the token is empty or holds spaces or control characters (read from a file? "
+            "strip its end of line)",
+        )
+    return token
+
+
 class Carrier:
     """The server at ``url`` (its root) and the grant ``token`` carries, for a client whose
     ``_http`` (an :class:`httpx.Client` or :class:`httpx.AsyncClient`) sends.
@@ -32,11 +45,11 @@ class Carrier:
 
         Raises:
             ClientError: ``WORKLOAD_INVALID`` for a URL that is not an ``http``/``https``
-                URL with a host and a valid port.
+                URL with a host and a valid port, or a token that cannot be one.
         """
         self.url = server_url(url)
         self.timeout = timeout
-        self._token = token
+        self._token = _sendable(token)
         self._http = self._open(
             base_url=self.url,
             timeout=timeout,
@@ -48,6 +61,7 @@ class Carrier:
 
     def use_token(self, token: str) -> None:
         """Send ``token`` from the next request on (a rotated token)."""
+        token = _sendable(token)
         headers = self._http.headers.copy()
         headers["Authorization"] = f"Bearer {token}"
         self._http.headers = headers  # whole: another thread's request takes one or the other

@@ -62,7 +62,9 @@ def joined_session(
     """
     if not isinstance(connection, psycopg.Connection):
         raise invalid(
-            f"a PostgreSQL store joins a psycopg.Connection, not {type(connection).__name__}"
+            "a PostgreSQL store joins a psycopg.Connection (SQLAlchemy's: "
+            "session.connection().connection.driver_connection), not "
+            f"{type(connection).__module__}.{type(connection).__qualname__}"
         )
     if connection.info.pipeline_status != PipelineStatus.OFF:
         # In pipeline mode a statement's row count is not known when it is sent: a guard

@@ -238,7 +238,9 @@ class _SQLiteDialect:
         """
         if not isinstance(connection, sqlite3.Connection):
             raise invalid(
-                f"a SQLite store joins a sqlite3.Connection, not {type(connection).__name__}"
+                "a SQLite store joins a sqlite3.Connection (SQLAlchemy's: "
+                "session.connection().connection.driver_connection), not "
+                f"{type(connection).__module__}.{type(connection).__qualname__}"
             )
         if not connection.in_transaction:
             raise invalid(

@@ -8,12 +8,13 @@ and which attempts hold the handler slots, and :meth:`Pulse.verdict` judges from
 
 - healthy while the loop runs, has passed within the bound, and has reached its
   authority (the server, or the store with ``--db``) within the bound;
-- unhealthy before its first pass, once it stops claiming (SIGTERM: a draining worker
-  takes no more work), when no pass came for longer than the bound (a loop stuck), when
-  its claims and heartbeats have failed to reach the authority for longer than the bound
-  (a claim or a heartbeat answered is a reach), and when no claim was made for longer
-  than the bound while every attempt holding a slot had been told to stop (its lease lost,
-  or its work cancelled) for longer than the bound: handlers that do not return.
+- unhealthy until a claim first reached its authority; once it stops claiming (SIGTERM:
+  a draining worker takes no more work); when no pass came for longer than the bound (a
+  loop stuck); when its claims and heartbeats have failed to reach the authority for
+  longer than the bound (a claim or a heartbeat answered is a reach); and when no claim
+  was made for longer than the bound while every attempt holding a slot had been told to
+  stop (its lease lost, or its work cancelled) for longer than the bound: handlers that
+  do not return.
 
 The bound is the caller's (``feltdb worker --unhealthy-after``, default
 :data:`~feltdb.limits.DEFAULT_UNHEALTHY_AFTER_S`, 60 s), longer than an idle claim's
@@ -160,6 +161,8 @@ class Pulse:
                 return "the worker has not started claiming yet"
             if self._stopping.is_set():
                 return "the worker is stopping: it claims no more work"
+            if not self.ever_reached:  # as systemd's READY=1 waits for it
+                return f"the authority has not been reached yet ({self._unreached_by})"
             if now - self._last_pass > unhealthy_after_s:
                 return f"the claim loop has not passed for {now - self._last_pass:.0f} s"
             since = self._unreached_since

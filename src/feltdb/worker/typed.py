@@ -5,13 +5,15 @@ A typed handler is called as ``handler(ctx, value)`` (``async`` or not): ``ctx``
 parsed into the definition's input model. What it returns is checked against the output
 model (an instance of it, or a dict of its fields) and completed as its JSON.
 
-Neither check is worth retrying, so each fails the attempt as :class:`Permanent` would
-(dead-lettered unless the retry policy lists the kind), naming each bad field:
+Each fails the attempt as :class:`Permanent` would, naming each bad field:
 
 - input that does not parse (work submitted untyped, or under an older model): kind
-  ``invalid_input``, effect ``none``, before the handler is called;
+  ``invalid_input``, effect ``none``, before the handler is called: dead-lettered unless
+  the retry policy lists the kind;
 - output that does not match: kind ``invalid_output`` (as when the authority refuses an
-  output), effect ``unknown``, since the handler ran.
+  output), effect ``unknown``, since the handler ran: the authority decides a failure of
+  unknown effect as ``worker_failure`` (:mod:`feltdb.work.retry`), retried by the default
+  policy, as it must be when what a handler did is not known.
 
 A handler that returns ``None`` once ``ctx.cancelled`` is set (it stopped early) is not
 checked: what it returns then is not recorded.

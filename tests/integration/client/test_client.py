@@ -84,6 +84,18 @@ def test_a_client_error_survives_pickling(clients: Clients, app: str):
 
 
 @pytest.mark.parametrize("kind", HTTP_KINDS)
+@pytest.mark.parametrize("token", ["", "fgt2.abc\n", "fgt2 abc", "\tfgt2"])
+def test_a_token_no_header_can_carry_is_refused_when_the_client_is_made(kind: str, token: str):
+    # Not a "cannot reach the server" on the first call: a token file read with its end of
+    # line is the usual cause, and the refusal says so.
+    with pytest.raises(ClientError) as refused:
+        bare(kind, "http://127.0.0.1:9", token)
+    assert refused.value.code == "WORKLOAD_INVALID" and "end of line" in refused.value.message
+    with bare(kind, "http://127.0.0.1:9", "fgt2.abc") as client, pytest.raises(ClientError):
+        client.use_token("fgt2.abc\n")
+
+
+@pytest.mark.parametrize("kind", HTTP_KINDS)
 def test_an_unreachable_server_is_a_storage_failure_naming_the_url(kind: str):
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     with bare(kind, url, "token") as felt, pytest.raises(ClientError) as down:

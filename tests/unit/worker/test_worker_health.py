@@ -81,15 +81,20 @@ def test_failing_to_reach_the_authority_is_unhealthy_past_the_bound_only(clock: 
     assert pulse.verdict(BOUND_S) is None
 
 
-def test_a_worker_that_never_reached_its_authority_becomes_unhealthy(clock: Clock):
+def test_a_worker_is_unhealthy_until_a_claim_first_reaches_its_authority(clock: Clock):
+    # As systemd's READY=1 waits for it: a worker that never reached its server is not
+    # ready, from its first pass on, not only once the bound has passed.
     pulse, _ = pulse_of(clock)
     pulse.passed()
+    never = "the authority has not been reached yet (no claim has reached it yet)"
+    assert pulse.verdict(BOUND_S) == never
     clock.now += BOUND_S + 5
+    pulse.unreached(WorkloadError(ErrorCode.WORKLOAD_STORAGE_FAILURE, "connection refused"))
     pulse.passed()
-    assert pulse.verdict(BOUND_S) == (
-        "the authority has not been reached for 65 s (no claim has reached it yet)"
-    )
+    assert pulse.verdict(BOUND_S) == "the authority has not been reached yet (connection refused)"
     assert not pulse.ever_reached
+    pulse.reached()
+    assert pulse.verdict(BOUND_S) is None and pulse.ever_reached
 
 
 def test_a_loop_without_a_pass_past_the_bound_is_unhealthy(clock: Clock):
