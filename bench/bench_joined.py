@@ -18,8 +18,6 @@ Usage: python bench/bench_joined.py [--orders 400] [--rounds 3] [--postgres]
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import sys
 import time
@@ -31,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.backends import on_backends
+from harness.backends import on_backends, write_runs
 from support.app_rows import begin, commit, connect, create_orders, insert_order
 from support.factories import make_request
 
@@ -107,15 +105,13 @@ def main() -> None:
         postgres=args.postgres,
         label="joined",
     )
-    result = {
-        "benchmark": "an order row and the work confirming it, one at a time: in one "
-        "transaction of the application (joined), as two commits, and the admission alone",
-        "machine": f"{platform.machine()}, CPython {platform.python_version()}",
-        "orders": args.orders,
-        "runs": runs,
-    }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_runs(
+        args.out,
+        "an order row and the work confirming it, one at a time: in one transaction of the "
+        "application (joined), as two commits, and the admission alone",
+        runs,
+        orders=args.orders,
+    )
 
 
 if __name__ == "__main__":

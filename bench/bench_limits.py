@@ -23,8 +23,6 @@ Usage: python bench/bench_limits.py [--workloads 2000] [--rounds 3] [--postgres]
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import sys
 import time
@@ -35,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.backends import on_backends
+from harness.backends import on_backends, write_runs
 from support.factories import CAPABILITIES, SIGNER, make_grant, make_request
 
 from feltdb import CreateWorkload, WorkloadClaim, WorkloadStore
@@ -180,18 +178,16 @@ def main() -> None:
         postgres=args.postgres,
         label="limits",
     )
-    result = {
-        "benchmark": "a drain (a claim, start, complete; one thread) with and without "
-        "concurrency keys, fairness keys and tenants in turn; the time to a small key's first "
-        "claim behind a backlog",
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "rounds": args.rounds,
-        "machine": f"{platform.machine()}, CPython {platform.python_version()}",
-        "workloads": args.workloads,
-        "runs": runs,
-    }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_runs(
+        args.out,
+        "a drain (a claim, start, complete; one thread) with and without concurrency keys, "
+        "fairness keys and tenants in turn; the time to a small key's first claim behind a "
+        "backlog",
+        runs,
+        date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        rounds=args.rounds,
+        workloads=args.workloads,
+    )
 
 
 if __name__ == "__main__":

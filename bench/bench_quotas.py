@@ -12,8 +12,6 @@ Usage: python bench/bench_quotas.py [--workloads 600] [--rounds 3] [--postgres]
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import sys
 import threading
@@ -25,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.backends import on_backends
+from harness.backends import on_backends, write_runs
 from support.factories import make_request
 
 from feltdb import WorkloadStore
@@ -107,15 +105,13 @@ def main() -> None:
         postgres=args.postgres,
         label="quotas",
     )
-    result = {
-        "benchmark": "admissions (one at a time, 8 threads, batches of 100) into a tenant "
-        "without a quota and one whose quota never refuses",
-        "machine": f"{platform.machine()}, CPython {platform.python_version()}",
-        "workloads": args.workloads,
-        "runs": runs,
-    }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_runs(
+        args.out,
+        "admissions (one at a time, 8 threads, batches of 100) into a tenant without a quota "
+        "and one whose quota never refuses",
+        runs,
+        workloads=args.workloads,
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """Where a benchmark's stores live: a fresh SQLite file in a scratch folder on disk, and,
-when asked and a server is there (``scripts/with-postgres``), a fresh PostgreSQL database.
+when asked and a server is there (``scripts/with-postgres``), a fresh PostgreSQL database;
+and the JSON a benchmark writes of its runs (:func:`write_runs`).
 """
 
 from __future__ import annotations
 
+import json
+import platform
 import sys
 import tempfile
 from collections.abc import Callable
@@ -35,3 +38,13 @@ def on_backends(measure: Measure, *, postgres: bool, label: str) -> dict[str, An
 
             runs["postgres"] = measure(database)
     return runs
+
+
+def write_runs(out: Path, benchmark: str, runs: dict[str, Any], **figures: Any) -> None:
+    """Write to ``out`` (and print) a benchmark's result: what it measures, the machine,
+    its ``figures`` (sizes, rounds…) and its ``runs`` by backend.
+    """
+    machine = f"{platform.machine()}, CPython {platform.python_version()}"
+    result = {"benchmark": benchmark, "machine": machine, **figures, "runs": runs}
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))

@@ -112,8 +112,7 @@ class JoinedDialect:
         self._base.ensure_open()
         session, queries = self._session, self.queries
         with self._base.errors(doing):
-            session.offset = 0
-            session.offset = session.execute(queries["joined_position"], {}).fetchall()[0][0]
+            [(session.offset,)] = session.execute(queries["joined_position"], {}).fetchall()
             session.execute(queries["joined_savepoint"], {})
             try:
                 result = work(session)
